@@ -1,0 +1,75 @@
+using System;
+using System.Runtime.CompilerServices;
+using System.Threading;
+
+namespace Spindle.Queues;
+
+/// <summary>
+/// One queued work item as the queues store it: three references, no allocation per item for the
+/// <see cref="WaitCallback"/>, reference-typed <c>Action&lt;TState&gt;</c> and <see cref="IWorkItem"/> paths.
+/// </summary>
+/// <remarks>
+/// Encoding (chosen so dispatch needs one reference comparison, not a type test):
+/// <list type="bullet">
+/// <item><see cref="IWorkItem"/>: <see cref="Callback"/> is the item, <see cref="State"/> is <see cref="WorkItemMarker"/>.</item>
+/// <item>Anything else: <see cref="Callback"/> is a delegate whose signature is <c>void (object?)</c> at the ABI level
+/// (<see cref="WaitCallback"/>, or <c>Action&lt;TState&gt;</c> with a reference-typed <c>TState</c>), invoked as
+/// <c>Action&lt;object?&gt;</c>. Value-typed states are wrapped in a <c>StateWorkItem&lt;TState&gt;</c> so they are never boxed.</item>
+/// </list>
+/// <see cref="Context"/> is null when no ExecutionContext flows; the runtime's default context is also run without
+/// <see cref="ExecutionContext.Run"/> because a worker thread already runs in it between items.
+/// </remarks>
+internal struct WorkItemEntry
+{
+    /// <summary>Marks an entry whose <see cref="Callback"/> is an <see cref="IWorkItem"/>.</summary>
+    internal static readonly object WorkItemMarker = new();
+
+    public object Callback;
+    public object? State;
+    public ExecutionContext? Context;
+
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    public WorkItemEntry(object callback, object? state, ExecutionContext? context)
+    {
+        Callback = callback;
+        State = state;
+        Context = context;
+    }
+
+    public readonly bool IsEmpty => Callback is null;
+
+    /// <summary>Runs the entry on the current thread, in whatever ExecutionContext the thread is in.</summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    public readonly void Invoke()
+    {
+        object? state = State;
+        if (ReferenceEquals(state, WorkItemMarker))
+        {
+            Unsafe.As<IWorkItem>(Callback).Execute();
+        }
+        else
+        {
+            Unsafe.As<Action<object?>>(Callback)(state);
+        }
+    }
+}
+
+/// <summary>Carries a value-typed state without boxing it (the wrapper is the only allocation).</summary>
+internal sealed class StateWorkItem<TState> : IWorkItem
+{
+    private readonly Action<TState> _callback;
+    private TState _state;
+
+    public StateWorkItem(Action<TState> callback, TState state)
+    {
+        _callback = callback;
+        _state = state;
+    }
+
+    public void Execute()
+    {
+        TState state = _state;
+        _state = default!; // release what the state references as soon as the item has started
+        _callback(state);
+    }
+}

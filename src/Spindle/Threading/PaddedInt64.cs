@@ -1,0 +1,29 @@
+using System.Runtime.InteropServices;
+
+namespace Spindle.Threading;
+
+/// <summary>
+/// A 64-bit value alone on its cache line (128 bytes, so adjacent-line prefetchers do not pair it with a neighbour).
+/// Hot fields written by different threads each get one, so a write by one thread never invalidates the line another
+/// thread is reading.
+/// </summary>
+[StructLayout(LayoutKind.Explicit, Size = 2 * CacheLine.Size)]
+internal struct PaddedInt64
+{
+    [FieldOffset(CacheLine.Size)]
+    public long Value;
+}
+
+/// <summary>A 32-bit value alone on its cache line; see <see cref="PaddedInt64"/>.</summary>
+[StructLayout(LayoutKind.Explicit, Size = 2 * CacheLine.Size)]
+internal struct PaddedInt32
+{
+    [FieldOffset(CacheLine.Size)]
+    public int Value;
+}
+
+internal static class CacheLine
+{
+    /// <summary>Conservative line size: 64 bytes on x64 and most Arm cores, 128 on Apple silicon.</summary>
+    public const int Size = 64;
+}

@@ -1,0 +1,207 @@
+using System;
+using System.Diagnostics;
+using System.Threading;
+using Spindle.Parking;
+using Spindle.Queues;
+
+namespace Spindle;
+
+// Searching, parking and waking.
+//
+// Protocol (after Go's scheduler and Tokio's idle.rs, with the LIFO blocker of dotnet/runtime PR 123921):
+// - _searching counts workers that are looking for work (spinning over the queues). A worker may start searching only
+//   while fewer than half of the non-parked workers are searching; otherwise it parks at once, since the searchers
+//   will find whatever there is.
+// - An enqueue publishes its item and then calls WakeWorkerIfNeeded, which does nothing if anyone is searching or
+//   nobody is parked. Otherwise it claims _searching 0 -> 1 on behalf of the worker it is about to wake (so that a
+//   burst of enqueues wakes one worker, not one per item), pops the most recently parked worker and signals it.
+// - A searcher that finds work stops searching; if it was the last searcher and more work is visible, it wakes one
+//   more worker (which arrives as a searcher), so parallelism ramps up one worker at a time without a thundering herd.
+// - A searcher that finds nothing decrements _searching, pushes itself on the idle stack, and only then looks at every
+//   queue once more before blocking. Both the decrement and the push are full fences, and the global enqueue's claim
+//   is a full fence before its read of _searching / the idle count, so (store-buffering argument) either the enqueuer
+//   sees this worker counted as searching or parked, or this worker's last look sees the item. A wake-up cannot be lost
+//   for work queued from outside.
+// - A local push by a worker is not fenced (it is the hot path). A stale read there can skip a wake-up, but the item
+//   sits in the ring of a live worker, which runs it after its current item, so it is delayed, never lost.
+public sealed partial class WorkerPool
+{
+    /// <summary>Test seam: upper bound on a searcher's backoff attempts when every other core is free.</summary>
+    internal static int s_maxSpinAttempts = 7;
+
+    /// <summary>Wakes a parked worker if work may be waiting and nobody is looking for it.</summary>
+    internal void WakeWorkerIfNeeded()
+    {
+        if (Volatile.Read(ref _searching.Value) != 0)
+        {
+            return;
+        }
+        if (_idle.Count == 0)
+        {
+            // Nobody to wake: maybe the pool has not reached its thread target yet.
+            if (Volatile.Read(ref _threadCount) < _threadTarget)
+            {
+                TryAddWorker(InjectionReason.Demand);
+            }
+            return;
+        }
+        if (Interlocked.CompareExchange(ref _searching.Value, 1, 0) != 0)
+        {
+            return; // someone started searching meanwhile
+        }
+        Worker? worker = _idle.TryPop();
+        if (worker is null)
+        {
+            Interlocked.Decrement(ref _searching.Value);
+            return;
+        }
+        worker.WokenAsSearcher = true;
+        worker.Blocker.Signal();
+    }
+
+    /// <summary>Looks for work in the global queue and in other workers' rings, spinning with backoff between looks.</summary>
+    private bool Search(Worker self, out WorkItemEntry item)
+    {
+        bool counted = self.WokenAsSearcher;
+        if (counted)
+        {
+            self.WokenAsSearcher = false;
+        }
+        else if (!TryBeginSearching())
+        {
+            item = default;
+            return false;
+        }
+
+        int attempts = SpinAttemptsForFreeCores();
+        for (int attempt = 0; ; attempt++)
+        {
+            if (TryStealOrTakeGlobal(self, out item))
+            {
+                int left = Interlocked.Decrement(ref _searching.Value);
+                Debug.Assert(left >= 0);
+                if (left == 0 && (!self.Ring.IsEmpty || !_globalQueue.IsEmpty))
+                {
+                    WakeWorkerIfNeeded(); // the last searcher to find work brings in one more
+                }
+                return true;
+            }
+            if (attempt >= attempts)
+            {
+                break;
+            }
+            self.Backoff.Spin(attempt);
+        }
+        int remaining = Interlocked.Decrement(ref _searching.Value);
+        Debug.Assert(remaining >= 0);
+        item = default;
+        return false;
+    }
+
+    private bool TryBeginSearching()
+    {
+        while (true)
+        {
+            int searching = Volatile.Read(ref _searching.Value);
+            int active = Volatile.Read(ref _threadCount) - _idle.Count;
+            if (2 * searching >= Math.Max(active, 1))
+            {
+                return false;
+            }
+            if (Interlocked.CompareExchange(ref _searching.Value, searching + 1, searching) == searching)
+            {
+                return true;
+            }
+        }
+    }
+
+    /// <summary>
+    /// How long to spin before parking: scaled by the cores not occupied by this pool's other running threads, and zero
+    /// when they occupy them all (spinning then only steals CPU from the threads doing the work).
+    /// </summary>
+    private int SpinAttemptsForFreeCores()
+    {
+        int running = Volatile.Read(ref _threadCount) - _idle.Count - 1; // other non-parked workers
+        int free = Environment.ProcessorCount - Math.Max(running, 0);
+        if (free <= 0 || s_maxSpinAttempts <= 0)
+        {
+            return 0;
+        }
+        // Each extra attempt roughly doubles the spin; giving up one attempt per busy core halves it per busy core.
+        int attempts = s_maxSpinAttempts - (Environment.ProcessorCount - free);
+        return Math.Max(attempts, 1);
+    }
+
+    private bool TryStealOrTakeGlobal(Worker self, out WorkItemEntry item)
+    {
+        if (self.TryTakeGlobalBatch(out item))
+        {
+            return true;
+        }
+        Worker[] workers = Volatile.Read(ref _workers);
+        int count = workers.Length;
+        if (count > 1)
+        {
+            int start = (int)((uint)self.Backoff.SpinCount(Backoff.MaxExponent) % (uint)count);
+            for (int i = 0; i < count; i++)
+            {
+                Worker victim = workers[(start + i) % count];
+                if (victim != self && !victim.Ring.IsEmpty && victim.Ring.StealHalfInto(self.Ring, out item) > 0)
+                {
+                    return true;
+                }
+            }
+        }
+        item = default;
+        return false;
+    }
+
+    /// <summary>Whether any queue of the pool holds an item right now.</summary>
+    private bool AnyWorkVisible()
+    {
+        if (!_globalQueue.IsEmpty)
+        {
+            return true;
+        }
+        foreach (Worker worker in Volatile.Read(ref _workers))
+        {
+            if (!worker.Ring.IsEmpty)
+            {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /// <summary>
+    /// Blocks the worker until it is woken. Returns false when the worker should exit instead (shutdown, nothing left).
+    /// </summary>
+    private bool Park(Worker self)
+    {
+        Debug.Assert(self.Ring.IsEmpty, "A worker parks only with an empty ring.");
+        if (_state != StateRunning && !AnyWorkVisible())
+        {
+            return false;
+        }
+        _idle.Push(self);
+        if (AnyWorkVisible() || _state != StateRunning)
+        {
+            if (_idle.TryRemove(self))
+            {
+                return true; // look again without sleeping
+            }
+            // A waker popped us first and has signalled (or is about to): fall through and take that signal.
+        }
+        self.Blocker.Wait();
+        return true;
+    }
+
+    /// <summary>Wakes every parked worker (shutdown).</summary>
+    private void WakeAllWorkers()
+    {
+        while (_idle.TryPop() is Worker worker)
+        {
+            worker.Blocker.Signal();
+        }
+    }
+}

@@ -1,0 +1,132 @@
+using System;
+using System.Diagnostics.CodeAnalysis;
+using System.Runtime.CompilerServices;
+using System.Threading;
+using Spindle.Queues;
+
+namespace Spindle;
+
+public sealed partial class WorkerPool
+{
+    /// <summary>Queues <paramref name="callBack"/> with a null state. See <see cref="QueueUserWorkItem(WaitCallback, object?)"/>.</summary>
+    /// <returns>Always <see langword="true"/> (the return type mirrors <see cref="ThreadPool.QueueUserWorkItem(WaitCallback)"/>).</returns>
+    /// <exception cref="ArgumentNullException"><paramref name="callBack"/> is null.</exception>
+    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    public bool QueueUserWorkItem(WaitCallback callBack) => QueueUserWorkItem(callBack, null);
+
+    /// <summary>
+    /// Queues <paramref name="callBack"/> to run once with <paramref name="state"/>, flowing the caller's
+    /// <see cref="ExecutionContext"/> when <see cref="WorkerPoolOptions.FlowExecutionContext"/> is set. Called from one of
+    /// this pool's workers, the item goes to that worker's local queue.
+    /// </summary>
+    /// <returns>Always <see langword="true"/>.</returns>
+    /// <exception cref="ArgumentNullException"><paramref name="callBack"/> is null.</exception>
+    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    public bool QueueUserWorkItem(WaitCallback callBack, object? state)
+    {
+        ArgumentNullException.ThrowIfNull(callBack);
+        Enqueue(new WorkItemEntry(callBack, state, CaptureContext()), preferLocal: true);
+        return true;
+    }
+
+    /// <summary>
+    /// Queues <paramref name="callBack"/> to run once with <paramref name="state"/>, which is never boxed. Flows the
+    /// caller's <see cref="ExecutionContext"/> when <see cref="WorkerPoolOptions.FlowExecutionContext"/> is set.
+    /// </summary>
+    /// <param name="callBack">The work.</param>
+    /// <param name="state">Passed to <paramref name="callBack"/>.</param>
+    /// <param name="preferLocal"><see langword="true"/> to use the calling worker's local queue when called from one of this
+    /// pool's workers; <see langword="false"/> to use the global queue (fairer to work queued from outside).</param>
+    /// <returns>Always <see langword="true"/>.</returns>
+    /// <exception cref="ArgumentNullException"><paramref name="callBack"/> is null.</exception>
+    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    public bool QueueUserWorkItem<TState>(Action<TState> callBack, TState state, bool preferLocal)
+    {
+        ArgumentNullException.ThrowIfNull(callBack);
+        Enqueue(CreateEntry(callBack, state, CaptureContext()), preferLocal);
+        return true;
+    }
+
+    /// <summary>Like <see cref="QueueUserWorkItem(WaitCallback, object?)"/> but never flows the caller's <see cref="ExecutionContext"/>.</summary>
+    /// <returns>Always <see langword="true"/>.</returns>
+    /// <exception cref="ArgumentNullException"><paramref name="callBack"/> is null.</exception>
+    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    public bool UnsafeQueueUserWorkItem(WaitCallback callBack, object? state)
+    {
+        ArgumentNullException.ThrowIfNull(callBack);
+        Enqueue(new WorkItemEntry(callBack, state, null), preferLocal: true);
+        return true;
+    }
+
+    /// <summary>Like <see cref="QueueUserWorkItem{TState}(Action{TState}, TState, bool)"/> but never flows the caller's <see cref="ExecutionContext"/>.</summary>
+    /// <returns>Always <see langword="true"/>.</returns>
+    /// <exception cref="ArgumentNullException"><paramref name="callBack"/> is null.</exception>
+    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    public bool UnsafeQueueUserWorkItem<TState>(Action<TState> callBack, TState state, bool preferLocal)
+    {
+        ArgumentNullException.ThrowIfNull(callBack);
+        Enqueue(CreateEntry(callBack, state, null), preferLocal);
+        return true;
+    }
+
+    /// <summary>
+    /// Queues <paramref name="workItem"/> to have <see cref="IWorkItem.Execute"/> called once, without allocating and
+    /// without flowing <see cref="ExecutionContext"/>.
+    /// </summary>
+    /// <param name="workItem">The work; may be queued again while it is pending or running.</param>
+    /// <param name="preferLocal">See <see cref="QueueUserWorkItem{TState}(Action{TState}, TState, bool)"/>.</param>
+    /// <returns>Always <see langword="true"/>.</returns>
+    /// <exception cref="ArgumentNullException"><paramref name="workItem"/> is null.</exception>
+    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    public bool UnsafeQueueUserWorkItem(IWorkItem workItem, bool preferLocal)
+    {
+        ArgumentNullException.ThrowIfNull(workItem);
+        Enqueue(new WorkItemEntry(workItem, WorkItemEntry.WorkItemMarker, null), preferLocal);
+        return true;
+    }
+
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private ExecutionContext? CaptureContext() => _flowExecutionContext ? ExecutionContext.Capture() : null;
+
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private static WorkItemEntry CreateEntry<TState>(Action<TState> callBack, TState state, ExecutionContext? context)
+    {
+        if (typeof(TState).IsValueType)
+        {
+            return new WorkItemEntry(new StateWorkItem<TState>(callBack, state), WorkItemEntry.WorkItemMarker, context);
+        }
+        // A reference-typed TState makes Action<TState> an Action<object?> at the ABI level; see WorkItemEntry.
+        return new WorkItemEntry(callBack, state, context);
+    }
+
+    /// <summary>The single enqueue path: local ring for this pool's workers, global queue otherwise; then wake if needed.</summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    internal void Enqueue(in WorkItemEntry entry, bool preferLocal)
+    {
+        Worker? worker = t_currentWorker;
+        if (preferLocal && worker is not null && ReferenceEquals(worker.Pool, this))
+        {
+            if (_state != StateRunning)
+            {
+                ThrowShutDown();
+            }
+            if (!worker.Ring.TryPush(entry))
+            {
+                worker.OverflowToGlobal(entry);
+            }
+            // No fence here: the owner will run the item itself if nobody else does, so a stale read below can cost
+            // parallelism but never the item (see WorkerPool.Parking.cs).
+            WakeWorkerIfNeeded();
+            return;
+        }
+        if (!_globalQueue.TryEnqueue(entry))
+        {
+            ThrowShutDown();
+        }
+        WakeWorkerIfNeeded();
+    }
+
+    [DoesNotReturn]
+    private void ThrowShutDown() =>
+        throw new ObjectDisposedException(GetType().FullName, $"The worker pool '{Name}' is shut down or shutting down and accepts no more work.");
+}

@@ -1,0 +1,149 @@
+using System;
+using System.Diagnostics;
+using System.Threading;
+using System.Runtime.CompilerServices;
+using System.Threading.Tasks;
+using Spindle.Queues;
+
+namespace Spindle;
+
+// Shutdown. Protocol:
+// - The first call moves _state from running to draining or cancelling (a cancelling call may also upgrade a draining
+//   pool) and closes the global queue. From then on every enqueue throws ObjectDisposedException: a global enqueue
+//   either claimed its slot before the close (and is drained) or sees the close (and is rejected), see GlobalQueue; a
+//   local enqueue checks _state, and if it raced the change its item sits in the ring of a live worker that drains it.
+// - Parked workers are woken. A worker exits when the pool is shutting down and it can see no work in any queue; a
+//   worker still running an item drains its own ring before it can get there.
+// - In cancelling mode a worker that dequeues an item counts it in _cancelledCount instead of running it.
+// - The caller then joins every worker (except itself, when Dispose is called from inside a work item) and finally
+//   sweeps the queues itself, which only finds anything if no worker could be started.
+public sealed partial class WorkerPool
+{
+    private long _cancelledCount;
+
+    /// <summary>
+    /// Stops accepting work, runs every item already accepted, and waits for the workers to exit. Idempotent. Called
+    /// from one of this pool's own work items it does not wait for the workers (which would deadlock): it returns at
+    /// once and the workers finish the accepted items and exit on their own.
+    /// </summary>
+    public void Dispose() => Shutdown(ShutdownMode.Drain);
+
+    /// <summary>
+    /// Like <see cref="Dispose"/>, but waits for the workers without blocking the calling thread.
+    /// </summary>
+    public ValueTask DisposeAsync()
+    {
+        if (t_currentWorker?.Pool == this)
+        {
+            Dispose();
+            return ValueTask.CompletedTask;
+        }
+        BeginShutdown(ShutdownMode.Drain);
+        return new ValueTask(Task.Factory.StartNew(
+            static state => ((WorkerPool)state!).Shutdown(ShutdownMode.Drain),
+            this, default, TaskCreationOptions.LongRunning | TaskCreationOptions.DenyChildAttach, TaskScheduler.Default));
+    }
+
+    /// <summary>
+    /// Stops accepting work and waits for the workers to exit, either running (<see cref="ShutdownMode.Drain"/>) or
+    /// cancelling (<see cref="ShutdownMode.CancelPending"/>) the items that have not started. Items already running always
+    /// finish. Idempotent; a cancelling call after a draining one cancels what has not started yet.
+    /// </summary>
+    /// <param name="mode">What to do with accepted items that have not started.</param>
+    /// <returns>
+    /// The number of items this pool has cancelled (never run) because of shutdown. When called from one of this pool's
+    /// own work items the call does not wait, and the figure covers only the items cancelled so far.
+    /// </returns>
+    /// <exception cref="ArgumentOutOfRangeException"><paramref name="mode"/> is not a defined value.</exception>
+    public int Shutdown(ShutdownMode mode)
+    {
+        if (mode is not ShutdownMode.Drain and not ShutdownMode.CancelPending)
+        {
+            throw new ArgumentOutOfRangeException(nameof(mode), mode, "Unknown shutdown mode.");
+        }
+        BeginShutdown(mode);
+        Worker? self = t_currentWorker;
+        if (self?.Pool == this)
+        {
+            return (int)Interlocked.Read(ref _cancelledCount);
+        }
+        foreach (Worker worker in SnapshotWorkers())
+        {
+            worker.Thread?.Join();
+        }
+        SweepLeftovers();
+        return (int)Interlocked.Read(ref _cancelledCount);
+    }
+
+    private void BeginShutdown(ShutdownMode mode)
+    {
+        int target = mode == ShutdownMode.CancelPending ? StateCancelling : StateDraining;
+        lock (_threadLock)
+        {
+            if (_state >= target)
+            {
+                return;
+            }
+            _state = target;
+            _retryTimer?.Dispose();
+            _retryTimer = null;
+        }
+        _globalQueue.Close();
+        WakeAllWorkers();
+    }
+
+    private Worker[] SnapshotWorkers()
+    {
+        lock (_threadLock)
+        {
+            return _workers;
+        }
+    }
+
+    /// <summary>
+    /// Runs or cancels what is left after every worker has exited. Items are only left when the pool never managed to
+    /// start a worker for them (thread creation failing up to shutdown), and accepted work must still run exactly once.
+    /// </summary>
+    private void SweepLeftovers()
+    {
+        Debug.Assert(Volatile.Read(ref _threadCount) == 0 || t_currentWorker?.Pool == this);
+        Span<WorkItemEntry> batch = new WorkItemEntry[GlobalBatchSize];
+        int taken;
+        while ((taken = _globalQueue.TryDequeueBatch(batch)) > 0)
+        {
+            for (int i = 0; i < taken; i++)
+            {
+                if (_state == StateCancelling)
+                {
+                    Interlocked.Increment(ref _cancelledCount);
+                }
+                else
+                {
+                    RunLeftover(batch[i]);
+                }
+                batch[i] = default;
+            }
+        }
+    }
+
+    private void RunLeftover(in WorkItemEntry item)
+    {
+        try
+        {
+            if (item.Context is null)
+            {
+                item.Invoke();
+            }
+            else
+            {
+                WorkItemEntry copy = item;
+                ExecutionContext.Run(item.Context, static state => ((StrongBox<WorkItemEntry>)state!).Value.Invoke(), new StrongBox<WorkItemEntry>(copy));
+            }
+        }
+        catch (Exception exception)
+        {
+            HandleItemException(exception);
+        }
+        Interlocked.Increment(ref _exitedWorkersCompleted);
+    }
+}

@@ -1,0 +1,291 @@
+using System;
+using System.Diagnostics;
+using System.Globalization;
+using System.Runtime.CompilerServices;
+using System.Runtime.ExceptionServices;
+using System.Threading;
+using Spindle.Parking;
+using Spindle.Queues;
+
+namespace Spindle;
+
+public sealed partial class WorkerPool
+{
+    /// <summary>How many local items a worker runs between looks at the global queue (and at its own oldest item).</summary>
+    internal const int FairnessInterval = 61;
+
+    /// <summary>Most items a worker takes from the global queue at once.</summary>
+    internal const int GlobalBatchSize = 32;
+
+    [ThreadStatic]
+    private static Worker? t_currentWorker;
+
+    // The runtime's default ExecutionContext, as captured on a fresh worker thread: items carrying it need no
+    // ExecutionContext.Run because a worker runs in it between items.
+    private static ExecutionContext? s_defaultContext;
+
+    private static readonly ContextCallback s_invokeRunningItem = static worker => Unsafe.As<Worker>(worker!).InvokeRunningItem();
+
+    /// <summary>One worker thread: its ring, its blocker, its counters and its dispatch loop.</summary>
+    internal sealed class Worker
+    {
+        public readonly WorkerPool Pool;
+        public readonly WorkStealingRing Ring = new();
+        public readonly ThreadBlocker Blocker = ThreadBlocker.Create();
+        public readonly int Id;
+        public Thread? Thread;
+
+        // Set by a waker (before it signals the blocker) when it counted this worker in _searching on its behalf.
+        public volatile bool WokenAsSearcher;
+
+        private readonly WorkItemEntry[] _batch = new WorkItemEntry[GlobalBatchSize];
+        private WorkItemEntry _running; // the item inside ExecutionContext.Run
+        private long _completed;        // written by this worker only; read by CompletedWorkItemCount
+        private int _tick;
+        private Backoff _backoff;
+        private string? _threadName;
+        private CultureInfo? _culture;
+        private CultureInfo? _uiCulture;
+
+        public Worker(WorkerPool pool, int id)
+        {
+            Pool = pool;
+            Id = id;
+            _backoff = new Backoff((uint)HashCode.Combine(id, pool));
+        }
+
+        public long CompletedCount => Volatile.Read(ref _completed);
+
+        public void Main()
+        {
+            t_currentWorker = this;
+            Thread thread = Thread.CurrentThread;
+            s_defaultContext ??= ExecutionContext.Capture();
+            _threadName = thread.Name;
+            _culture = CultureInfo.CurrentCulture;
+            _uiCulture = CultureInfo.CurrentUICulture;
+            try
+            {
+                Pool.RunHook(Pool._options.OnWorkerStarted);
+                Dispatch();
+            }
+            finally
+            {
+                try
+                {
+                    Pool.RunHook(Pool._options.OnWorkerStopping);
+                }
+                finally
+                {
+                    t_currentWorker = null;
+                    Pool.OnWorkerExited(this);
+                }
+            }
+        }
+
+        private void Dispatch()
+        {
+            WorkerPool pool = Pool;
+            while (true)
+            {
+                // A worker woken by an enqueue was counted as a searcher by its waker: it must go through Search, which
+                // ends that count. Its ring is empty (it parked that way), so skipping TryTakeWork loses nothing.
+                if ((!WokenAsSearcher && TryTakeWork(out WorkItemEntry item)) || pool.Search(this, out item))
+                {
+                    Execute(ref item);
+                    continue;
+                }
+                if (!pool.Park(this))
+                {
+                    return; // shutting down and nothing left to run
+                }
+            }
+        }
+
+        [MethodImpl(MethodImplOptions.AggressiveInlining)]
+        private bool TryTakeWork(out WorkItemEntry item)
+        {
+            if (++_tick >= FairnessInterval)
+            {
+                // Every few dozen items: outside work first, then the oldest local item, so neither the global queue
+                // nor the bottom of a LIFO ring can be starved by a worker that keeps re-queueing to itself.
+                _tick = 0;
+                if (TryTakeGlobalBatch(out item) || Ring.TrySteal(out item))
+                {
+                    return true;
+                }
+            }
+            return Ring.TryPop(out item) || TryTakeGlobalBatch(out item);
+        }
+
+        /// <summary>Takes a batch from the global queue: returns the first, keeps the rest in the ring (where they can be stolen).</summary>
+        public bool TryTakeGlobalBatch(out WorkItemEntry item)
+        {
+            int room = Ring.Capacity - Ring.Count;
+            int want = Math.Min(_batch.Length, room + 1);
+            int taken = Pool._globalQueue.TryDequeueBatch(_batch.AsSpan(0, want));
+            if (taken == 0)
+            {
+                item = default;
+                return false;
+            }
+            item = _batch[0];
+            _batch[0] = default;
+            for (int i = 1; i < taken; i++)
+            {
+                bool pushed = Ring.TryPush(_batch[i]);
+                Debug.Assert(pushed, "The batch was sized to the ring's free room.");
+                _batch[i] = default;
+            }
+            if (taken > 1)
+            {
+                Pool.WakeWorkerIfNeeded(); // others can steal the rest of the batch
+            }
+            return true;
+        }
+
+        /// <summary>Called by the owner when its ring is full: half of it moves to the global queue, then the item goes in.</summary>
+        public void OverflowToGlobal(in WorkItemEntry entry)
+        {
+            for (int i = Ring.Capacity / 2; i > 0 && Ring.TrySteal(out WorkItemEntry oldest); i--)
+            {
+                Pool._globalQueue.EnqueueAlways(oldest);
+            }
+            if (!Ring.TryPush(entry))
+            {
+                Pool._globalQueue.EnqueueAlways(entry);
+            }
+        }
+
+        [MethodImpl(MethodImplOptions.AggressiveInlining)]
+        private void Execute(ref WorkItemEntry item)
+        {
+            if (Pool._state == StateCancelling)
+            {
+                Interlocked.Increment(ref Pool._cancelledCount);
+                item = default;
+                return;
+            }
+            try
+            {
+                ExecutionContext? context = item.Context;
+                if (context is null || ReferenceEquals(context, s_defaultContext))
+                {
+                    item.Invoke();
+                }
+                else
+                {
+                    _running = item;
+                    ExecutionContext.Run(context, s_invokeRunningItem, this);
+                }
+            }
+            catch (Exception exception)
+            {
+                Pool.HandleItemException(exception);
+            }
+            finally
+            {
+                _running = default;
+                item = default; // drop the state now, not when the slot is next overwritten
+                Volatile.Write(ref _completed, _completed + 1);
+            }
+            ResetThreadState();
+        }
+
+        public void InvokeRunningItem() => _running.Invoke();
+
+        /// <summary>Undoes what an item may have changed on the thread (the built-in pool does the same).</summary>
+        [MethodImpl(MethodImplOptions.AggressiveInlining)]
+        private void ResetThreadState()
+        {
+            if (SynchronizationContext.Current is not null
+                || !ReferenceEquals(ExecutionContext.Capture(), s_defaultContext)
+                || !ReferenceEquals(CultureInfo.CurrentCulture, _culture)
+                || !ReferenceEquals(CultureInfo.CurrentUICulture, _uiCulture))
+            {
+                ResetThreadStateSlow();
+            }
+            Thread thread = Thread!;
+            if (!ReferenceEquals(thread.Name, _threadName) || thread.Priority != ThreadPriority.Normal
+                || thread.IsBackground != Pool._options.UseBackgroundThreads)
+            {
+                ResetThreadIdentitySlow(thread);
+            }
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        private void ResetThreadStateSlow()
+        {
+            SynchronizationContext.SetSynchronizationContext(null);
+            if (s_defaultContext is not null && !ReferenceEquals(ExecutionContext.Capture(), s_defaultContext))
+            {
+                ExecutionContext.Restore(s_defaultContext); // also ends a flow suppression the item left behind
+            }
+            CultureInfo.CurrentCulture = _culture!;
+            CultureInfo.CurrentUICulture = _uiCulture!;
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        private void ResetThreadIdentitySlow(Thread thread)
+        {
+            if (!ReferenceEquals(thread.Name, _threadName))
+            {
+                thread.Name = _threadName;
+            }
+            if (thread.Priority != ThreadPriority.Normal)
+            {
+                thread.Priority = ThreadPriority.Normal;
+            }
+            thread.IsBackground = Pool._options.UseBackgroundThreads;
+        }
+
+        public ref Backoff Backoff => ref _backoff;
+    }
+
+    private void RunHook(Action? hook)
+    {
+        if (hook is null)
+        {
+            return;
+        }
+        try
+        {
+            hook();
+        }
+        catch (Exception exception)
+        {
+            HandleItemException(exception);
+        }
+    }
+
+    /// <summary>
+    /// Applies the exception policy. Under <see cref="UnhandledExceptionPolicy.FailProcess"/> an unhandled exception is
+    /// rethrown from here, which is inside the worker's catch block: it escapes the thread and fails the process, as an
+    /// exception on a built-in pool thread does.
+    /// </summary>
+    private void HandleItemException(Exception exception)
+    {
+        var args = new WorkItemExceptionEventArgs(this, exception);
+        EventHandler<WorkItemExceptionEventArgs>? handlers = UnhandledException;
+        if (handlers is not null)
+        {
+            foreach (EventHandler<WorkItemExceptionEventArgs> handler in handlers.GetInvocationList())
+            {
+                try
+                {
+                    handler(this, args);
+                }
+                catch (Exception handlerException)
+                {
+                    // A failing handler must not take the worker down with it; it also cannot mark the item handled.
+                    Debug.WriteLine($"Spindle: an UnhandledException handler of pool '{Name}' threw: {handlerException}");
+                }
+            }
+        }
+        if (_options.ExceptionPolicy == UnhandledExceptionPolicy.Report || args.Handled)
+        {
+            return;
+        }
+        ExceptionDispatchInfo.Throw(exception);
+    }
+}

@@ -1,0 +1,87 @@
+using System;
+using System.Threading;
+
+namespace Spindle;
+
+/// <summary>
+/// Settings for a <see cref="WorkerPool"/>. The pool validates them when it is constructed and keeps its own
+/// copy, so changing an options object afterwards does not affect a pool built from it.
+/// </summary>
+public sealed class WorkerPoolOptions
+{
+    /// <summary>The largest thread count a pool accepts (the same ceiling as the built-in pool).</summary>
+    public const int MaxThreadLimit = 32767;
+
+    /// <summary>Name of the pool, used in diagnostics and, by default, in its threads' names. Defaults to "Spindle".</summary>
+    public string Name { get; set; } = "Spindle";
+
+    /// <summary>
+    /// Threads the pool keeps once it has started. Defaults to <see cref="Environment.ProcessorCount"/>.
+    /// Threads are created lazily, when the first work arrives. Must be between 0 and <see cref="MaxThreads"/>.
+    /// </summary>
+    public int MinThreads { get; set; } = Environment.ProcessorCount;
+
+    /// <summary>Upper bound on the pool's thread count. Defaults to <see cref="MaxThreadLimit"/>; must be at least 1.</summary>
+    public int MaxThreads { get; set; } = MaxThreadLimit;
+
+    /// <summary>
+    /// Whether <see cref="WorkerPool.QueueUserWorkItem(WaitCallback, object?)"/> and its generic form capture the caller's
+    /// <see cref="ExecutionContext"/> and run the item inside it (so <see cref="AsyncLocal{T}"/> values flow).
+    /// Defaults to <see langword="true"/>. The <c>Unsafe…</c> methods never flow it.
+    /// </summary>
+    public bool FlowExecutionContext { get; set; } = true;
+
+    /// <summary>Prefix of worker thread names; a worker is named "<c>{prefix} #{n}</c>". Defaults to <see cref="Name"/>.</summary>
+    public string? ThreadNamePrefix { get; set; }
+
+    /// <summary>Stack size of worker threads in bytes; 0 (the default) uses the runtime's default. Must be 0 or at least 64 KiB.</summary>
+    public int StackSize { get; set; }
+
+    /// <summary>Whether workers are background threads, which do not keep the process alive. Defaults to <see langword="true"/>.</summary>
+    public bool UseBackgroundThreads { get; set; } = true;
+
+    /// <summary>Called on each worker thread when it starts, before it runs any item. Exceptions go through <see cref="ExceptionPolicy"/>.</summary>
+    public Action? OnWorkerStarted { get; set; }
+
+    /// <summary>Called on each worker thread just before it exits. Exceptions go through <see cref="ExceptionPolicy"/>.</summary>
+    public Action? OnWorkerStopping { get; set; }
+
+    /// <summary>What the pool does when a work item throws. Defaults to <see cref="UnhandledExceptionPolicy.FailProcess"/>, like the built-in pool.</summary>
+    public UnhandledExceptionPolicy ExceptionPolicy { get; set; } = UnhandledExceptionPolicy.FailProcess;
+
+    /// <summary>Test seam: creates (but does not start) a worker thread. May throw to simulate creation failure.</summary>
+    internal Func<ThreadStart, int, Thread>? ThreadFactory { get; set; }
+
+    internal const int MinStackSize = 64 * 1024;
+
+    internal WorkerPoolOptions Validate()
+    {
+        ArgumentNullException.ThrowIfNull(Name, nameof(Name));
+        if (Name.Length == 0)
+        {
+            throw new ArgumentException("The pool name must not be empty.", nameof(Name));
+        }
+        ArgumentOutOfRangeException.ThrowIfNegative(MinThreads, nameof(MinThreads));
+        ArgumentOutOfRangeException.ThrowIfGreaterThan(MinThreads, MaxThreadLimit, nameof(MinThreads));
+        ArgumentOutOfRangeException.ThrowIfLessThan(MaxThreads, 1, nameof(MaxThreads));
+        ArgumentOutOfRangeException.ThrowIfGreaterThan(MaxThreads, MaxThreadLimit, nameof(MaxThreads));
+        if (MinThreads > MaxThreads)
+        {
+            throw new ArgumentOutOfRangeException(nameof(MinThreads), MinThreads,
+                $"MinThreads ({MinThreads}) must not exceed MaxThreads ({MaxThreads}).");
+        }
+        if (StackSize != 0)
+        {
+            ArgumentOutOfRangeException.ThrowIfLessThan(StackSize, MinStackSize, nameof(StackSize));
+        }
+        if (ThreadNamePrefix is { Length: 0 })
+        {
+            throw new ArgumentException("The thread name prefix must not be empty; leave it null to use the pool name.", nameof(ThreadNamePrefix));
+        }
+        if (!Enum.IsDefined(ExceptionPolicy))
+        {
+            throw new ArgumentOutOfRangeException(nameof(ExceptionPolicy), ExceptionPolicy, "Unknown exception policy.");
+        }
+        return (WorkerPoolOptions)MemberwiseClone();
+    }
+}
