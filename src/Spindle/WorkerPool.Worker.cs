@@ -31,7 +31,7 @@ public sealed partial class WorkerPool
     {
         public readonly WorkerPool Pool;
         public readonly WorkStealingRing Ring = new();
-        public readonly ThreadBlocker Blocker = ThreadBlocker.Create();
+        public readonly ThreadBlocker Blocker;
         public readonly int Id;
         public Thread? Thread;
 
@@ -51,6 +51,7 @@ public sealed partial class WorkerPool
         {
             Pool = pool;
             Id = id;
+            Blocker = pool._options.BlockerKind is BlockerKind kind ? ThreadBlocker.Create(kind) : ThreadBlocker.Create();
             _backoff = new Backoff((uint)HashCode.Combine(id, pool));
         }
 

@@ -52,6 +52,9 @@ public sealed class WorkerPoolOptions
     /// <summary>Test seam: creates (but does not start) a worker thread. May throw to simulate creation failure.</summary>
     internal Func<ThreadStart, int, Thread>? ThreadFactory { get; set; }
 
+    /// <summary>Test seam: the blocker parked workers sleep on (null: the platform's best, see <see cref="Parking.ThreadBlocker.PlatformKind"/>).</summary>
+    internal Parking.BlockerKind? BlockerKind { get; set; }
+
     internal const int MinStackSize = 64 * 1024;
 
     internal WorkerPoolOptions Validate()

@@ -42,9 +42,6 @@ internal abstract partial class ThreadBlocker
     private const int Signalled = 1;
     private const int Sleeping = 2;
 
-    /// <summary>Test seam: forces <see cref="Create()"/> to use the portable <see cref="Monitor"/> blocker.</summary>
-    internal static bool s_forceMonitorFallback;
-
     private static readonly BlockerKind s_platformKind = DetectPlatformKind();
 
     /// <summary>The primitive this platform uses when nothing forces the fallback.</summary>
@@ -52,7 +49,7 @@ internal abstract partial class ThreadBlocker
 
     public abstract BlockerKind Kind { get; }
 
-    public static ThreadBlocker Create() => Create(s_forceMonitorFallback ? BlockerKind.Monitor : s_platformKind);
+    public static ThreadBlocker Create() => Create(s_platformKind);
 
     public static ThreadBlocker Create(BlockerKind kind) => kind switch
     {
