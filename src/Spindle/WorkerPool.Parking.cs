@@ -1,5 +1,6 @@
 using System;
 using System.Diagnostics;
+using System.Runtime.CompilerServices;
 using System.Threading;
 using Spindle.Parking;
 using Spindle.Queues;
@@ -30,12 +31,18 @@ public sealed partial class WorkerPool
     internal static int s_maxSpinAttempts = 7;
 
     /// <summary>Wakes a parked worker if work may be waiting and nobody is looking for it.</summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
     internal void WakeWorkerIfNeeded()
     {
-        if (Volatile.Read(ref _searching.Value) != 0)
+        if (Volatile.Read(ref _searching.Value) == 0)
         {
-            return;
+            WakeWorkerIfNeededSlow();
         }
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private void WakeWorkerIfNeededSlow()
+    {
         if (_idle.Count == 0)
         {
             // Nobody to wake: maybe the pool has not reached its thread target yet.

@@ -110,13 +110,18 @@ public sealed partial class WorkerPool
             {
                 ThrowShutDown();
             }
-            if (!worker.Ring.TryPush(entry))
+            if (!worker.Ring.TryPush(entry, out bool surplus))
             {
                 worker.OverflowToGlobal(entry);
             }
-            // No fence here: the owner will run the item itself if nobody else does, so a stale read below can cost
-            // parallelism but never the item (see WorkerPool.Parking.cs).
-            WakeWorkerIfNeeded();
+            // Wake a helper only when the ring already held work: a lone item is what this worker runs next, and waking
+            // a thread to race it for that item costs a system call and moves the chain between cores. No fence either:
+            // the item is in the ring of a live worker, so a skipped wake-up delays it but never loses it (see
+            // WorkerPool.Parking.cs).
+            if (surplus)
+            {
+                WakeWorkerIfNeeded();
+            }
             return;
         }
         if (!_globalQueue.TryEnqueue(entry))

@@ -6,6 +6,7 @@ using System.Runtime.ExceptionServices;
 using System.Threading;
 using Spindle.Parking;
 using Spindle.Queues;
+using Spindle.Threading;
 
 namespace Spindle;
 
@@ -40,7 +41,9 @@ public sealed partial class WorkerPool
 
         private readonly WorkItemEntry[] _batch = new WorkItemEntry[GlobalBatchSize];
         private WorkItemEntry _running; // the item inside ExecutionContext.Run
-        private long _completed;        // written by this worker only; read by CompletedWorkItemCount
+        // Written on every item by this worker only (read by CompletedWorkItemCount): padded so that a neighbouring
+        // worker's or ring's fields never share its cache line.
+        private PaddedInt64 _completed;
         private int _tick;
         private Backoff _backoff;
         private string? _threadName;
@@ -55,7 +58,7 @@ public sealed partial class WorkerPool
             _backoff = new Backoff((uint)HashCode.Combine(id, pool));
         }
 
-        public long CompletedCount => Volatile.Read(ref _completed);
+        public long CompletedCount => Volatile.Read(ref _completed.Value);
 
         public void Main()
         {
@@ -177,7 +180,14 @@ public sealed partial class WorkerPool
                 else
                 {
                     _running = item;
-                    ExecutionContext.Run(context, s_invokeRunningItem, this);
+                    try
+                    {
+                        ExecutionContext.Run(context, s_invokeRunningItem, this);
+                    }
+                    finally
+                    {
+                        _running = default;
+                    }
                 }
             }
             catch (Exception exception)
@@ -186,9 +196,8 @@ public sealed partial class WorkerPool
             }
             finally
             {
-                _running = default;
-                item = default; // drop the state now, not when the slot is next overwritten
-                Volatile.Write(ref _completed, _completed + 1);
+                item = default; // drop the state now, not when the stack slot is next overwritten
+                Volatile.Write(ref _completed.Value, _completed.Value + 1);
             }
             ResetThreadState();
         }

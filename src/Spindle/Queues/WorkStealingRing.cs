@@ -84,10 +84,18 @@ internal sealed class WorkStealingRing
 
     /// <summary>Owner only: adds an item at the bottom. Returns false when the ring is full.</summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    public bool TryPush(in WorkItemEntry item)
+    public bool TryPush(in WorkItemEntry item) => TryPush(item, out _);
+
+    /// <summary>
+    /// Owner only: adds an item at the bottom. Returns false when the ring is full. <paramref name="hadItems"/> tells
+    /// whether the ring held anything before the push (a snapshot, like <see cref="IsEmpty"/>).
+    /// </summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    public bool TryPush(in WorkItemEntry item, out bool hadItems)
     {
         long b = _bottom.Value;
         long t = Volatile.Read(ref _top.Value);
+        hadItems = b > t;
         if (b - t >= _slots.Length)
         {
             return false;
