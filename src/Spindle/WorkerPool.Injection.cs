@@ -134,7 +134,7 @@ public sealed partial class WorkerPool
             {
                 return;
             }
-            Debug.Assert(worker.Ring.IsEmpty, "A worker exits only with an empty ring.");
+            Debug.Assert(worker.HasNoLocalWork, "A worker exits only with an empty ring and LIFO slot.");
             var next = new Worker[current.Length - 1];
             Array.Copy(current, 0, next, 0, index);
             Array.Copy(current, index + 1, next, index, current.Length - index - 1);

@@ -87,7 +87,7 @@ public sealed partial class WorkerPool
             {
                 int left = Interlocked.Decrement(ref _searching.Value);
                 Debug.Assert(left >= 0);
-                if (left == 0 && (!self.Ring.IsEmpty || !_globalQueue.IsEmpty))
+                if (left == 0 && (!self.HasNoLocalWork || !_globalQueue.IsEmpty))
                 {
                     WakeWorkerIfNeeded(); // the last searcher to find work brings in one more
                 }
@@ -153,7 +153,11 @@ public sealed partial class WorkerPool
             for (int i = 0; i < count; i++)
             {
                 Worker victim = workers[(start + i) % count];
-                if (victim != self && !victim.Ring.IsEmpty && victim.Ring.StealHalfInto(self.Ring, out item) > 0)
+                if (victim == self)
+                {
+                    continue;
+                }
+                if ((!victim.Ring.IsEmpty && victim.Ring.StealHalfInto(self.Ring, out item) > 0) || victim.TryTakeLifoSlot(out item))
                 {
                     return true;
                 }
@@ -172,7 +176,7 @@ public sealed partial class WorkerPool
         }
         foreach (Worker worker in Volatile.Read(ref _workers))
         {
-            if (!worker.Ring.IsEmpty)
+            if (!worker.HasNoLocalWork)
             {
                 return true;
             }
@@ -185,7 +189,7 @@ public sealed partial class WorkerPool
     /// </summary>
     private bool Park(Worker self)
     {
-        Debug.Assert(self.Ring.IsEmpty, "A worker parks only with an empty ring.");
+        Debug.Assert(self.HasNoLocalWork, "A worker parks only with an empty ring and LIFO slot.");
         if (_state != StateRunning && !AnyWorkVisible())
         {
             return false;

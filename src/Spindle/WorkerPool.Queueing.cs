@@ -110,7 +110,12 @@ public sealed partial class WorkerPool
             {
                 ThrowShutDown();
             }
-            if (!worker.Ring.TryPush(entry, out bool surplus))
+            bool surplus;
+            if (entry.Context is null && ReferenceEquals(entry.State, WorkItemEntry.WorkItemMarker))
+            {
+                surplus = worker.PushToLifoSlot(entry.Callback);
+            }
+            else if (!worker.Ring.TryPush(entry, out surplus))
             {
                 worker.OverflowToGlobal(entry);
             }

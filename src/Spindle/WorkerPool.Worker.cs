@@ -39,6 +39,15 @@ public sealed partial class WorkerPool
         // Set by a waker (before it signals the blocker) when it counted this worker in _searching on its behalf.
         public volatile bool WokenAsSearcher;
 
+        // The LIFO slot (Go's runnext): the newest IWorkItem this worker queued to itself without an ExecutionContext,
+        // the item it will most likely run next. Protocol: only the owner stores a non-null value (a release store
+        // when the slot is empty, an exchange when it displaces an older item into the ring); the owner and thieves
+        // take the value with a CAS to null, so exactly one of them gets it. The value is a whole item (an IWorkItem
+        // has no separate state), so a thief whose CAS succeeds after the owner took the object and queued the same
+        // object again has simply taken that newer queueing: no ABA hazard. Taking it costs one CAS and no copy,
+        // against a fence, index arithmetic and a three-reference copy for the ring.
+        public PaddedReference LifoSlot;
+
         private readonly WorkItemEntry[] _batch = new WorkItemEntry[GlobalBatchSize];
         private WorkItemEntry _running; // the item inside ExecutionContext.Run
         // Written on every item by this worker only (read by CompletedWorkItemCount): padded so that a neighbouring
@@ -119,7 +128,49 @@ public sealed partial class WorkerPool
                     return true;
                 }
             }
-            return Ring.TryPop(out item) || TryTakeGlobalBatch(out item);
+            return TryTakeLifoSlot(out item) || Ring.TryPop(out item) || TryTakeGlobalBatch(out item);
+        }
+
+        /// <summary>Owner or thief: takes the LIFO slot's item.</summary>
+        [MethodImpl(MethodImplOptions.AggressiveInlining)]
+        public bool TryTakeLifoSlot(out WorkItemEntry item)
+        {
+            object? next = Volatile.Read(ref LifoSlot.Value);
+            if (next is not null && Interlocked.CompareExchange(ref LifoSlot.Value, null, next) == next)
+            {
+                item = new WorkItemEntry(next, WorkItemEntry.WorkItemMarker, null);
+                return true;
+            }
+            item = default;
+            return false;
+        }
+
+        /// <summary>Whether this worker holds no queued item (ring and LIFO slot; a snapshot).</summary>
+        public bool HasNoLocalWork => Volatile.Read(ref LifoSlot.Value) is null && Ring.IsEmpty;
+
+        /// <summary>
+        /// Owner only: queues an <see cref="IWorkItem"/> without ExecutionContext into the LIFO slot, moving the item it
+        /// displaces into the ring. Returns whether this worker now holds more than the new item (work to share).
+        /// </summary>
+        [MethodImpl(MethodImplOptions.AggressiveInlining)]
+        public bool PushToLifoSlot(object workItem)
+        {
+            if (LifoSlot.Value is null)
+            {
+                // Only the owner stores non-null, so the slot stays empty until the store below.
+                Volatile.Write(ref LifoSlot.Value, workItem);
+                return !Ring.IsEmpty;
+            }
+            object? displaced = Interlocked.Exchange(ref LifoSlot.Value, workItem);
+            if (displaced is not null)
+            {
+                var entry = new WorkItemEntry(displaced, WorkItemEntry.WorkItemMarker, null);
+                if (!Ring.TryPush(entry))
+                {
+                    OverflowToGlobal(entry);
+                }
+            }
+            return true;
         }
 
         /// <summary>Takes a batch from the global queue: returns the first, keeps the rest in the ring (where they can be stolen).</summary>

@@ -88,7 +88,7 @@ public sealed partial class WorkerPool : IDisposable, IAsyncDisposable
             long pending = _globalQueue.Count;
             foreach (Worker worker in Volatile.Read(ref _workers))
             {
-                pending += worker.Ring.Count;
+                pending += worker.Ring.Count + (Volatile.Read(ref worker.LifoSlot.Value) is null ? 0 : 1);
             }
             return pending;
         }

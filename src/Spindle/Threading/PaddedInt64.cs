@@ -27,3 +27,11 @@ internal static class CacheLine
     /// <summary>Conservative line size: 64 bytes on x64 and most Arm cores, 128 on Apple silicon.</summary>
     public const int Size = 64;
 }
+
+/// <summary>An object reference alone on its cache line; see <see cref="PaddedInt64"/>.</summary>
+[StructLayout(LayoutKind.Explicit, Size = 2 * CacheLine.Size)]
+internal struct PaddedReference
+{
+    [FieldOffset(CacheLine.Size)]
+    public object? Value;
+}
