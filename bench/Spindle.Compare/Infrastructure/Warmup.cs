@@ -1,0 +1,34 @@
+using System;
+using System.Diagnostics;
+using System.Globalization;
+using System.Threading;
+
+namespace Spindle.Compare.Infrastructure;
+
+/// <summary>
+/// Warm-up before the timed run. It has to last long enough for tiered compilation to promote the hot methods of the
+/// pool and the workload (call counting starts only after ~100 ms without new tier-0 code; with TieredPGO there is an
+/// instrumented tier in between). A single short round would leave Spindle, which is JIT-compiled, measured at tier 0
+/// against the precompiled built-in pool.
+/// </summary>
+internal static class Warmup
+{
+    public static TimeSpan Minimum { get; } = TimeSpan.FromMilliseconds(
+        int.TryParse(Environment.GetEnvironmentVariable("SPINDLE_COMPARE_WARMUP_MS"), NumberStyles.None, CultureInfo.InvariantCulture, out int ms) ? ms : 500);
+
+    /// <summary>
+    /// Repeats <paramref name="round"/> (a smaller run of the measured workload) until <see cref="Minimum"/> has passed,
+    /// at least twice, then pauses briefly so that background compilations finish before the timed run.
+    /// </summary>
+    public static void Repeat(Action round)
+    {
+        var elapsed = Stopwatch.StartNew();
+        int rounds = 0;
+        while (rounds < 2 || elapsed.Elapsed < Minimum)
+        {
+            round();
+            rounds++;
+        }
+        Thread.Sleep(100);
+    }
+}

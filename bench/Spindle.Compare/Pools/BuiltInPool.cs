@@ -1,0 +1,31 @@
+using System;
+using System.Threading;
+
+namespace Spindle.Compare.Pools;
+
+/// <summary>
+/// <see cref="ThreadPool"/> with its default configuration (it is process-wide, so <see cref="PoolSettings"/> do not
+/// apply). Disposing does nothing.
+/// </summary>
+internal sealed class BuiltInPool : IPoolUnderTest
+{
+    public PoolKind Kind => PoolKind.BuiltIn;
+
+    public int ThreadCount => ThreadPool.ThreadCount;
+
+    // An unhandled exception on the built-in pool ends the process, which the parent reports.
+    public Exception? Fault => null;
+
+    public void Queue(WaitCallback callBack, object? state) => ThreadPool.QueueUserWorkItem(callBack, state);
+
+    public void UnsafeQueue(WaitCallback callBack, object? state) => ThreadPool.UnsafeQueueUserWorkItem(callBack, state);
+
+    public void UnsafeQueue(Action<object?> callBack, object? state, bool preferLocal) =>
+        ThreadPool.UnsafeQueueUserWorkItem(callBack, state, preferLocal);
+
+    public void UnsafeQueue(PoolWorkItem item, bool preferLocal) => ThreadPool.UnsafeQueueUserWorkItem(item, preferLocal);
+
+    public void Dispose()
+    {
+    }
+}

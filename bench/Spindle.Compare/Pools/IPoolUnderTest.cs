@@ -1,0 +1,35 @@
+using System;
+using System.Threading;
+
+namespace Spindle.Compare.Pools;
+
+/// <summary>
+/// The operations scenarios need from a pool, so that each scenario is written once. Each method maps to the pool's
+/// own closest API; see the implementations for the exact calls.
+/// </summary>
+internal interface IPoolUnderTest : IDisposable
+{
+    PoolKind Kind { get; }
+
+    /// <summary>Threads the pool has right now.</summary>
+    int ThreadCount { get; }
+
+    /// <summary>The first exception a work item threw, for pools that report instead of crashing the process.</summary>
+    Exception? Fault { get; }
+
+    /// <summary><c>QueueUserWorkItem(WaitCallback, object)</c>: flows the caller's <see cref="ExecutionContext"/>.</summary>
+    void Queue(WaitCallback callBack, object? state);
+
+    /// <summary><c>UnsafeQueueUserWorkItem(WaitCallback, object)</c>: does not flow the context.</summary>
+    void UnsafeQueue(WaitCallback callBack, object? state);
+
+    /// <summary>
+    /// <c>UnsafeQueueUserWorkItem&lt;object?&gt;(Action&lt;object?&gt;, object?, preferLocal)</c>: no context, and with
+    /// <paramref name="preferLocal"/> the calling worker's local queue (the WaitCallback overloads cannot ask for that on
+    /// the built-in pool, which always sends them to its global queue).
+    /// </summary>
+    void UnsafeQueue(Action<object?> callBack, object? state, bool preferLocal);
+
+    /// <summary>Queues a reusable item object without allocating and without flowing the context.</summary>
+    void UnsafeQueue(PoolWorkItem item, bool preferLocal);
+}

@@ -1,0 +1,41 @@
+using System;
+using System.Threading;
+
+namespace Spindle.Compare.Pools;
+
+/// <summary>A private <see cref="WorkerPool"/>, configured from the scenario's <see cref="PoolSettings"/>.</summary>
+internal sealed class SpindlePool : IPoolUnderTest
+{
+    private readonly WorkerPool _pool;
+    private Exception? _fault;
+
+    public SpindlePool(PoolSettings settings)
+    {
+        _pool = new WorkerPool(new WorkerPoolOptions
+        {
+            Name = "Spindle.Compare",
+            MinThreads = settings.MinThreads,
+            MaxThreads = settings.MaxThreads ?? WorkerPoolOptions.MaxThreadLimit,
+            FlowExecutionContext = true,
+            ExceptionPolicy = UnhandledExceptionPolicy.Report,
+        });
+        _pool.UnhandledException += (_, e) => Interlocked.CompareExchange(ref _fault, e.Exception, null);
+    }
+
+    public PoolKind Kind => PoolKind.Spindle;
+
+    public int ThreadCount => _pool.ThreadCount;
+
+    public Exception? Fault => Volatile.Read(ref _fault);
+
+    public void Queue(WaitCallback callBack, object? state) => _pool.QueueUserWorkItem(callBack, state);
+
+    public void UnsafeQueue(WaitCallback callBack, object? state) => _pool.UnsafeQueueUserWorkItem(callBack, state);
+
+    public void UnsafeQueue(Action<object?> callBack, object? state, bool preferLocal) =>
+        _pool.UnsafeQueueUserWorkItem(callBack, state, preferLocal);
+
+    public void UnsafeQueue(PoolWorkItem item, bool preferLocal) => _pool.UnsafeQueueUserWorkItem(item, preferLocal);
+
+    public void Dispose() => _pool.Dispose();
+}

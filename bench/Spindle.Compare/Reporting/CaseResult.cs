@@ -1,0 +1,43 @@
+using System.Collections.Generic;
+using Spindle.Compare.Pools;
+using Spindle.Compare.Runner;
+using Spindle.Compare.Scenarios;
+
+namespace Spindle.Compare.Reporting;
+
+/// <summary>Every child run of one (scenario, variant), per pool.</summary>
+internal sealed class CaseResult(IScenario scenario, string variant)
+{
+    private readonly Dictionary<PoolKind, List<ChildOutcome>> _outcomes = [];
+
+    public IScenario Scenario { get; } = scenario;
+
+    public string Variant { get; } = variant;
+
+    public void Add(PoolKind pool, ChildOutcome outcome)
+    {
+        if (!_outcomes.TryGetValue(pool, out List<ChildOutcome>? list))
+        {
+            list = [];
+            _outcomes.Add(pool, list);
+        }
+        list.Add(outcome);
+    }
+
+    public IReadOnlyList<ChildOutcome> Outcomes(PoolKind pool) =>
+        _outcomes.TryGetValue(pool, out List<ChildOutcome>? list) ? list : [];
+
+    /// <summary>The figures of <paramref name="metric"/> from the successful runs on <paramref name="pool"/>, in run order.</summary>
+    public List<double> Values(PoolKind pool, string metric)
+    {
+        var values = new List<double>();
+        foreach (ChildOutcome outcome in Outcomes(pool))
+        {
+            if (outcome.Measurement is { } measurement && measurement.Values.TryGetValue(metric, out double value))
+            {
+                values.Add(value);
+            }
+        }
+        return values;
+    }
+}

@@ -1,0 +1,71 @@
+using System;
+using System.Collections.Generic;
+using System.IO;
+using System.Linq;
+using Spindle.Compare.Infrastructure;
+using Spindle.Compare.Pools;
+
+namespace Spindle.Compare.Reporting;
+
+/// <summary>
+/// The report as a text table: scenario, variant, metric, one median column per pool, the ratio, then one spread
+/// (min .. max) column per pool.
+/// </summary>
+internal static class ConsoleTable
+{
+    public static void Write(TextWriter writer, IReadOnlyList<ReportRow> rows)
+    {
+        var header = new List<string> { "scenario", "variant", "metric", "better" };
+        header.AddRange(PoolKind.All.Select(pool => pool.DisplayName));
+        header.Add("ratio");
+        header.AddRange(PoolKind.All.Select(pool => pool.DisplayName + " spread"));
+        int numericFrom = 4; // columns from here on are right-aligned
+
+        var lines = new List<string[]>();
+        string? lastCase = null;
+        foreach (ReportRow row in rows)
+        {
+            string caseKey = row.Scenario + "\0" + row.Variant;
+            bool sameCase = caseKey == lastCase;
+            lastCase = caseKey;
+            var cells = new List<string>
+            {
+                sameCase ? "" : row.Scenario,
+                sameCase ? "" : row.Variant,
+                $"{row.Metric.Name} ({row.Metric.Unit})",
+                row.Metric.Better == Scenarios.Better.Lower ? "lower" : "higher",
+            };
+            cells.AddRange(row.Pools.Select(p => p.Median is { } median ? ReportRow.Format(median) : "n/a"));
+            cells.Add(FormatRatio(row.Ratio));
+            cells.AddRange(row.Pools.Select(p => p.Min is { } min ? $"{ReportRow.Format(min)} .. {ReportRow.Format(p.Max!.Value)}" : "n/a"));
+            lines.Add(cells.ToArray());
+        }
+
+        int[] widths = new int[header.Count];
+        for (int column = 0; column < widths.Length; column++)
+        {
+            widths[column] = Math.Max(header[column].Length, lines.Count == 0 ? 0 : lines.Max(line => line[column].Length));
+        }
+        writer.WriteLine(Render(header.ToArray(), widths, numericFrom));
+        writer.WriteLine(string.Join("-+-", widths.Select(width => new string('-', width))));
+        foreach (string[] line in lines)
+        {
+            writer.WriteLine(Render(line, widths, numericFrom));
+        }
+        writer.WriteLine();
+        writer.WriteLine($"Figures are medians over the runs. ratio = how many times better {PoolKind.RatioSubject.DisplayName} is than "
+            + $"{PoolKind.RatioBaseline.DisplayName} ({PoolKind.RatioBaseline.DisplayName} / {PoolKind.RatioSubject.DisplayName} when lower is better, "
+            + $"the inverse when higher is better); > 1 means {PoolKind.RatioSubject.DisplayName} wins. spread = min .. max of the runs.");
+    }
+
+    public static string FormatRatio(double? ratio) => ratio switch
+    {
+        null => "n/a",
+        double r when double.IsPositiveInfinity(r) => "inf",
+        double r => r.ToString("F2", Formats.Culture) + "x",
+    };
+
+    private static string Render(string[] cells, int[] widths, int numericFrom) =>
+        string.Join(" | ", cells.Select((cell, column) => column >= numericFrom ? cell.PadLeft(widths[column]) : cell.PadRight(widths[column])))
+            .TrimEnd();
+}

@@ -1,0 +1,65 @@
+using System.Collections.Generic;
+using System.IO;
+using System.Text.Json;
+using Spindle.Compare.Scenarios;
+
+namespace Spindle.Compare.Reporting;
+
+/// <summary>
+/// The report as JSON: an array with one object per (scenario, variant, metric) holding <c>scenario</c>,
+/// <c>variant</c>, <c>metric</c>, <c>unit</c>, <c>better</c>, the median of every pool under the pool's id
+/// (<c>spindle</c>, <c>builtin</c>, … or null when it has no successful run), <c>ratio</c> (null when undefined or
+/// infinite), and <c>runs</c>: the raw figures as an array per pool id. Written with <see cref="Utf8JsonWriter"/>, so
+/// the pool keys follow the pool list and no reflection is involved.
+/// </summary>
+internal static class JsonReport
+{
+    public static void Write(string path, IReadOnlyList<ReportRow> rows)
+    {
+        using FileStream stream = File.Create(path);
+        using var writer = new Utf8JsonWriter(stream, new JsonWriterOptions { Indented = true });
+        writer.WriteStartArray();
+        foreach (ReportRow row in rows)
+        {
+            writer.WriteStartObject();
+            writer.WriteString("scenario", row.Scenario);
+            writer.WriteString("variant", row.Variant);
+            writer.WriteString("metric", row.Metric.Name);
+            writer.WriteString("unit", row.Metric.Unit);
+            writer.WriteString("better", row.Metric.Better == Better.Lower ? "lower" : "higher");
+            foreach (PoolFigures pool in row.Pools)
+            {
+                WriteNumberOrNull(writer, pool.Pool.Id, pool.Median);
+            }
+            double? ratio = row.Ratio;
+            WriteNumberOrNull(writer, "ratio", ratio is { } r && double.IsFinite(r) ? r : null);
+            writer.WriteStartObject("runs");
+            foreach (PoolFigures pool in row.Pools)
+            {
+                writer.WriteStartArray(pool.Pool.Id);
+                foreach (double value in pool.Runs)
+                {
+                    writer.WriteNumberValue(value);
+                }
+                writer.WriteEndArray();
+            }
+            writer.WriteEndObject();
+            writer.WriteEndObject();
+        }
+        writer.WriteEndArray();
+        writer.Flush();
+        stream.WriteByte((byte)'\n');
+    }
+
+    private static void WriteNumberOrNull(Utf8JsonWriter writer, string name, double? value)
+    {
+        if (value is { } number)
+        {
+            writer.WriteNumber(name, number);
+        }
+        else
+        {
+            writer.WriteNull(name);
+        }
+    }
+}

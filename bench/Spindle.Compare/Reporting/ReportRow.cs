@@ -1,0 +1,95 @@
+using System;
+using System.Collections.Generic;
+using System.Linq;
+using Spindle.Compare.Infrastructure;
+using Spindle.Compare.Pools;
+using Spindle.Compare.Scenarios;
+
+namespace Spindle.Compare.Reporting;
+
+/// <summary>The runs of one metric on one pool, summarised.</summary>
+internal sealed class PoolFigures(PoolKind pool, IReadOnlyList<double> runs)
+{
+    public PoolKind Pool { get; } = pool;
+
+    public IReadOnlyList<double> Runs { get; } = runs;
+
+    public double? Median => Runs.Count == 0 ? null : Stats.Median(Runs.ToArray());
+
+    public double? Min => Runs.Count == 0 ? null : Runs.Min();
+
+    public double? Max => Runs.Count == 0 ? null : Runs.Max();
+}
+
+/// <summary>One (scenario, variant, metric) line of the report: figures for every pool, and the ratio.</summary>
+internal sealed class ReportRow(string scenario, string variant, MetricInfo metric, IReadOnlyList<PoolFigures> pools)
+{
+    public string Scenario { get; } = scenario;
+
+    public string Variant { get; } = variant;
+
+    public MetricInfo Metric { get; } = metric;
+
+    /// <summary>One entry per pool, in <see cref="PoolKind.All"/> order.</summary>
+    public IReadOnlyList<PoolFigures> Pools { get; } = pools;
+
+    public PoolFigures For(PoolKind pool) => Pools.First(p => p.Pool == pool);
+
+    /// <summary>
+    /// How many times better <see cref="PoolKind.RatioSubject"/> is than <see cref="PoolKind.RatioBaseline"/> on the
+    /// medians (baseline / subject when lower is better, subject / baseline when higher is better); &gt; 1 means the
+    /// subject wins. Null when either has no successful run; infinity when the subject is at zero and the baseline is
+    /// not. Values at or below the metric's noise floor count as zero, and two zeros are a tie (1).
+    /// </summary>
+    public double? Ratio
+    {
+        get
+        {
+            double? subject = For(PoolKind.RatioSubject).Median;
+            double? baseline = For(PoolKind.RatioBaseline).Median;
+            if (subject is null || baseline is null)
+            {
+                return null;
+            }
+            double s = subject.Value <= Metric.NoiseFloor ? 0 : subject.Value;
+            double b = baseline.Value <= Metric.NoiseFloor ? 0 : baseline.Value;
+            (double better, double worse) = Metric.Better == Better.Lower ? (b, s) : (s, b);
+            if (better == 0 && worse == 0)
+            {
+                return 1;
+            }
+            return worse == 0 ? double.PositiveInfinity : better / worse;
+        }
+    }
+
+    /// <summary>One row per metric of every case, in run order.</summary>
+    public static List<ReportRow> Build(IEnumerable<CaseResult> cases)
+    {
+        var rows = new List<ReportRow>();
+        foreach (CaseResult result in cases)
+        {
+            foreach (MetricInfo metric in result.Scenario.Metrics)
+            {
+                PoolFigures[] pools = PoolKind.All.Select(pool => new PoolFigures(pool, result.Values(pool, metric.Name))).ToArray();
+                rows.Add(new ReportRow(result.Scenario.Id, result.Variant, metric, pools));
+            }
+        }
+        return rows;
+    }
+
+    /// <summary>Formats a figure compactly: 12.35M, 1,234, 123.4, 12.34, 0.123; whole numbers without decimals.</summary>
+    public static string Format(double value)
+    {
+        double magnitude = Math.Abs(value);
+        return magnitude switch
+        {
+            0 => "0",
+            < 1_000_000 when value == Math.Floor(value) => value.ToString("N0", Formats.Culture), // counts
+            >= 1_000_000 => (value / 1_000_000).ToString("F2", Formats.Culture) + "M",
+            >= 1_000 => value.ToString("N0", Formats.Culture),
+            >= 100 => value.ToString("F1", Formats.Culture),
+            >= 1 => value.ToString("F2", Formats.Culture),
+            _ => value.ToString("F3", Formats.Culture),
+        };
+    }
+}

@@ -1,0 +1,33 @@
+using System.Collections.Generic;
+using Spindle.Compare.Pools;
+
+namespace Spindle.Compare.Scenarios;
+
+/// <summary>
+/// A workload measured in a fresh child process per run. Register new scenarios in <see cref="ScenarioCatalog"/>.
+/// </summary>
+internal interface IScenario
+{
+    /// <summary>The id used with <c>--scenario</c> and in the report.</summary>
+    string Id { get; }
+
+    /// <summary>One line for <c>--list</c>.</summary>
+    string Description { get; }
+
+    IReadOnlyList<string> Variants { get; }
+
+    /// <summary>Every metric <see cref="Run"/> reports, in report order.</summary>
+    IReadOnlyList<MetricInfo> Metrics { get; }
+
+    /// <summary>The metric shown in the progress line of each run.</summary>
+    string HeadlineMetric { get; }
+
+    /// <summary>How the pool should be configured for <paramref name="variant"/>.</summary>
+    PoolSettings GetPoolSettings(string variant) => PoolSettings.Default;
+
+    /// <summary>
+    /// Runs the variant on <paramref name="pool"/> (created for this run, in this process): a smaller warm-up run of
+    /// the same workload first, then the measured one. Throws if the workload fails.
+    /// </summary>
+    Measurement Run(IPoolUnderTest pool, string variant, bool full);
+}

@@ -1,0 +1,239 @@
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.Threading;
+using System.Threading.Channels;
+using System.Threading.Tasks;
+using Spindle.Compare.Infrastructure;
+using Spindle.Compare.Pools;
+
+namespace Spindle.Compare.Scenarios;
+
+/// <summary>
+/// Two parties hand a token back and forth through the pool. <c>direct</c>: two work item objects A and B, each of
+/// which counts a hop and queues the other (preferLocal: false, so every hop goes through the pool's shared queue).
+/// <c>channel</c>: a capacity-1 bounded channel between a consumer item that runs on the pool and blocks synchronously
+/// while the channel is empty, and a producer that writes one value per queued item; when the channel is full the
+/// producer does not block (only one pool thread may block: Spindle's fixed-size pool does not add threads), it
+/// re-queues itself once <c>WaitToWriteAsync</c> completes. A hop is one value delivered.
+/// </summary>
+internal sealed class PingPongScenario : IScenario
+{
+    private const int QuickHops = 100_000;
+    private const int FullHops = 500_000;
+
+    public string Id => "ping-pong";
+
+    public string Description => $"two parties hand a token back and forth through the pool, {QuickHops:N0} hops ({FullHops:N0} with --full)";
+
+    public IReadOnlyList<string> Variants { get; } = ["direct", "channel"];
+
+    public IReadOnlyList<MetricInfo> Metrics { get; } =
+    [
+        new("hop", "ns", Better.Lower),
+        new("alloc", "B/hop", Better.Lower, NoiseFloor: 0.01),
+    ];
+
+    public string HeadlineMetric => "hop";
+
+    // A fixed ProcessorCount-thread pool: the channel variant blocks one of its threads for the whole run.
+    public PoolSettings GetPoolSettings(string variant) =>
+        new() { MinThreads = Environment.ProcessorCount, MaxThreads = Environment.ProcessorCount };
+
+    public Measurement Run(IPoolUnderTest pool, string variant, bool full)
+    {
+        Func<IPoolUnderTest, int, Measurement> runOnce = variant switch
+        {
+            "direct" => RunDirect,
+            "channel" => RunChannel,
+            _ => throw new ArgumentException($"Unknown variant '{variant}'.", nameof(variant)),
+        };
+        if (Environment.ProcessorCount < 2 && variant == "channel")
+        {
+            throw new InvalidOperationException("The channel variant needs at least two pool threads (two cores).");
+        }
+        int hops = full ? FullHops : QuickHops;
+        PoolWarmup.StartThreads(pool, Environment.ProcessorCount);
+        Warmup.Repeat(() => runOnce(pool, QuickHops / 10));
+        return runOnce(pool, hops);
+    }
+
+    private static Measurement RunDirect(IPoolUnderTest pool, int hops)
+    {
+        var run = new DirectRun(pool, hops);
+        var a = new HopItem(run);
+        var b = new HopItem(run);
+        a.Other = b;
+        b.Other = a;
+        return Time(hops, () =>
+        {
+            pool.UnsafeQueue(a, preferLocal: false);
+            Waits.OrThrow(run.Done, $"{hops:N0} direct hops");
+        });
+    }
+
+    private static Measurement RunChannel(IPoolUnderTest pool, int hops)
+    {
+        var run = new ChannelRun(pool, hops);
+        Measurement measurement = Time(hops, () =>
+        {
+            pool.UnsafeQueue(run.Consumer, preferLocal: false);
+            pool.UnsafeQueue(run.Producer, preferLocal: false);
+            Waits.OrThrow(run.Done, $"{hops:N0} values through the channel");
+        });
+        if (run.Received != hops || run.Sum != (long)hops * (hops - 1) / 2)
+        {
+            throw new InvalidOperationException($"The consumer received {run.Received:N0} values (sum {run.Sum}), expected {hops:N0}.");
+        }
+        return measurement;
+    }
+
+    private static Measurement Time(int hops, Action body)
+    {
+        GcSnapshot.CollectFully();
+        GcSnapshot before = GcSnapshot.Take();
+        long start = Stopwatch.GetTimestamp();
+        body();
+        long end = Stopwatch.GetTimestamp();
+        GcSnapshot used = GcSnapshot.Take() - before;
+        return new Measurement()
+            .Set("hop", Pacer.ToNanoseconds(end - start) / hops)
+            .Set("alloc", (double)used.AllocatedBytes / hops);
+    }
+
+    private sealed class DirectRun(IPoolUnderTest pool, int hops)
+    {
+        public readonly IPoolUnderTest Pool = pool;
+        public readonly int Target = hops;
+        public readonly ManualResetEventSlim Done = new(false);
+        public int Hops; // only one hop item runs at a time; the queue hand-off orders the accesses
+    }
+
+    private sealed class HopItem(DirectRun run) : PoolWorkItem
+    {
+        public HopItem? Other { get; set; }
+
+        public override void Execute()
+        {
+            if (++run.Hops >= run.Target)
+            {
+                run.Done.Set();
+            }
+            else
+            {
+                run.Pool.UnsafeQueue(Other!, preferLocal: false);
+            }
+        }
+    }
+
+    private sealed class ChannelRun
+    {
+        public readonly IPoolUnderTest Pool;
+        public readonly int Total;
+        public readonly Channel<int> Channel = System.Threading.Channels.Channel.CreateBounded<int>(new BoundedChannelOptions(1)
+        {
+            SingleReader = true,
+            SingleWriter = true,
+            AllowSynchronousContinuations = false,
+        });
+        public readonly ManualResetEventSlim Done = new(false);
+        public readonly ConsumerItem Consumer;
+        public readonly ProducerItem Producer;
+        public int Received;
+        public long Sum;
+
+        public ChannelRun(IPoolUnderTest pool, int total)
+        {
+            Pool = pool;
+            Total = total;
+            Consumer = new ConsumerItem(this);
+            Producer = new ProducerItem(this);
+        }
+    }
+
+    /// <summary>Runs once, on one pool thread, blocking it while the channel is empty.</summary>
+    private sealed class ConsumerItem(ChannelRun run) : PoolWorkItem
+    {
+        public override void Execute()
+        {
+            ChannelReader<int> reader = run.Channel.Reader;
+            int received = 0;
+            long sum = 0;
+            while (received < run.Total)
+            {
+                if (reader.TryRead(out int value))
+                {
+                    received++;
+                    sum += value;
+                    continue;
+                }
+                ValueTask<bool> wait = reader.WaitToReadAsync();
+                bool more = wait.IsCompletedSuccessfully ? wait.Result : wait.AsTask().GetAwaiter().GetResult();
+                if (!more)
+                {
+                    break;
+                }
+            }
+            run.Received = received;
+            run.Sum = sum;
+            run.Done.Set();
+        }
+    }
+
+    /// <summary>Writes one value per execution and queues itself for the next; never blocks a pool thread.</summary>
+    private sealed class ProducerItem : PoolWorkItem
+    {
+        private readonly ChannelRun _run;
+        private readonly Action _onWritable;
+        private ValueTask<bool> _pendingWait;
+        private int _next;
+
+        public ProducerItem(ChannelRun run)
+        {
+            _run = run;
+            _onWritable = OnWritable;
+        }
+
+        public override void Execute()
+        {
+            ChannelWriter<int> writer = _run.Channel.Writer;
+            while (!writer.TryWrite(_next))
+            {
+                if (!RoomNow(writer.WaitToWriteAsync()))
+                {
+                    return;
+                }
+            }
+            if (++_next < _run.Total)
+            {
+                _run.Pool.UnsafeQueue(this, preferLocal: false);
+            }
+        }
+
+        /// <summary>
+        /// True when the channel has room now; otherwise false, and the producer continues on the pool under test once
+        /// there is room (the channel's completion callback runs on the built-in pool, whichever pool is measured).
+        /// </summary>
+        private bool RoomNow(ValueTask<bool> wait)
+        {
+            if (wait.IsCompleted)
+            {
+                return wait.Result; // false: the channel was completed, nothing more to write
+            }
+            _pendingWait = wait;
+            wait.GetAwaiter().UnsafeOnCompleted(_onWritable);
+            return false;
+        }
+
+        private void OnWritable()
+        {
+            ValueTask<bool> wait = _pendingWait;
+            _pendingWait = default;
+            // Called once the wait has completed; consuming its result lets the channel reuse the operation.
+            if (wait.IsCompleted && wait.Result)
+            {
+                _run.Pool.UnsafeQueue(this, preferLocal: false);
+            }
+        }
+    }
+}

@@ -1,0 +1,29 @@
+using System;
+using System.Collections.Generic;
+
+namespace Spindle.Compare.Scenarios;
+
+internal static class ScenarioCatalog
+{
+    /// <summary>Every scenario, in the order they run and are reported.</summary>
+    public static IReadOnlyList<IScenario> All { get; } =
+    [
+        new QueueDrainScenario(),
+        new ChainThroughputScenario(),
+        new PingPongScenario(),
+        new IdleCpuScenario(),
+        new WakeLatencyScenario(),
+    ];
+
+    public static IScenario? Find(string id)
+    {
+        foreach (IScenario scenario in All)
+        {
+            if (string.Equals(scenario.Id, id, StringComparison.OrdinalIgnoreCase))
+            {
+                return scenario;
+            }
+        }
+        return null;
+    }
+}
