@@ -119,13 +119,16 @@ public sealed partial class WorkerPool
             {
                 worker.OverflowToGlobal(entry);
             }
-            // Wake a helper only when the ring already held work: a lone item is what this worker runs next, and waking
-            // a thread to race it for that item costs a system call and moves the chain between cores. No fence either:
-            // the item is in the ring of a live worker, so a skipped wake-up delays it but never loses it (see
-            // WorkerPool.Parking.cs).
+            // Wake a helper only when this worker already held work: a lone item is what this worker runs next, and
+            // waking a thread to race it for that item costs a system call and moves the work between cores. If the
+            // current item then blocks instead of returning, the stall monitor wakes a helper (WorkerPool.Monitor.cs).
             if (surplus)
             {
                 WakeWorkerIfNeeded();
+            }
+            else
+            {
+                DeferWake(worker);
             }
             return;
         }
@@ -133,6 +136,7 @@ public sealed partial class WorkerPool
         {
             ThrowShutDown();
         }
+        // preferLocal: false (or a caller outside the pool) asks for the item to be shared: wake a helper if needed.
         WakeWorkerIfNeeded();
     }
 

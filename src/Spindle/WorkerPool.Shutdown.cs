@@ -71,6 +71,7 @@ public sealed partial class WorkerPool
         {
             worker.Thread?.Join();
         }
+        StopMonitor();
         SweepLeftovers();
         return (int)Interlocked.Read(ref _cancelledCount);
     }
@@ -90,6 +91,7 @@ public sealed partial class WorkerPool
         }
         _globalQueue.Close();
         WakeAllWorkers();
+        _monitorBlocker.Signal();
     }
 
     private Worker[] SnapshotWorkers()

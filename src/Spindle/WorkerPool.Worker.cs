@@ -25,8 +25,6 @@ public sealed partial class WorkerPool
     // ExecutionContext.Run because a worker runs in it between items.
     private static ExecutionContext? s_defaultContext;
 
-    private static readonly ContextCallback s_invokeRunningItem = static worker => Unsafe.As<Worker>(worker!).InvokeRunningItem();
-
     /// <summary>One worker thread: its ring, its blocker, its counters and its dispatch loop.</summary>
     internal sealed class Worker
     {
@@ -48,8 +46,15 @@ public sealed partial class WorkerPool
         // against a fence, index arithmetic and a three-reference copy for the ring.
         public PaddedReference LifoSlot;
 
+        // Stall monitor protocol (WorkerPool.Monitor.cs): the owner stores its completed count here when it queued a lone
+        // local item without waking anyone; the monitor clears it (CAS) once the count has moved on, or wakes a helper if
+        // it has not within a tick. -1: nothing deferred.
+        public long DeferredAt = -1;
+
+        // Monitor-only: the DeferredAt value the monitor saw on its previous tick.
+        public long MonitorSeen = -1;
+
         private readonly WorkItemEntry[] _batch = new WorkItemEntry[GlobalBatchSize];
-        private WorkItemEntry _running; // the item inside ExecutionContext.Run
         // Written on every item by this worker only (read by CompletedWorkItemCount): padded so that a neighbouring
         // worker's or ring's fields never share its cache line.
         private PaddedInt64 _completed;
@@ -68,6 +73,9 @@ public sealed partial class WorkerPool
         }
 
         public long CompletedCount => Volatile.Read(ref _completed.Value);
+
+        /// <summary>Owner only: the completed count without a volatile read.</summary>
+        public long CompletedCountByOwner => _completed.Value;
 
         public void Main()
         {
@@ -192,9 +200,11 @@ public sealed partial class WorkerPool
                 Debug.Assert(pushed, "The batch was sized to the ring's free room.");
                 _batch[i] = default;
             }
-            if (taken > 1)
+            if (taken == want && taken > 1)
             {
-                Pool.WakeWorkerIfNeeded(); // others can steal the rest of the batch
+                // A full batch: the global queue may hold more, and others can steal the rest of this batch. A partial
+                // batch emptied the queue, so this worker alone can run what it took.
+                Pool.WakeWorkerIfNeeded();
             }
             return true;
         }
@@ -230,14 +240,17 @@ public sealed partial class WorkerPool
                 }
                 else
                 {
-                    _running = item;
+                    // The worker is in the default context between items, so switching to the item's context and back
+                    // is all ExecutionContext.Run would do, minus its save and restore of the SynchronizationContext
+                    // (ResetThreadState clears that). Restore also raises AsyncLocal change notifications.
+                    ExecutionContext.Restore(context);
                     try
                     {
-                        ExecutionContext.Run(context, s_invokeRunningItem, this);
+                        item.Invoke();
                     }
                     finally
                     {
-                        _running = default;
+                        ExecutionContext.Restore(s_defaultContext!);
                     }
                 }
             }
@@ -252,8 +265,6 @@ public sealed partial class WorkerPool
             }
             ResetThreadState();
         }
-
-        public void InvokeRunningItem() => _running.Invoke();
 
         /// <summary>Undoes what an item may have changed on the thread (the built-in pool does the same).</summary>
         [MethodImpl(MethodImplOptions.AggressiveInlining)]

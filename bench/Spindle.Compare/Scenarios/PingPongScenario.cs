@@ -11,11 +11,12 @@ namespace Spindle.Compare.Scenarios;
 
 /// <summary>
 /// Two parties hand a token back and forth through the pool. <c>direct</c>: two work item objects A and B, each of
-/// which counts a hop and queues the other (preferLocal: false, so every hop goes through the pool's shared queue).
+/// which counts a hop and queues the other from inside the pool (preferLocal: true, the way continuations are queued).
 /// <c>channel</c>: a capacity-1 bounded channel between a consumer item that runs on the pool and blocks synchronously
-/// while the channel is empty, and a producer that writes one value per queued item; when the channel is full the
-/// producer does not block (only one pool thread may block: Spindle's fixed-size pool does not add threads), it
-/// re-queues itself once <c>WaitToWriteAsync</c> completes. A hop is one value delivered.
+/// while the channel is empty, and a producer that writes one value per queued item. The channel completes the
+/// consumer's wait inline (synchronous continuations), so no other pool takes part; when the channel is full the
+/// producer re-queues itself through the pool instead of blocking (only the consumer blocks a pool thread: Spindle's
+/// fixed-size pool does not add threads). A hop is one value delivered.
 /// </summary>
 internal sealed class PingPongScenario : IScenario
 {
@@ -67,7 +68,7 @@ internal sealed class PingPongScenario : IScenario
         b.Other = a;
         return Time(hops, () =>
         {
-            pool.UnsafeQueue(a, preferLocal: false);
+            pool.UnsafeQueue(a, preferLocal: true);
             Waits.OrThrow(run.Done, $"{hops:N0} direct hops");
         });
     }
@@ -121,7 +122,7 @@ internal sealed class PingPongScenario : IScenario
             }
             else
             {
-                run.Pool.UnsafeQueue(Other!, preferLocal: false);
+                run.Pool.UnsafeQueue(Other!, preferLocal: true);
             }
         }
     }
@@ -134,7 +135,7 @@ internal sealed class PingPongScenario : IScenario
         {
             SingleReader = true,
             SingleWriter = true,
-            AllowSynchronousContinuations = false,
+            AllowSynchronousContinuations = true,
         });
         public readonly ManualResetEventSlim Done = new(false);
         public readonly ConsumerItem Consumer;
@@ -180,60 +181,21 @@ internal sealed class PingPongScenario : IScenario
         }
     }
 
-    /// <summary>Writes one value per execution and queues itself for the next; never blocks a pool thread.</summary>
-    private sealed class ProducerItem : PoolWorkItem
+    /// <summary>
+    /// Writes one value per execution and queues itself for the next; when the channel is full it re-queues itself
+    /// without writing (polling through the pool), so it never blocks a pool thread.
+    /// </summary>
+    private sealed class ProducerItem(ChannelRun run) : PoolWorkItem
     {
-        private readonly ChannelRun _run;
-        private readonly Action _onWritable;
-        private ValueTask<bool> _pendingWait;
         private int _next;
-
-        public ProducerItem(ChannelRun run)
-        {
-            _run = run;
-            _onWritable = OnWritable;
-        }
 
         public override void Execute()
         {
-            ChannelWriter<int> writer = _run.Channel.Writer;
-            while (!writer.TryWrite(_next))
+            if (run.Channel.Writer.TryWrite(_next) && ++_next >= run.Total)
             {
-                if (!RoomNow(writer.WaitToWriteAsync()))
-                {
-                    return;
-                }
+                return;
             }
-            if (++_next < _run.Total)
-            {
-                _run.Pool.UnsafeQueue(this, preferLocal: false);
-            }
-        }
-
-        /// <summary>
-        /// True when the channel has room now; otherwise false, and the producer continues on the pool under test once
-        /// there is room (the channel's completion callback runs on the built-in pool, whichever pool is measured).
-        /// </summary>
-        private bool RoomNow(ValueTask<bool> wait)
-        {
-            if (wait.IsCompleted)
-            {
-                return wait.Result; // false: the channel was completed, nothing more to write
-            }
-            _pendingWait = wait;
-            wait.GetAwaiter().UnsafeOnCompleted(_onWritable);
-            return false;
-        }
-
-        private void OnWritable()
-        {
-            ValueTask<bool> wait = _pendingWait;
-            _pendingWait = default;
-            // Called once the wait has completed; consuming its result lets the channel reuse the operation.
-            if (wait.IsCompleted && wait.Result)
-            {
-                _run.Pool.UnsafeQueue(this, preferLocal: false);
-            }
+            run.Pool.UnsafeQueue(this, preferLocal: false);
         }
     }
 }

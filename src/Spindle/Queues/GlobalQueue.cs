@@ -7,113 +7,176 @@ namespace Spindle.Queues;
 
 /// <summary>
 /// The pool's queue for work queued from outside its workers: lock-free, many producers, many consumers, unbounded,
-/// consumed in batches, and closable so that shutdown knows exactly which items were accepted.
+/// consumed in batches, allocation-free in steady state, and closable so that shutdown knows exactly which items were
+/// accepted.
 /// </summary>
 /// <remarks>
-/// <para>Layout: a linked list of fixed-size segments. Each segment has a producer counter <c>Tail</c> and a consumer
-/// counter <c>Head</c>, each on its own cache line, and a slot array whose slots carry a small state word.</para>
+/// <para>Layout: a linked list of segments, each a bounded ring of <see cref="SegmentSize"/> slots in the style of
+/// Vyukov's bounded MPMC queue (the runtime's <c>ConcurrentQueueSegment</c> is the same idea). Each slot carries a
+/// sequence number; <c>Head</c> and <c>Tail</c> are 64-bit positions on their own cache lines.</para>
 /// <list type="bullet">
-/// <item>A producer claims slot <c>i</c> with one atomic increment of <c>Tail</c> (it never fails or retries, unlike a
-/// CAS loop). It writes the item, then publishes it with a release store of the slot state (Empty → Ready). When
-/// <c>i</c> is past the segment end, the producer makes sure a next segment is linked (CAS on <c>Next</c>), advances
-/// the shared tail segment (CAS), and claims again there. <c>Tail</c> may overshoot the segment size; readers clamp it.</item>
-/// <item>A consumer claims a run of up to <c>n</c> published-or-claimed slots <c>[h, h + n)</c> with one CAS on
-/// <c>Head</c>, so workers pay one contended atomic per batch, not per item. A claimed slot may not be published yet
-/// (its producer sits between its increment and its store); the consumer spins briefly on that slot's state.</item>
-/// <item>Closing: <see cref="Close"/> sets <c>_closed</c> and fences. A producer re-reads <c>_closed</c> after its
-/// increment (a full fence). If it sees the queue closed it marks its slot Abandoned and reports rejection; otherwise
-/// its increment is ordered before the close, so every consumer that later observes the close also observes the claimed
-/// slot and waits for it. Hence, after a consumer sees the queue closed and empty, no accepted item can appear in it.</item>
-/// <item>Consumers clear each slot they take, so the queue never keeps a dequeued item's state alive. Segments are not
-/// reused (a stale reader could still hold one), so the queue allocates one segment per <see cref="SegmentSize"/> items.</item>
+/// <item>Slot <c>p &amp; mask</c> is free for the producer of position <c>p</c> when its sequence is <c>p</c>, and holds
+/// the item of position <c>p</c> when its sequence is <c>p + 1</c>. A producer claims position <c>p</c> with a CAS of
+/// <c>Tail</c> from <c>p</c> to <c>p + 1</c>, writes the item, then publishes it with a release store of the sequence
+/// (<c>p + 1</c>). A consumer frees a slot after reading it with a release store of <c>p + SegmentSize</c>, which is
+/// what makes the ring reusable lap after lap without allocating.</item>
+/// <item>A consumer checks that the next <c>n</c> slots are published (sequence <c>h + i + 1</c>), then claims them
+/// all with one CAS of <c>Head</c> from <c>h</c> to <c>h + n</c>: one contended atomic per batch. A published slot can
+/// only change after a consumer has claimed it through <c>Head</c>, so the check stays true up to the CAS.</item>
+/// <item>When a producer finds the tail segment full it takes <c>_growLock</c> (rare), freezes the segment (adds
+/// <see cref="FreezeOffset"/> to its <c>Tail</c>, so every later or in-flight enqueue attempt on it fails), links a new
+/// segment and makes it the tail. Without the freeze, consumers freeing slots could let a late producer put an item
+/// into a segment they have already left. Consumers move the head to the next segment once the head segment is frozen
+/// and every position below its frozen tail has been claimed.</item>
+/// <item>Closing: <see cref="Close"/> sets <c>_closed</c> and fences. A producer re-reads <c>_closed</c> after its claim
+/// (the CAS is a full fence). If it sees the queue closed it publishes an empty entry, which consumers skip, and reports
+/// rejection; otherwise its claim is ordered before the close, so every consumer that later observes the close also
+/// observes the claimed position (through <c>Tail</c>) and waits for it. Hence after a consumer has seen the queue closed
+/// and empty, no accepted item can appear in it.</item>
+/// <item>Consumers clear each slot they take, so the queue never keeps a dequeued item's state alive.</item>
 /// </list>
 /// </remarks>
 internal sealed class GlobalQueue
 {
+    /// <summary>Slots per segment: a power of two, kept small enough (32 KiB) to stay off the large object heap.</summary>
     internal const int SegmentSize = 1024;
 
-    private const int SlotEmpty = 0;
-    private const int SlotReady = 1;
-    private const int SlotAbandoned = 2;
+    /// <summary>Added to a frozen segment's tail so that no enqueue attempt on it can succeed any more.</summary>
+    private const long FreezeOffset = SegmentSize * 2L;
 
     private struct Slot
     {
         public WorkItemEntry Item;
-        public int State;
+        public long Sequence;
     }
 
     private sealed class Segment
     {
         public readonly Slot[] Slots = new Slot[SegmentSize];
-        public readonly long BaseIndex;
-        public PaddedInt32 Tail;
-        public PaddedInt32 Head;
+        public PaddedInt64 Head;
+        public PaddedInt64 Tail;
         public Segment? Next;
+        public volatile bool Frozen;
 
-        public Segment(long baseIndex) => BaseIndex = baseIndex;
+        public Segment()
+        {
+            for (int i = 0; i < Slots.Length; i++)
+            {
+                Slots[i].Sequence = i;
+            }
+        }
+
+        /// <summary>The producer end, without the freeze offset.</summary>
+        public long EffectiveTail
+        {
+            get
+            {
+                long tail = Volatile.Read(ref Tail.Value);
+                return Frozen ? tail - FreezeOffset : tail;
+            }
+        }
     }
 
+    private readonly Lock _growLock = new();
     private Segment _headSegment;
     private Segment _tailSegment;
     private volatile int _closed;
 
     public GlobalQueue()
     {
-        _headSegment = _tailSegment = new Segment(0);
+        _headSegment = _tailSegment = new Segment();
     }
 
     public bool IsClosed => _closed != 0;
 
+    /// <summary>Adds an item. Returns false, without adding it, when the queue has been closed.</summary>
+    public bool TryEnqueue(in WorkItemEntry item) => TryEnqueue(item, out _);
+
     /// <summary>
-    /// Adds an item. Returns false, without adding it, when the queue has been closed.
+    /// Adds an item. Returns false, without adding it, when the queue has been closed. <paramref name="hadItems"/>
+    /// tells whether earlier items in the same segment were still unclaimed by consumers (a cheap snapshot).
     /// </summary>
-    public bool TryEnqueue(in WorkItemEntry item)
+    public bool TryEnqueue(in WorkItemEntry item, out bool hadItems)
     {
+        hadItems = false;
         if (_closed != 0)
         {
             return false;
         }
-        return Enqueue(item, honourClose: true);
+        return Enqueue(item, honourClose: true, ref hadItems);
     }
 
     /// <summary>
     /// Adds an item even when the queue is closed. Only for items that were already accepted elsewhere (a worker's
     /// full ring spilling over): that worker is alive and drains the global queue before it exits.
     /// </summary>
-    public void EnqueueAlways(in WorkItemEntry item) => Enqueue(item, honourClose: false);
+    public void EnqueueAlways(in WorkItemEntry item)
+    {
+        bool hadItems = false;
+        Enqueue(item, honourClose: false, ref hadItems);
+    }
 
-    private bool Enqueue(in WorkItemEntry item, bool honourClose)
+    private bool Enqueue(in WorkItemEntry item, bool honourClose, ref bool hadItems)
     {
         while (true)
         {
             Segment segment = Volatile.Read(ref _tailSegment);
-            int index = Interlocked.Increment(ref segment.Tail.Value) - 1;
-            if (index < SegmentSize)
+            Slot[] slots = segment.Slots;
+            var spinner = new SpinWait();
+            while (true)
             {
-                ref Slot slot = ref segment.Slots[index];
-                if (honourClose && _closed != 0)
+                long position = Volatile.Read(ref segment.Tail.Value);
+                ref Slot slot = ref slots[position & (SegmentSize - 1)];
+                long sequence = Volatile.Read(ref slot.Sequence);
+                if (sequence == position)
                 {
-                    // Closed between our first check and our claim: the claim is not accepted work.
-                    Volatile.Write(ref slot.State, SlotAbandoned);
-                    return false;
+                    if (Interlocked.CompareExchange(ref segment.Tail.Value, position + 1, position) != position)
+                    {
+                        continue; // another producer claimed it
+                    }
+                    if (honourClose && _closed != 0)
+                    {
+                        // Closed between our first check and our claim: the claim is not accepted work.
+                        slot.Item = default;
+                        Volatile.Write(ref slot.Sequence, position + 1);
+                        return false;
+                    }
+                    slot.Item = item;
+                    Volatile.Write(ref slot.Sequence, position + 1);
+                    hadItems = Volatile.Read(ref segment.Head.Value) < position;
+                    return true;
                 }
-                slot.Item = item;
-                Volatile.Write(ref slot.State, SlotReady);
-                return true;
+                if (sequence < position)
+                {
+                    // Full (the slot still holds the item of the previous lap), or frozen (position carries the
+                    // offset): move on to a new segment.
+                    break;
+                }
+                // A producer claimed this position and has not published yet, or our Tail read is stale.
+                spinner.SpinOnce(sleep1Threshold: -1);
             }
-            AdvanceTail(segment);
+            Grow(segment);
         }
     }
 
-    private void AdvanceTail(Segment full)
+    private void Grow(Segment full)
     {
-        Segment? next = Volatile.Read(ref full.Next);
-        if (next is null)
+        lock (_growLock)
         {
-            var created = new Segment(full.BaseIndex + SegmentSize);
-            next = Interlocked.CompareExchange(ref full.Next, created, null) ?? created;
+            if (Volatile.Read(ref _tailSegment) != full)
+            {
+                return; // someone else already moved the tail on
+            }
+            // Order matters for lock-free readers: the offset first (so a reader that does not see Frozen yet sees a
+            // huge tail and counts the segment as non-empty, never as exhausted), then Next, then Frozen (so a reader
+            // that sees Frozen also sees the successor).
+            Debug.Assert(!full.Frozen, "Only the tail segment is frozen, once, under the lock.");
+            var next = new Segment();
+            Interlocked.Add(ref full.Tail.Value, FreezeOffset);
+            Volatile.Write(ref full.Next, next);
+            full.Frozen = true;
+            Volatile.Write(ref _tailSegment, next);
         }
-        Interlocked.CompareExchange(ref _tailSegment, next, full);
     }
 
     /// <summary>
@@ -126,44 +189,42 @@ internal sealed class GlobalQueue
         while (true)
         {
             Segment segment = Volatile.Read(ref _headSegment);
-            int head = Volatile.Read(ref segment.Head.Value);
-            int tail = Math.Min(Volatile.Read(ref segment.Tail.Value), SegmentSize);
-            if (head >= tail)
+            Slot[] slots = segment.Slots;
+            long head = Volatile.Read(ref segment.Head.Value);
+            int ready = 0;
+            while (ready < destination.Length
+                && Volatile.Read(ref slots[(head + ready) & (SegmentSize - 1)].Sequence) == head + ready + 1)
             {
-                if (head < SegmentSize)
+                ready++;
+            }
+            if (ready == 0)
+            {
+                if (segment.Frozen && head >= segment.EffectiveTail)
                 {
-                    return 0;
+                    Segment? next = Volatile.Read(ref segment.Next);
+                    if (next is not null)
+                    {
+                        Interlocked.CompareExchange(ref _headSegment, next, segment);
+                        continue;
+                    }
                 }
-                Segment? next = Volatile.Read(ref segment.Next);
-                if (next is null)
-                {
-                    // Exhausted, and no producer has linked a successor yet: nothing is published beyond this point.
-                    return 0;
-                }
-                Interlocked.CompareExchange(ref _headSegment, next, segment);
+                return 0;
+            }
+            if (Interlocked.CompareExchange(ref segment.Head.Value, head + ready, head) != head)
+            {
                 continue;
             }
-
-            int count = Math.Min(destination.Length, tail - head);
-            if (Interlocked.CompareExchange(ref segment.Head.Value, head + count, head) != head)
-            {
-                continue;
-            }
-
             int taken = 0;
-            for (int i = head; i < head + count; i++)
+            for (int i = 0; i < ready; i++)
             {
-                ref Slot slot = ref segment.Slots[i];
-                int state = Volatile.Read(ref slot.State);
-                if (state == SlotEmpty)
-                {
-                    state = WaitForPublication(ref slot);
-                }
-                if (state == SlotReady)
+                long position = head + i;
+                ref Slot slot = ref slots[position & (SegmentSize - 1)];
+                if (slot.Item.Callback is not null)
                 {
                     destination[taken++] = slot.Item;
-                    slot.Item = default;
                 }
+                slot.Item = default;
+                Volatile.Write(ref slot.Sequence, position + SegmentSize);
             }
             if (taken > 0)
             {
@@ -173,34 +234,20 @@ internal sealed class GlobalQueue
         }
     }
 
-    private static int WaitForPublication(ref Slot slot)
-    {
-        // The producer has claimed this slot and is between its increment and its release store. It is running
-        // (or preempted) code that does not block, so the wait is short; SpinWait yields and then sleeps if not.
-        var spinner = new SpinWait();
-        int state;
-        while ((state = Volatile.Read(ref slot.State)) == SlotEmpty)
-        {
-            spinner.SpinOnce();
-        }
-        return state;
-    }
-
-    /// <summary>Whether a consumer would find nothing right now (snapshot).</summary>
+    /// <summary>Whether a consumer would find nothing right now, counting claimed but unpublished positions as items.</summary>
     public bool IsEmpty
     {
         get
         {
             for (Segment? s = Volatile.Read(ref _headSegment); s is not null; s = Volatile.Read(ref s.Next))
             {
-                int tail = Volatile.Read(ref s.Tail.Value);
-                if (Volatile.Read(ref s.Head.Value) < Math.Min(tail, SegmentSize))
+                if (Volatile.Read(ref s.Head.Value) < s.EffectiveTail)
                 {
                     return false;
                 }
-                if (tail < SegmentSize)
+                if (!s.Frozen)
                 {
-                    return true; // producers move to the next segment only once this one is full
+                    return true; // producers move to the next segment only after freezing this one
                 }
             }
             return true;
@@ -212,11 +259,12 @@ internal sealed class GlobalQueue
     {
         get
         {
-            Segment head = Volatile.Read(ref _headSegment);
-            Segment tail = Volatile.Read(ref _tailSegment);
-            long first = head.BaseIndex + Volatile.Read(ref head.Head.Value);
-            long last = tail.BaseIndex + Math.Min(Volatile.Read(ref tail.Tail.Value), SegmentSize);
-            return Math.Max(0, last - first);
+            long count = 0;
+            for (Segment? s = Volatile.Read(ref _headSegment); s is not null; s = Volatile.Read(ref s.Next))
+            {
+                count += Math.Max(0, s.EffectiveTail - Volatile.Read(ref s.Head.Value));
+            }
+            return count;
         }
     }
 
