@@ -90,33 +90,15 @@ internal sealed class GlobalQueue
     public bool IsClosed => _closed != 0;
 
     /// <summary>Adds an item. Returns false, without adding it, when the queue has been closed.</summary>
-    public bool TryEnqueue(in WorkItemEntry item) => TryEnqueue(item, out _);
-
-    /// <summary>
-    /// Adds an item. Returns false, without adding it, when the queue has been closed. <paramref name="hadItems"/>
-    /// tells whether earlier items in the same segment were still unclaimed by consumers (a cheap snapshot).
-    /// </summary>
-    public bool TryEnqueue(in WorkItemEntry item, out bool hadItems)
-    {
-        hadItems = false;
-        if (_closed != 0)
-        {
-            return false;
-        }
-        return Enqueue(item, honourClose: true, ref hadItems);
-    }
+    public bool TryEnqueue(in WorkItemEntry item) => _closed == 0 && Enqueue(item, honourClose: true);
 
     /// <summary>
     /// Adds an item even when the queue is closed. Only for items that were already accepted elsewhere (a worker's
     /// full ring spilling over): that worker is alive and drains the global queue before it exits.
     /// </summary>
-    public void EnqueueAlways(in WorkItemEntry item)
-    {
-        bool hadItems = false;
-        Enqueue(item, honourClose: false, ref hadItems);
-    }
+    public void EnqueueAlways(in WorkItemEntry item) => Enqueue(item, honourClose: false);
 
-    private bool Enqueue(in WorkItemEntry item, bool honourClose, ref bool hadItems)
+    private bool Enqueue(in WorkItemEntry item, bool honourClose)
     {
         while (true)
         {
@@ -143,7 +125,6 @@ internal sealed class GlobalQueue
                     }
                     slot.Item = item;
                     Volatile.Write(ref slot.Sequence, position + 1);
-                    hadItems = Volatile.Read(ref segment.Head.Value) < position;
                     return true;
                 }
                 if (sequence < position)
