@@ -1,0 +1,24 @@
+using System;
+using System.Runtime.CompilerServices;
+using Spindle.Queues;
+
+namespace Spindle.Tests.Queues;
+
+/// <summary>Queue entries that carry a number (as their boxed state), for tests of the queues alone.</summary>
+internal static class Entries
+{
+    private static readonly Action<object?> s_callback = static _ => { };
+
+    public static WorkItemEntry Numbered(int number) => new(s_callback, number, null);
+
+    public static int NumberOf(in WorkItemEntry entry) => (int)entry.State!;
+
+    /// <summary>An entry whose state is a fresh object that only the entry references; returns a weak reference to it.</summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static WorkItemEntry Tracked(out WeakReference state)
+    {
+        object payload = new byte[64];
+        state = new WeakReference(payload);
+        return new WorkItemEntry(s_callback, payload, null);
+    }
+}

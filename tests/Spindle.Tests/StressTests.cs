@@ -1,0 +1,110 @@
+using System;
+using Spindle.Tests.Parking;
+using Spindle.Tests.Queues;
+using Xunit;
+
+namespace Spindle.Tests;
+
+/// <summary>
+/// Stress forms of the reliability scenarios. The per-commit run uses small counts (a smoke run of each); with
+/// <c>SPINDLE_STRESS=1</c> the counts grow by two or three orders of magnitude (see RELIABILITY.md).
+/// </summary>
+public sealed class StressTests
+{
+    public static TheoryData<string> Flavors() => ["default", "monitor"];
+
+    /// <summary>A contract-test instance of the flavour; disposing it fails the test if any work item threw.</summary>
+    private static WorkerPoolContractTests Pool(string flavor) =>
+        flavor == "monitor" ? new MonitorBlockerPoolTests() : new DefaultBlockerPoolTests();
+
+    // Scenario 1: 1,000,000 items (and more) from several producers.
+    [Theory]
+    [MemberData(nameof(Flavors))]
+    public void ExactlyOnce_ManyItemsFromManyProducers(string flavor)
+    {
+        using WorkerPoolContractTests pool = Pool(flavor);
+        pool.RunExactlyOnceFromProducers(producers: Stress.Scale(2, 8), itemsPerProducer: Stress.Scale(5_000, 500_000));
+    }
+
+    // Scenario 2: long self-requeue chains.
+    [Theory]
+    [MemberData(nameof(Flavors))]
+    public void SelfRequeueChains_Long(string flavor)
+    {
+        using WorkerPoolContractTests pool = Pool(flavor);
+        pool.RunSelfRequeueChains(chains: Environment.ProcessorCount * Stress.Scale(1, 4), totalLinks: Stress.Scale(20_000, 2_000_000));
+    }
+
+    // Scenario 3: a deep, wide fan-out.
+    [Theory]
+    [MemberData(nameof(Flavors))]
+    public void FanOut_Large(string flavor)
+    {
+        using WorkerPoolContractTests pool = Pool(flavor);
+        pool.RunFanOut(roots: Stress.Scale(2, 32), fanOut: 4, depth: Stress.Scale(5, 8));
+    }
+
+    // Scenario 5: many more enqueues racing a parking worker.
+    [Theory]
+    [MemberData(nameof(Flavors))]
+    public void LostWakeUp_ManyIterations(string flavor)
+    {
+        int iterations = Stress.Scale(500, 100_000);
+        using WorkerPoolContractTests pool = Pool(flavor);
+        pool.RunLostWakeUp(threads: 1, iterations);
+        pool.RunLostWakeUp(threads: 0, iterations);
+    }
+
+    // Scenario 6: the owner's pop racing a thief on the last item.
+    [Fact]
+    public void Ring_LastItemRace_ManyRounds()
+    {
+        WorkStealingRingTests.RunLastItemRace(Stress.Scale(10_000, 2_000_000), stealHalf: false);
+        WorkStealingRingTests.RunLastItemRace(Stress.Scale(5_000, 500_000), stealHalf: true);
+    }
+
+    [Theory]
+    [InlineData(1)]
+    [InlineData(2)]
+    [InlineData(3)]
+    public void Ring_OwnerAgainstThieves_ManyItems(int thieves) =>
+        WorkStealingRingTests.RunOwnerAgainstThieves(capacity: 4, items: Stress.Scale(50_000, 10_000_000), thieves);
+
+    [Fact]
+    public void GlobalQueue_ManyProducersAndConsumers() =>
+        GlobalQueueTests.RunProducersAndConsumers(producers: 4, consumers: 4, itemsPerProducer: Stress.Scale(20_000, 2_000_000));
+
+    [Fact]
+    public void GlobalQueue_CloseRacingProducers_ManyRounds() =>
+        GlobalQueueTests.RunCloseRacingProducers(rounds: Stress.Scale(5, 500), producers: 4);
+
+    [Fact]
+    public void Blockers_PingPong_ManyIterations()
+    {
+        int iterations = Stress.Scale(5_000, 1_000_000);
+        if (OperatingSystem.IsLinux())
+        {
+            new FutexBlockerTests().RunPingPong(iterations);
+            new FutexBlockerTests().RunTimedWaitRace(Stress.Scale(500, 50_000));
+        }
+        new MonitorBlockerTests().RunPingPong(iterations);
+        new MonitorBlockerTests().RunTimedWaitRace(Stress.Scale(500, 50_000));
+    }
+
+    // Scenario 18: many more rounds of enqueue racing dispose.
+    [Theory]
+    [MemberData(nameof(Flavors))]
+    public void EnqueueRacingDispose_ManyRounds(string flavor)
+    {
+        using WorkerPoolContractTests pool = Pool(flavor);
+        pool.RunEnqueueRacingDispose(rounds: Stress.Scale(2, 200), producers: 3, requeuers: 4);
+    }
+
+    [Theory]
+    [MemberData(nameof(Flavors))]
+    public void DisposeRacingFirstEnqueues_ManyRounds(string flavor)
+    {
+        using WorkerPoolContractTests pool = Pool(flavor);
+        pool.RunDisposeRacingFirstEnqueues(rounds: Stress.Scale(100, 10_000));
+    }
+}

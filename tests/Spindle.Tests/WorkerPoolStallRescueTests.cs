@@ -1,0 +1,55 @@
+using System.Threading;
+using Xunit;
+
+namespace Spindle.Tests;
+
+/// <summary>
+/// A worker that queues one item to itself does not wake a helper; if its current item then blocks, the stall monitor
+/// (WorkerPool.Monitor.cs) must get the queued item run by another worker.
+/// </summary>
+public sealed class WorkerPoolStallRescueTests
+{
+    [Theory]
+    [InlineData(true)]
+    [InlineData(false)]
+    public void LoneItemQueuedLocallyByAWorkerThatThenWaitsForIt_IsRunByAnotherWorker(bool secondWorkerAlreadyExists)
+    {
+        // A worker queues one item to itself and then blocks until that item has run (sync-over-async). The pool may
+        // run two threads, so the item must be run by the other one, whether it is parked or not created yet.
+        using var pool = new WorkerPool(new WorkerPoolOptions
+        {
+            Name = nameof(WorkerPoolStallRescueTests),
+            MinThreads = 2,
+            MaxThreads = 2,
+            ExceptionPolicy = UnhandledExceptionPolicy.Report,
+        });
+        if (secondWorkerAlreadyExists)
+        {
+            using var both = new CountdownEvent(2);
+            for (int i = 0; i < 2; i++)
+            {
+                pool.QueueUserWorkItem(_ =>
+                {
+                    both.Signal();
+                    both.Wait(Waits.MustHappen);
+                });
+            }
+            Waits.For(both, "both workers to exist");
+            Waits.Until(() => pool.CompletedWorkItemCount == 2, "the warm-up items to finish");
+            Assert.Equal(2, pool.ThreadCount);
+        }
+        using var ran = new ManualResetEventSlim();
+        using var producerDone = new ManualResetEventSlim();
+        bool sawItRun = false;
+        pool.QueueUserWorkItem(_ =>
+        {
+            pool.QueueUserWorkItem(static state => ((ManualResetEventSlim)state!).Set(), ran, preferLocal: true);
+            sawItRun = ran.Wait(Waits.MustHappen);
+            producerDone.Set();
+        }, null);
+        Waits.For(producerDone, "the producing item");
+        Assert.True(sawItRun,
+            $"An item a worker queued to itself before blocking did not run within {Waits.MustHappen.TotalSeconds} s " +
+            $"although the pool may run two threads (threads: {pool.ThreadCount}).");
+    }
+}
