@@ -30,6 +30,9 @@ public sealed partial class WorkerPool
     /// <summary>Test seam: upper bound on a searcher's backoff attempts when every other core is free.</summary>
     internal static int s_maxSpinAttempts = 7;
 
+    /// <summary>Test seam: how many times a searcher yields its core after spinning, before it parks.</summary>
+    internal static int s_yieldAttempts = 4;
+
     /// <summary>Wakes a parked worker if work may be waiting and nobody is looking for it.</summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     internal void WakeWorkerIfNeeded()
@@ -93,11 +96,22 @@ public sealed partial class WorkerPool
                 }
                 return true;
             }
-            if (attempt >= attempts)
+            if (attempt < attempts)
+            {
+                self.Backoff.Spin(attempt);
+            }
+            else if (attempt < attempts + s_yieldAttempts)
+            {
+                // Past the spin budget, offer the core to other runnable threads before parking. When threads outnumber
+                // cores (an outside producer sharing the machine with the workers) this lets the producer run without
+                // this worker parking, so the producer's next enqueue finds a searcher and pays no wake-up system call.
+                // With nothing else runnable, a yield returns at once and costs about a microsecond.
+                Thread.Yield();
+            }
+            else
             {
                 break;
             }
-            self.Backoff.Spin(attempt);
         }
         int remaining = Interlocked.Decrement(ref _searching.Value);
         Debug.Assert(remaining >= 0);
