@@ -34,17 +34,22 @@ public sealed partial class WorkerPool
     internal long CreationFailureCount => Interlocked.Read(ref _creationFailureCount);
 
     /// <summary>Adds a worker if the policy allows it. Never throws: a failed creation is retried later.</summary>
+    /// <remarks>
+    /// The thread is created and started under <c>_threadLock</c>, so every worker that shutdown can see (it snapshots
+    /// the list under the same lock) has a started thread it can join. Starting takes tens of microseconds and happens
+    /// at most <c>_threadTarget</c> times, so holding the lock across it costs nothing measurable.
+    /// </remarks>
     private void TryAddWorker(InjectionReason reason)
     {
-        Worker worker;
-        Thread thread;
+        Debug.Assert(reason is InjectionReason.Demand or InjectionReason.Retry);
         lock (_threadLock)
         {
             if (_threadCount >= _threadTarget || _state != StateRunning || _retryTimer is not null)
             {
                 return;
             }
-            worker = new Worker(this, ++_nextWorkerId);
+            var worker = new Worker(this, ++_nextWorkerId);
+            Thread thread;
             try
             {
                 thread = CreateThread(worker);
@@ -59,28 +64,27 @@ public sealed partial class WorkerPool
             // each create another thread; it hands the role on like any searcher (see WorkerPool.Parking.cs).
             worker.WokenAsSearcher = true;
             Interlocked.Increment(ref _searching.Value);
+            // Listed before it starts, so that whatever it does first (including exiting) finds itself in the list.
             Worker[] current = _workers;
             var next = new Worker[current.Length + 1];
             Array.Copy(current, next, current.Length);
             next[^1] = worker;
             Volatile.Write(ref _workers, next);
             Volatile.Write(ref _threadCount, _threadCount + 1);
+            try
+            {
+                thread.UnsafeStart(); // no ExecutionContext capture: a worker never runs in its creator's context
+            }
+            catch (Exception exception) when (exception is OutOfMemoryException or ThreadStartException)
+            {
+                Volatile.Write(ref _workers, current);
+                Volatile.Write(ref _threadCount, _threadCount - 1);
+                Interlocked.Decrement(ref _searching.Value);
+                ScheduleCreationRetryLocked();
+                return;
+            }
             _creationFailures = 0;
         }
-        try
-        {
-            thread.UnsafeStart(); // no ExecutionContext capture: a worker never runs in its creator's context
-        }
-        catch (Exception exception) when (exception is OutOfMemoryException or ThreadStartException)
-        {
-            lock (_threadLock)
-            {
-                ScheduleCreationRetryLocked();
-            }
-            Interlocked.Decrement(ref _searching.Value);
-            OnWorkerExited(worker);
-        }
-        Debug.Assert(reason is InjectionReason.Demand or InjectionReason.Retry);
     }
 
     private Thread CreateThread(Worker worker)

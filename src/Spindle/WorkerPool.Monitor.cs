@@ -38,7 +38,7 @@ public sealed partial class WorkerPool
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     private void DeferWake(Worker worker)
     {
-        if (Volatile.Read(ref _searching.Value) == 0 && _idle.Count != 0)
+        if (Volatile.Read(ref _searching.Value) == 0 && (_idle.Count != 0 || Volatile.Read(ref _threadCount) < _threadTarget))
         {
             Interlocked.Exchange(ref worker.DeferredAt, worker.CompletedCountByOwner);
             if (_monitorArmed == 0)

@@ -90,7 +90,7 @@ public sealed partial class WorkerPool
             {
                 int left = Interlocked.Decrement(ref _searching.Value);
                 Debug.Assert(left >= 0);
-                if (left == 0 && (!self.HasNoLocalWork || !_globalQueue.IsEmpty))
+                if (left == 0 && AnyWorkVisible())
                 {
                     WakeWorkerIfNeeded(); // the last searcher to find work brings in one more
                 }
@@ -204,6 +204,7 @@ public sealed partial class WorkerPool
     private bool Park(Worker self)
     {
         Debug.Assert(self.HasNoLocalWork, "A worker parks only with an empty ring and LIFO slot.");
+        self.Ring.ReleaseTakenSlots(); // an idle worker must not keep stolen items' state alive
         if (_state != StateRunning && !AnyWorkVisible())
         {
             return false;

@@ -85,11 +85,13 @@ public sealed partial class WorkerPool
             {
                 return;
             }
+            // Close the global queue before publishing the state, so that once IsShutdownStarted is true no enqueue
+            // from outside the pool can still be accepted.
+            _globalQueue.Close();
             _state = target;
             _retryTimer?.Dispose();
             _retryTimer = null;
         }
-        _globalQueue.Close();
         WakeAllWorkers();
         _monitorBlocker.Signal();
     }

@@ -194,7 +194,8 @@ public sealed partial class WorkerPool
             }
             item = _batch[0];
             _batch[0] = default;
-            for (int i = 1; i < taken; i++)
+            // Pushed newest first, so that the owner's LIFO pops run the batch in queue order.
+            for (int i = taken - 1; i >= 1; i--)
             {
                 bool pushed = Ring.TryPush(_batch[i]);
                 Debug.Assert(pushed, "The batch was sized to the ring's free room.");

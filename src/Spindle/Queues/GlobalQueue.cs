@@ -41,8 +41,12 @@ internal sealed class GlobalQueue
     /// <summary>Slots per segment: a power of two, kept small enough (32 KiB) to stay off the large object heap.</summary>
     internal const int SegmentSize = 1024;
 
-    /// <summary>Added to a frozen segment's tail so that no enqueue attempt on it can succeed any more.</summary>
-    private const long FreezeOffset = SegmentSize * 2L;
+    /// <summary>
+    /// Added to a frozen segment's tail so that no enqueue attempt on it can succeed any more. Far larger than any real
+    /// distance between a segment's head and tail (at most <see cref="SegmentSize"/>), so a reader can tell a frozen tail
+    /// from a live one by that distance alone, whatever order it observes the offset and the flag in.
+    /// </summary>
+    private const long FreezeOffset = 1L << 40;
 
     private struct Slot
     {
@@ -66,14 +70,11 @@ internal sealed class GlobalQueue
             }
         }
 
-        /// <summary>The producer end, without the freeze offset.</summary>
-        public long EffectiveTail
+        /// <summary>The producer end without the freeze offset, given a head read before it.</summary>
+        public long EffectiveTail(long head)
         {
-            get
-            {
-                long tail = Volatile.Read(ref Tail.Value);
-                return Frozen ? tail - FreezeOffset : tail;
-            }
+            long tail = Volatile.Read(ref Tail.Value);
+            return tail - head >= FreezeOffset / 2 ? tail - FreezeOffset : tail;
         }
     }
 
@@ -180,7 +181,7 @@ internal sealed class GlobalQueue
             }
             if (ready == 0)
             {
-                if (segment.Frozen && head >= segment.EffectiveTail)
+                if (segment.Frozen && head >= segment.EffectiveTail(head))
                 {
                     Segment? next = Volatile.Read(ref segment.Next);
                     if (next is not null)
@@ -222,7 +223,8 @@ internal sealed class GlobalQueue
         {
             for (Segment? s = Volatile.Read(ref _headSegment); s is not null; s = Volatile.Read(ref s.Next))
             {
-                if (Volatile.Read(ref s.Head.Value) < s.EffectiveTail)
+                long head = Volatile.Read(ref s.Head.Value);
+                if (head < s.EffectiveTail(head))
                 {
                     return false;
                 }
@@ -243,7 +245,8 @@ internal sealed class GlobalQueue
             long count = 0;
             for (Segment? s = Volatile.Read(ref _headSegment); s is not null; s = Volatile.Read(ref s.Next))
             {
-                count += Math.Max(0, s.EffectiveTail - Volatile.Read(ref s.Head.Value));
+                long head = Volatile.Read(ref s.Head.Value);
+                count += Math.Max(0, s.EffectiveTail(head) - head);
             }
             return count;
         }

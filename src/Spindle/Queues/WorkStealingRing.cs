@@ -201,6 +201,19 @@ internal sealed class WorkStealingRing
         return taken;
     }
 
+    /// <summary>
+    /// Owner only: clears the slots of items thieves have taken since the last push, so they do not keep those items'
+    /// state alive while the owner is idle.
+    /// </summary>
+    public void ReleaseTakenSlots()
+    {
+        long t = Volatile.Read(ref _top.Value);
+        if (_clearedTo != t)
+        {
+            ClearTakenSlots(t);
+        }
+    }
+
     private void ClearTakenSlots(long top)
     {
         // Owner only. Every index in [_clearedTo, top) was claimed through _top and its slot has not been reused yet.
