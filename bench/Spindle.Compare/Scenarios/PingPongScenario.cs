@@ -15,8 +15,8 @@ namespace Spindle.Compare.Scenarios;
 /// <c>channel</c>: a capacity-1 bounded channel between a consumer item that runs on the pool and blocks synchronously
 /// while the channel is empty, and a producer that writes one value per queued item. The channel completes the
 /// consumer's wait inline (synchronous continuations), so no other pool takes part; when the channel is full the
-/// producer re-queues itself through the pool instead of blocking (only the consumer blocks a pool thread: Spindle's
-/// fixed-size pool does not add threads). A hop is one value delivered.
+/// producer asks to be called back when there is room and is then queued again on the pool under test (only the
+/// consumer blocks a pool thread: Spindle's fixed-size pool does not add threads). A hop is one value delivered.
 /// </summary>
 internal sealed class PingPongScenario : IScenario
 {
@@ -182,20 +182,56 @@ internal sealed class PingPongScenario : IScenario
     }
 
     /// <summary>
-    /// Writes one value per execution and queues itself for the next; when the channel is full it re-queues itself
-    /// without writing (polling through the pool), so it never blocks a pool thread.
+    /// Writes one value per execution and queues itself for the next. When the channel is full it does not block and
+    /// does not poll: it asks the channel to call it back once there is room (the consumer's read runs that callback
+    /// inline, synchronous continuations being allowed), and the callback queues the producer on the pool under test.
     /// </summary>
-    private sealed class ProducerItem(ChannelRun run) : PoolWorkItem
+    private sealed class ProducerItem : PoolWorkItem
     {
+        private readonly ChannelRun _run;
+        private readonly Action _onWritable;
+        private ValueTask<bool> _pendingWait;
         private int _next;
+
+        public ProducerItem(ChannelRun run)
+        {
+            _run = run;
+            _onWritable = OnWritable;
+        }
 
         public override void Execute()
         {
-            if (run.Channel.Writer.TryWrite(_next) && ++_next >= run.Total)
+            ChannelWriter<int> writer = _run.Channel.Writer;
+            while (!writer.TryWrite(_next))
             {
+                ValueTask<bool> wait = writer.WaitToWriteAsync();
+                if (wait.IsCompleted)
+                {
+                    if (wait.Result)
+                    {
+                        continue;
+                    }
+                    return; // completed channel: nothing more to write
+                }
+                _pendingWait = wait;
+                wait.GetAwaiter().UnsafeOnCompleted(_onWritable);
                 return;
             }
-            run.Pool.UnsafeQueue(this, preferLocal: false);
+            if (++_next < _run.Total)
+            {
+                _run.Pool.UnsafeQueue(this, preferLocal: true);
+            }
+        }
+
+        private void OnWritable()
+        {
+            ValueTask<bool> wait = _pendingWait;
+            _pendingWait = default;
+            if (wait.IsCompleted && wait.Result) // consuming the result lets the channel reuse its wait operation
+            {
+                // Runs on the consumer's thread (inside its read), which then blocks again: share the producer.
+                _run.Pool.UnsafeQueue(this, preferLocal: false);
+            }
         }
     }
 }
