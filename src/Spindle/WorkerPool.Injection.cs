@@ -28,7 +28,8 @@ public sealed partial class WorkerPool
     private Timer? _retryTimer;         // under _threadLock
     private long _creationFailureCount; // total, for tests and diagnostics
 
-    private int _threadTarget => Math.Min(_options.MaxThreads, Math.Max(_options.MinThreads, Environment.ProcessorCount));
+    // max(MinThreads, ProcessorCount) capped at MaxThreads; fixed for the pool's lifetime until runtime limits arrive.
+    private int _threadTarget;
 
     /// <summary>Total number of thread creations that failed (each is retried with backoff).</summary>
     internal long CreationFailureCount => Interlocked.Read(ref _creationFailureCount);
@@ -48,14 +49,17 @@ public sealed partial class WorkerPool
             {
                 return;
             }
-            var worker = new Worker(this, ++_nextWorkerId);
+            Worker worker;
             Thread thread;
             try
             {
+                worker = new Worker(this, ++_nextWorkerId);
                 thread = CreateThread(worker);
             }
-            catch (Exception exception) when (exception is OutOfMemoryException or ThreadStartException or InvalidOperationException)
+            catch (Exception)
             {
+                // Whatever the failure (OutOfMemoryException, ThreadStartException, a throwing factory), the enqueue
+                // that got us here has already been accepted: never throw, retry later.
                 ScheduleCreationRetryLocked();
                 return;
             }
@@ -75,7 +79,7 @@ public sealed partial class WorkerPool
             {
                 thread.UnsafeStart(); // no ExecutionContext capture: a worker never runs in its creator's context
             }
-            catch (Exception exception) when (exception is OutOfMemoryException or ThreadStartException)
+            catch (Exception)
             {
                 Volatile.Write(ref _workers, current);
                 Volatile.Write(ref _threadCount, _threadCount - 1);

@@ -1,3 +1,4 @@
+using System;
 using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Threading;
@@ -61,13 +62,24 @@ public sealed partial class WorkerPool
             {
                 if (_monitorThread is null && _state == StateRunning)
                 {
-                    var thread = new Thread(MonitorMain, 256 * 1024)
+                    try
                     {
-                        IsBackground = true,
-                        Name = $"{_threadNamePrefix} monitor",
-                    };
-                    thread.UnsafeStart();
-                    _monitorThread = thread;
+                        var thread = new Thread(MonitorMain, 256 * 1024)
+                        {
+                            IsBackground = true,
+                            Name = $"{_threadNamePrefix} monitor",
+                        };
+                        thread.UnsafeStart();
+                        _monitorThread = thread;
+                    }
+                    catch (Exception)
+                    {
+                        // No monitor thread (the OS refused one): the item is already accepted, so the enqueue must not
+                        // throw. Fall back to the eager wake-up the deferral was saving, and let a later deferral retry.
+                        _monitorArmed = 0;
+                        WakeWorkerIfNeeded();
+                        return;
+                    }
                 }
             }
         }

@@ -23,8 +23,10 @@ namespace Spindle;
 //   is a full fence before its read of _searching / the idle count, so (store-buffering argument) either the enqueuer
 //   sees this worker counted as searching or parked, or this worker's last look sees the item. A wake-up cannot be lost
 //   for work queued from outside.
-// - A local push by a worker is not fenced (it is the hot path). A stale read there can skip a wake-up, but the item
-//   sits in the ring of a live worker, which runs it after its current item, so it is delayed, never lost.
+// - A local push by a worker is not fenced (it is the hot path), and a lone local item deliberately wakes nobody (the
+//   worker runs it next). If the pushing worker's current item then blocks, the stall monitor wakes a helper
+//   (WorkerPool.Monitor.cs). The store-buffering race between an unfenced push and a parking searcher is closed on the
+//   parking side by a process-wide barrier (see Park).
 public sealed partial class WorkerPool
 {
     /// <summary>Test seam: upper bound on a searcher's backoff attempts when every other core is free.</summary>
@@ -155,7 +157,8 @@ public sealed partial class WorkerPool
 
     private bool TryStealOrTakeGlobal(Worker self, out WorkItemEntry item)
     {
-        if (self.TryTakeGlobalBatch(out item))
+        // Own work first: a worker arriving as a searcher skipped TryTakeWork, and a start hook may have queued locally.
+        if (self.TryTakeLifoSlot(out item) || self.Ring.TryPop(out item) || self.TryTakeGlobalBatch(out item))
         {
             return true;
         }
@@ -210,6 +213,12 @@ public sealed partial class WorkerPool
             return false;
         }
         _idle.Push(self);
+        // Local pushes are not fenced (they are the hot path), so a pusher's store of its item may still sit in its
+        // store buffer while it reads _searching as non-zero and skips both the wake-up and the stall monitor. A
+        // process-wide barrier here flushes every other core's pending stores before the look below: either this look
+        // sees the item, or the pusher's read came after our _searching decrement and idle push, and it wakes us or
+        // arms the monitor. Parking already costs a system call; this adds one more, on the slow path only.
+        Interlocked.MemoryBarrierProcessWide();
         if (AnyWorkVisible() || _state != StateRunning)
         {
             if (_idle.TryRemove(self))

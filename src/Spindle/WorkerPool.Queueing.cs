@@ -115,9 +115,13 @@ public sealed partial class WorkerPool
             {
                 surplus = worker.PushToLifoSlot(entry.Callback);
             }
-            else if (!worker.Ring.TryPush(entry, out surplus))
+            else
             {
-                worker.OverflowToGlobal(entry);
+                if (!worker.Ring.TryPush(entry, out surplus))
+                {
+                    worker.OverflowToGlobal(entry);
+                }
+                surplus |= worker.LifoSlot.Value is not null; // owner's own field: a plain read is current
             }
             // Wake a helper only when this worker already held work: a lone item is what this worker runs next, and
             // waking a thread to race it for that item costs a system call and moves the work between cores. If the

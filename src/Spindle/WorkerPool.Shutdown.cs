@@ -1,7 +1,9 @@
 using System;
 using System.Diagnostics;
 using System.Threading;
+using System.Globalization;
 using System.Runtime.CompilerServices;
+using System.Runtime.ExceptionServices;
 using System.Threading.Tasks;
 using Spindle.Queues;
 
@@ -106,32 +108,57 @@ public sealed partial class WorkerPool
 
     /// <summary>
     /// Runs or cancels what is left after every worker has exited. Items are only left when the pool never managed to
-    /// start a worker for them (thread creation failing up to shutdown), and accepted work must still run exactly once.
+    /// start a worker for them (thread creation failing up to shutdown, or a first enqueue racing the shutdown), and
+    /// accepted work must still run exactly once, so the disposing thread runs them itself.
     /// </summary>
+    /// <remarks>
+    /// The loop runs until the queue is empty counting claimed positions, not just until a batch comes back empty: a
+    /// producer that claimed its slot before the close may still be publishing it. The queue is closed, so every later
+    /// claim is published empty and the loop ends. Under <see cref="UnhandledExceptionPolicy.FailProcess"/> the first
+    /// unhandled exception is rethrown from <see cref="Shutdown(ShutdownMode)"/> once every leftover has been dealt with.
+    /// </remarks>
     private void SweepLeftovers()
     {
         Debug.Assert(Volatile.Read(ref _threadCount) == 0 || t_currentWorker?.Pool == this);
         Span<WorkItemEntry> batch = new WorkItemEntry[GlobalBatchSize];
-        int taken;
-        while ((taken = _globalQueue.TryDequeueBatch(batch)) > 0)
+        ExceptionDispatchInfo? firstUnhandled = null;
+        var spinner = new SpinWait();
+        while (!_globalQueue.IsEmpty)
         {
+            int taken = _globalQueue.TryDequeueBatch(batch);
+            if (taken == 0)
+            {
+                spinner.SpinOnce();
+                continue;
+            }
             for (int i = 0; i < taken; i++)
             {
                 if (_state == StateCancelling)
                 {
                     Interlocked.Increment(ref _cancelledCount);
                 }
-                else
+                else if (!RunLeftover(batch[i], out Exception? unhandled) && firstUnhandled is null)
                 {
-                    RunLeftover(batch[i]);
+                    firstUnhandled = ExceptionDispatchInfo.Capture(unhandled!);
                 }
                 batch[i] = default;
             }
         }
+        firstUnhandled?.Throw();
     }
 
-    private void RunLeftover(in WorkItemEntry item)
+    /// <summary>
+    /// Runs one leftover item on the calling thread, in the item's ExecutionContext (or the caller's, for an item queued
+    /// without one), and puts the caller's thread state back afterwards. Returns false with the exception when the item
+    /// threw and the policy says the exception is unhandled.
+    /// </summary>
+    private bool RunLeftover(in WorkItemEntry item, out Exception? unhandled)
     {
+        unhandled = null;
+        ExecutionContext? callerContext = ExecutionContext.Capture();
+        SynchronizationContext? callerSync = SynchronizationContext.Current;
+        CultureInfo culture = CultureInfo.CurrentCulture;
+        CultureInfo uiCulture = CultureInfo.CurrentUICulture;
         try
         {
             if (item.Context is null)
@@ -140,14 +167,27 @@ public sealed partial class WorkerPool
             }
             else
             {
-                WorkItemEntry copy = item;
-                ExecutionContext.Run(item.Context, static state => ((StrongBox<WorkItemEntry>)state!).Value.Invoke(), new StrongBox<WorkItemEntry>(copy));
+                ExecutionContext.Run(item.Context, static state => ((StrongBox<WorkItemEntry>)state!).Value.Invoke(), new StrongBox<WorkItemEntry>(item));
             }
         }
         catch (Exception exception)
         {
-            HandleItemException(exception);
+            if (!ReportItemException(exception))
+            {
+                unhandled = exception;
+            }
         }
-        Interlocked.Increment(ref _exitedWorkersCompleted);
+        finally
+        {
+            if (callerContext is not null)
+            {
+                ExecutionContext.Restore(callerContext);
+            }
+            SynchronizationContext.SetSynchronizationContext(callerSync);
+            CultureInfo.CurrentCulture = culture;
+            CultureInfo.CurrentUICulture = uiCulture;
+            Interlocked.Increment(ref _exitedWorkersCompleted);
+        }
+        return unhandled is null;
     }
 }

@@ -338,6 +338,18 @@ public sealed partial class WorkerPool
     /// </summary>
     private void HandleItemException(Exception exception)
     {
+        if (!ReportItemException(exception))
+        {
+            ExceptionDispatchInfo.Throw(exception);
+        }
+    }
+
+    /// <summary>
+    /// Offers the exception to the <see cref="UnhandledException"/> handlers. Returns true when the pool may go on (the
+    /// policy is <see cref="UnhandledExceptionPolicy.Report"/>, or a handler marked it handled).
+    /// </summary>
+    private bool ReportItemException(Exception exception)
+    {
         var args = new WorkItemExceptionEventArgs(this, exception);
         EventHandler<WorkItemExceptionEventArgs>? handlers = UnhandledException;
         if (handlers is not null)
@@ -350,15 +362,12 @@ public sealed partial class WorkerPool
                 }
                 catch (Exception handlerException)
                 {
-                    // A failing handler must not take the worker down with it; it also cannot mark the item handled.
-                    Debug.WriteLine($"Spindle: an UnhandledException handler of pool '{Name}' threw: {handlerException}");
+                    // A failing handler must not take the worker down with it. Whatever it set on args.Handled before
+                    // throwing stands; the other handlers still run.
+                    Trace.TraceError($"Spindle: an UnhandledException handler of pool '{Name}' threw: {handlerException}");
                 }
             }
         }
-        if (_options.ExceptionPolicy == UnhandledExceptionPolicy.Report || args.Handled)
-        {
-            return;
-        }
-        ExceptionDispatchInfo.Throw(exception);
+        return _options.ExceptionPolicy == UnhandledExceptionPolicy.Report || args.Handled;
     }
 }

@@ -56,6 +56,7 @@ public sealed partial class WorkerPool : IDisposable, IAsyncDisposable
         _options = options.Validate();
         _flowExecutionContext = _options.FlowExecutionContext;
         _threadNamePrefix = _options.ThreadNamePrefix ?? _options.Name;
+        _threadTarget = Math.Min(_options.MaxThreads, Math.Max(_options.MinThreads, Environment.ProcessorCount));
         _workers = [];
     }
 

@@ -121,8 +121,9 @@ internal sealed class WorkStealingRing
             item = default;
             return false;
         }
-        _bottom.Value = b;
-        Interlocked.MemoryBarrier(); // the store above must be visible before _top is read (see the class remarks)
+        // The store must be visible before _top is read (see the class remarks); the exchange is both the store (atomic
+        // also on 32-bit platforms) and the full fence.
+        Interlocked.Exchange(ref _bottom.Value, b);
         long t = Volatile.Read(ref _top.Value);
         ref WorkItemEntry slot = ref _slots[b & _mask];
         if (t < b)
