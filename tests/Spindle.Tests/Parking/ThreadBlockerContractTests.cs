@@ -174,7 +174,7 @@ public abstract class ThreadBlockerContractTests
         {
             Thread.SpinWait(random.Next(0, 5_000));
             blocker.Signal();
-            Assert.True(acknowledged.Wait((int)Waits.MustHappen.TotalMilliseconds), $"Signal {i} was never consumed.");
+            Assert.True(acknowledged.Wait(Waits.MustHappenMilliseconds), $"Signal {i} was never consumed.");
         }
         waiter.Join();
         Assert.Equal(iterations, consumed);

@@ -11,7 +11,10 @@ namespace Spindle.Tests;
 internal static class Waits
 {
     /// <summary>How long a test waits for something that must happen.</summary>
-    public static readonly TimeSpan MustHappen = TimeSpan.FromSeconds(30);
+    public static readonly TimeSpan MustHappen = TimeSpan.FromMilliseconds(MustHappenMilliseconds);
+
+    /// <summary><see cref="MustHappen"/> for APIs that take milliseconds.</summary>
+    public const int MustHappenMilliseconds = 30_000;
 
     /// <summary>How long a test watches for something that must not happen.</summary>
     public static readonly TimeSpan MustNotHappen = TimeSpan.FromMilliseconds(200);
