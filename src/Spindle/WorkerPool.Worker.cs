@@ -195,11 +195,9 @@ public sealed partial class WorkerPool
             item = _batch[0];
             _batch[0] = default;
             // Pushed newest first, so that the owner's LIFO pops run the batch in queue order.
-            for (int i = taken - 1; i >= 1; i--)
+            if (taken > 1)
             {
-                bool pushed = Ring.TryPush(_batch[i]);
-                Debug.Assert(pushed, "The batch was sized to the ring's free room.");
-                _batch[i] = default;
+                Ring.PushRangeReversed(_batch.AsSpan(1, taken - 1));
             }
             if (taken == want && taken > 1)
             {

@@ -110,6 +110,29 @@ internal sealed class WorkStealingRing
         return true;
     }
 
+    /// <summary>
+    /// Owner only: pushes <paramref name="items"/> last to first (so that LIFO pops return them first to last) with one
+    /// publication of <c>_bottom</c>, and clears the span. The caller guarantees the room (see <see cref="Count"/>).
+    /// </summary>
+    public void PushRangeReversed(Span<WorkItemEntry> items)
+    {
+        long b = _bottom.Value;
+        long t = Volatile.Read(ref _top.Value);
+        Debug.Assert(b - t + items.Length <= _slots.Length, "The caller checked the room; only the owner pushes.");
+        if (_clearedTo != t)
+        {
+            ClearTakenSlots(t);
+        }
+        for (int i = items.Length - 1; i >= 0; i--)
+        {
+            _slots[b & _mask] = items[i];
+            items[i] = default;
+            b++;
+        }
+        Volatile.Write(ref _bottom.Value, b);
+        AssertInvariants();
+    }
+
     /// <summary>Owner only: removes the newest item.</summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public bool TryPop(out WorkItemEntry item)
