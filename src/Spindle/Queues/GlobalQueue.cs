@@ -56,9 +56,7 @@ internal sealed class GlobalQueue
 
     private sealed class Segment
     {
-        // On the pinned object heap: a burst can keep thousands of segments alive at once, and gen0 collections would
-        // otherwise copy (promote) every one of them; the POH is only swept by gen2 collections and never compacted.
-        public readonly Slot[] Slots = GC.AllocateArray<Slot>(SegmentSize, pinned: true);
+        public readonly Slot[] Slots = new Slot[SegmentSize];
         public PaddedInt64 Head;
         public PaddedInt64 Tail;
         public Segment? Next;
