@@ -197,7 +197,7 @@ public sealed class GlobalQueueTests
     {
         var queue = new GlobalQueue();
         int total = producers * itemsPerProducer;
-        var hits = new int[total];
+        using var ledger = new ExactlyOnceLedger(total);
         int taken = 0;
         int outOfOrder = 0;
         using var go = new ManualResetEventSlim();
@@ -232,7 +232,7 @@ public sealed class GlobalQueueTests
                     for (int i = 0; i < count; i++)
                     {
                         int number = NumberOf(batch[i]);
-                        Interlocked.Increment(ref hits[number]);
+                        ledger.Hit(number);
                         int producer = number / itemsPerProducer;
                         if (number <= lastSeen[producer])
                         {
@@ -250,16 +250,7 @@ public sealed class GlobalQueueTests
             thread.Join();
         }
 
-        int wrong = 0;
-        string first = "";
-        for (int i = 0; i < total; i++)
-        {
-            if (hits[i] != 1 && wrong++ == 0)
-            {
-                first = $"item {i} was taken {hits[i]} times";
-            }
-        }
-        Assert.True(wrong == 0, $"{wrong} of {total} items were not taken exactly once; first: {first}.");
+        ledger.AssertExactlyOnce();
         Assert.Equal(0, outOfOrder);
         Assert.True(queue.IsEmpty);
         Assert.Equal(0, queue.Count);

@@ -264,11 +264,11 @@ public sealed class WorkStealingRingTests
     internal static void RunOwnerAgainstThieves(int capacity, int items, int thieves)
     {
         var ring = new WorkStealingRing(capacity);
-        var hits = new int[items];
+        using var ledger = new ExactlyOnceLedger(items);
         int ownerDone = 0;
         int takenByThieves = 0;
 
-        void Take(in WorkItemEntry entry) => Interlocked.Increment(ref hits[NumberOf(entry)]);
+        void Take(in WorkItemEntry entry) => ledger.Hit(NumberOf(entry));
 
         using var ready = new CountdownEvent(thieves);
         var threads = new TestThread[thieves];
@@ -354,16 +354,7 @@ public sealed class WorkStealingRingTests
             thread.Join();
         }
 
-        int wrong = 0;
-        string first = "";
-        for (int i = 0; i < items; i++)
-        {
-            if (hits[i] != 1 && wrong++ == 0)
-            {
-                first = $"item {i} was taken {hits[i]} times";
-            }
-        }
-        Assert.True(wrong == 0, $"{wrong} of {items} items were not taken exactly once; first: {first}.");
+        ledger.AssertExactlyOnce();
         Assert.True(ring.IsEmpty);
         Assert.True(Volatile.Read(ref takenByThieves) > 0, "The thieves never took anything: the test did not race.");
     }
