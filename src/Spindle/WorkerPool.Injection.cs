@@ -4,7 +4,10 @@ using System.Threading;
 
 namespace Spindle;
 
-/// <summary>Why the pool added a thread (recorded for diagnostics; the injection controller will add more reasons).</summary>
+/// <summary>
+/// Why the pool adds a thread. Today it only documents the call sites; the injection controller (starvation, blocking
+/// regions, long-running work, retirement) will record it and add reasons.
+/// </summary>
 internal enum InjectionReason
 {
     /// <summary>Work arrived and no worker was idle while the pool was below its thread target.</summary>

@@ -30,10 +30,6 @@ public sealed partial class WorkerPool
     private readonly ThreadBlocker _monitorBlocker = ThreadBlocker.Create();
     private Thread? _monitorThread; // created under _threadLock on first arming
     private volatile int _monitorArmed;
-    private long _monitorRescues;
-
-    /// <summary>How many times the monitor woke a helper for a stalled worker (tests and diagnostics).</summary>
-    internal long MonitorRescueCount => Interlocked.Read(ref _monitorRescues);
 
     /// <summary>Records that <paramref name="worker"/> skipped a wake-up a parked worker could have served.</summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
@@ -125,7 +121,6 @@ public sealed partial class WorkerPool
             }
             if (worker.MonitorSeen == deferredAt)
             {
-                Interlocked.Increment(ref _monitorRescues);
                 Interlocked.CompareExchange(ref worker.DeferredAt, -1, deferredAt);
                 worker.MonitorSeen = -1;
                 WakeWorkerIfNeeded();

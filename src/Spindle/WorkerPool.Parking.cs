@@ -85,10 +85,14 @@ public sealed partial class WorkerPool
             return false;
         }
 
+        // A worker arriving as a searcher skipped TryTakeWork (and a start hook may have queued locally), so its own slot
+        // and ring are looked at once here; otherwise Dispatch has just found them empty, and only its owner fills them.
+        bool checkOwnWork = counted;
         int attempts = SpinAttemptsForFreeCores();
         for (int attempt = 0; ; attempt++)
         {
-            if (TryStealOrTakeGlobal(self, out item))
+            if ((checkOwnWork && (self.TryTakeLifoSlot(out item) || self.Ring.TryPop(out item)))
+                || TryStealOrTakeGlobal(self, out item))
             {
                 int left = Interlocked.Decrement(ref _searching.Value);
                 Debug.Assert(left >= 0);
@@ -98,6 +102,7 @@ public sealed partial class WorkerPool
                 }
                 return true;
             }
+            checkOwnWork = false;
             if (attempt < attempts)
             {
                 self.Backoff.Spin(attempt);
@@ -157,8 +162,7 @@ public sealed partial class WorkerPool
 
     private bool TryStealOrTakeGlobal(Worker self, out WorkItemEntry item)
     {
-        // Own work first: a worker arriving as a searcher skipped TryTakeWork, and a start hook may have queued locally.
-        if (self.TryTakeLifoSlot(out item) || self.Ring.TryPop(out item) || self.TryTakeGlobalBatch(out item))
+        if (self.TryTakeGlobalBatch(out item))
         {
             return true;
         }
