@@ -6,30 +6,68 @@ using Spindle.Parking;
 
 namespace Spindle;
 
-// The stall monitor: a safety net for wake-ups the enqueue path skips on purpose.
+// The monitor: one low-cost thread per pool that watches the workers while any of them is awake, and sleeps on its
+// blocker when the pool has been quiet for a while. It does two jobs.
 //
-// A worker that queues a lone item to itself does not wake a helper (it will run the item right after the current
-// one). If the current item then blocks (sync-over-async, a lock, I/O), the queued item would wait with it while other
-// workers sleep. So the skipping worker records the fact (Worker.DeferredAt = its completed count, stored with a full
-// fence) and arms the monitor. The monitor thread ticks every MonitorTickMs while armed; a worker whose DeferredAt has
-// not moved for a whole tick (the same value two ticks running, its completed count unchanged) is stalled, and the
-// monitor wakes a helper, which steals the queued item. Once no worker has anything deferred, the monitor disarms and
-// sleeps on its blocker until the next arming.
+// 1. Stalled deferrals. A worker that queues a lone item to itself does not wake a helper (it will run the item right
+//    after the current one). If the current item then blocks, the queued item would wait with it while other workers
+//    sleep. So the skipping worker records the fact (Worker.DeferredAt = its completed count, stored with a full fence)
+//    and makes sure the monitor is running; a worker whose DeferredAt has not moved for a whole tick (the same value two
+//    ticks running, its completed count unchanged) is stalled, and the monitor wakes a parked helper, which steals it.
 //
-// Arming protocol: a worker stores DeferredAt (Interlocked, a full fence) and then reads _monitorArmed; the monitor
-// stores _monitorArmed = 0, fences, then reads every DeferredAt. Either the monitor sees the deferral, or the worker
-// sees the monitor disarmed and re-arms it (signalling its blocker), so a deferral is never left unwatched.
+// 2. Starvation (the injection controller's detector). Work is starving when it is visible in a queue, no worker is
+//    parked or searching (nobody free to take it), and no item has completed for the stall allowance. The allowance is
+//    StallThresholdMs while the process leaves a core idle (the workers are blocked, not computing), and
+//    max(SaturatedStallMs, 4 x the recent gap between completions) while the cores are busy (long CPU-bound items;
+//    adding threads then only helps items that never end, such as a spin-wait on a flag). On starvation the monitor
+//    raises _starvationBoost and adds threads in a ramp, 1, 2, 4 ... per allowance while the stall lasts (capped by
+//    the waiting items and MaxThreads), and stops as soon as an item completes. The boost decays (halves every
+//    DecayIntervalMs) while the queues are empty, or while the cores are saturated and items complete; surplus workers
+//    then retire (WorkerPool.Injection.cs). CPU-bound work whose items complete keeps the thread count at the target.
 //
-// This is the seam where the injection controller's starvation detection (progress counters at millisecond
-// granularity) will live; today it only wakes parked workers, it never adds threads.
+// Ticks: 1 ms while something is suspicious (a deferral is open, or work waits with no free worker and no completion),
+// otherwise the interval doubles up to MaxTickMs. So a stall is noticed within MaxTickMs and acted on within the
+// allowance after that: about 2-3 ms from a quiet start, 10 ms at worst, while cores are idle.
+//
+// Arming protocol: every path that makes a worker busy (a worker created or woken, a deferral, a limit change) calls
+// EnsureMonitor, which sets _monitorArmed and signals the blocker if it was clear. The monitor disarms only after
+// QuietMsBeforeDisarm of a pool with no awake worker, no visible work, no deferral and no boost: it stores
+// _monitorArmed = 0, fences, then looks once more; a worker that became busy either is seen by that look or reads the
+// cleared flag afterwards (its own read follows a full fence: the wake-up, the creation lock or the DeferredAt store)
+// and re-arms it. So a busy pool is never left unwatched.
 public sealed partial class WorkerPool
 {
-    /// <summary>How often the armed monitor checks for stalled deferrals.</summary>
+    /// <summary>The monitor's tick while something looks suspicious.</summary>
     internal const int MonitorTickMs = 1;
+
+    /// <summary>The longest tick, while the pool is busy but healthy.</summary>
+    internal const int MaxTickMs = 4;
+
+    /// <summary>How long work must wait, with no worker free and no item completing, before threads are added while cores are idle.</summary>
+    internal const int StallThresholdMs = 2;
+
+    /// <summary>The stall allowance while the pool's threads keep every core busy.</summary>
+    internal const int SaturatedStallMs = 20;
+
+    /// <summary>How often the starvation boost halves while it is not needed.</summary>
+    internal const int DecayIntervalMs = 10;
+
+    /// <summary>How long the pool must be quiet before the monitor sleeps until it is needed again.</summary>
+    internal const int QuietMsBeforeDisarm = 50;
 
     private readonly ThreadBlocker _monitorBlocker = ThreadBlocker.Create();
     private Thread? _monitorThread; // created under _threadLock on first arming
     private volatile int _monitorArmed;
+
+    // Monitor-thread-only state of the starvation detector.
+    private long _lastCompleted;
+    private long _lastProgressAt;        // Stopwatch timestamp of the last tick that saw an item complete
+    private TimeSpan _cpuAtLastProgress;  // process CPU time at that tick
+    private double _completionGapMs;      // moving average of the time between ticks that saw completions
+    private long _lastInjectionAt;        // 0: nothing injected in the current stall
+    private int _ramp = 1;
+    private long _decayCheckedAt;
+    private long _quietSince;
 
     /// <summary>Records that <paramref name="worker"/> skipped a wake-up a parked worker could have served.</summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
@@ -38,10 +76,17 @@ public sealed partial class WorkerPool
         if (Volatile.Read(ref _searching.Value) == 0 && (_idle.Count != 0 || Volatile.Read(ref _threadCount) < _threadTarget))
         {
             Interlocked.Exchange(ref worker.DeferredAt, worker.CompletedCountByOwner);
-            if (_monitorArmed == 0)
-            {
-                ArmMonitor();
-            }
+            EnsureMonitor();
+        }
+    }
+
+    /// <summary>Makes sure the monitor is watching (see the arming protocol).</summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private void EnsureMonitor()
+    {
+        if (_monitorArmed == 0)
+        {
+            ArmMonitor();
         }
     }
 
@@ -70,8 +115,8 @@ public sealed partial class WorkerPool
                     }
                     catch (Exception)
                     {
-                        // No monitor thread (the OS refused one): the item is already accepted, so the enqueue must not
-                        // throw. Fall back to the eager wake-up the deferral was saving, and let a later deferral retry.
+                        // No monitor thread (the OS refused one): the item is already accepted, so the caller must not
+                        // throw. Fall back to the eager wake-up a deferral was saving, and let a later call retry.
                         _monitorArmed = 0;
                         WakeWorkerIfNeeded();
                         return;
@@ -84,24 +129,145 @@ public sealed partial class WorkerPool
 
     private void MonitorMain()
     {
+        int interval = MonitorTickMs;
+        _lastProgressAt = Stopwatch.GetTimestamp();
+        _cpuAtLastProgress = Environment.CpuUsage.TotalTime;
         while (_state == StateRunning)
         {
-            if (!CheckDeferrals())
+            long now = Stopwatch.GetTimestamp();
+            bool urgent = Tick(now, out bool quiet);
+            if (!quiet)
+            {
+                _quietSince = now;
+            }
+            else if (Stopwatch.GetElapsedTime(_quietSince, now).TotalMilliseconds >= QuietMsBeforeDisarm)
             {
                 _monitorArmed = 0;
                 Interlocked.MemoryBarrier();
-                if (!AnyDeferral())
+                if (IsQuiet())
                 {
                     _monitorBlocker.Wait();
+                    interval = MonitorTickMs;
+                    _quietSince = Stopwatch.GetTimestamp();
+                    ResetProgress(_quietSince);
                     continue;
                 }
                 _monitorArmed = 1;
             }
-            _monitorBlocker.Wait(MonitorTickMs);
+            interval = urgent ? MonitorTickMs : Math.Min(interval * 2, MaxTickMs);
+            _monitorBlocker.Wait(interval);
         }
     }
 
-    /// <summary>One tick: settles finished deferrals, rescues stalled ones. Returns whether any deferral is still open.</summary>
+    private void ResetProgress(long now)
+    {
+        _lastProgressAt = now;
+        _cpuAtLastProgress = Environment.CpuUsage.TotalTime;
+        _lastInjectionAt = 0;
+        _ramp = 1;
+    }
+
+    private bool IsQuiet() =>
+        Volatile.Read(ref _threadCount) == _idle.Count && !AnyWorkVisible() && !AnyDeferral()
+        && Volatile.Read(ref _starvationBoost) == 0;
+
+    /// <summary>One monitor tick. Returns whether the next tick should come soon; <paramref name="quiet"/>: nothing to watch.</summary>
+    private bool Tick(long now, out bool quiet)
+    {
+        bool deferralsOpen = CheckDeferrals();
+
+        long completed = Volatile.Read(ref _exitedWorkersCompleted);
+        foreach (Worker worker in Volatile.Read(ref _workers))
+        {
+            completed += worker.CompletedCount;
+        }
+        bool progress = completed != _lastCompleted;
+        _lastCompleted = completed;
+        if (progress)
+        {
+            double gap = Stopwatch.GetElapsedTime(_lastProgressAt, now).TotalMilliseconds;
+            _completionGapMs = _completionGapMs == 0 ? gap : 0.75 * _completionGapMs + 0.25 * gap;
+            ResetProgress(now);
+        }
+
+        int threads = Volatile.Read(ref _threadCount);
+        int idle = _idle.Count;
+        bool pending = AnyWorkVisible();
+        bool starving = pending && !progress && idle == 0 && Volatile.Read(ref _searching.Value) == 0;
+        bool saturated = false;
+        if (starving || _starvationBoost > 0)
+        {
+            double sinceProgressMs = Stopwatch.GetElapsedTime(_lastProgressAt, now).TotalMilliseconds;
+            double cpuMs = (Environment.CpuUsage.TotalTime - _cpuAtLastProgress).TotalMilliseconds;
+            int cores = Environment.ProcessorCount;
+            saturated = sinceProgressMs > 0 && cpuMs / sinceProgressMs >= cores - 0.5;
+        }
+        if (starving)
+        {
+            long since = _lastInjectionAt != 0 ? _lastInjectionAt : _lastProgressAt;
+            double stalledMs = Stopwatch.GetElapsedTime(since, now).TotalMilliseconds;
+            double allowance = saturated
+                ? Math.Max(SaturatedStallMs, 4 * _completionGapMs)
+                : (_lastInjectionAt == 0 ? StallThresholdMs : MonitorTickMs);
+            if (stalledMs >= allowance)
+            {
+                InjectForStarvation(threads);
+                _lastInjectionAt = now;
+            }
+        }
+        DecayBoost(now, pending, progress, saturated);
+        quiet = !deferralsOpen && !pending && threads == idle && Volatile.Read(ref _starvationBoost) == 0;
+        return deferralsOpen || starving;
+    }
+
+    private void InjectForStarvation(int threads)
+    {
+        long waiting = PendingWorkItemCount;
+        int add = (int)Math.Min(_ramp, Math.Max(waiting, 1));
+        lock (_threadLock)
+        {
+            if (_state != StateRunning)
+            {
+                return;
+            }
+            // Raise the target from what exists now (not from the old target, which blocked workers already fill).
+            int room = _maxThreads - threads;
+            add = Math.Min(add, room);
+            if (add <= 0)
+            {
+                return;
+            }
+            int baseTarget = Math.Max(_minThreads, Environment.ProcessorCount) + _blockingCount;
+            _starvationBoost = Math.Max(_starvationBoost, threads + add - baseTarget);
+            RecomputeTargetLocked();
+        }
+        for (int i = 0; i < add && TryAddWorker(ThreadInjectionReason.Starvation); i++)
+        {
+        }
+        _ramp = Math.Min(_ramp * 2, 1024);
+    }
+
+    private void DecayBoost(long now, bool pending, bool progress, bool saturated)
+    {
+        bool unneeded = !pending || (saturated && progress);
+        if (!unneeded || Volatile.Read(ref _starvationBoost) == 0)
+        {
+            _decayCheckedAt = now;
+            return;
+        }
+        if (Stopwatch.GetElapsedTime(_decayCheckedAt, now).TotalMilliseconds < DecayIntervalMs)
+        {
+            return;
+        }
+        _decayCheckedAt = now;
+        lock (_threadLock)
+        {
+            _starvationBoost -= (_starvationBoost + 1) / 2;
+            RecomputeTargetLocked();
+        }
+    }
+
+    /// <summary>Settles finished deferrals, rescues stalled ones. Returns whether any deferral is still open.</summary>
     private bool CheckDeferrals()
     {
         bool open = false;

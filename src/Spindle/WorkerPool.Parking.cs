@@ -53,7 +53,7 @@ public sealed partial class WorkerPool
             // Nobody to wake: maybe the pool has not reached its thread target yet.
             if (Volatile.Read(ref _threadCount) < _threadTarget)
             {
-                TryAddWorker(InjectionReason.Demand);
+                TryAddWorker(ThreadInjectionReason.Demand);
             }
             return;
         }
@@ -206,7 +206,8 @@ public sealed partial class WorkerPool
     }
 
     /// <summary>
-    /// Blocks the worker until it is woken. Returns false when the worker should exit instead (shutdown, nothing left).
+    /// Blocks the worker until it is woken. Returns false when the worker should exit instead: shutdown with nothing
+    /// left, or retirement (surplus above the target, or idle for the idle timeout above the minimum).
     /// </summary>
     private bool Park(Worker self)
     {
@@ -216,6 +217,49 @@ public sealed partial class WorkerPool
         {
             return false;
         }
+        if (Volatile.Read(ref _threadCount) > _threadTarget && TryRetire(self, ThreadInjectionReason.RetiredSurplus))
+        {
+            return false;
+        }
+        if (!PushIdleAndLookAgain(self))
+        {
+            return true; // work appeared (or shutdown started) while parking: look again without sleeping
+        }
+        while (true)
+        {
+            int timeout = _idleTimeoutMs != Timeout.Infinite && Volatile.Read(ref _threadCount) > Volatile.Read(ref _minThreads)
+                ? _idleTimeoutMs
+                : Timeout.Infinite;
+            if (self.Blocker.Wait(timeout))
+            {
+                break;
+            }
+            // Timed out. Leave the idle stack first: once out of it no waker can pick this worker, so retiring cannot
+            // strand an item a waker meant for it. If a waker popped it already, its signal is on the way: take it.
+            if (!_idle.TryRemove(self))
+            {
+                self.Blocker.Wait();
+                break;
+            }
+            if (TryRetire(self, ThreadInjectionReason.RetiredIdle))
+            {
+                return false;
+            }
+            if (!PushIdleAndLookAgain(self))
+            {
+                return true;
+            }
+        }
+        EnsureMonitor(); // this worker is busy again: the monitor must be watching
+        return true;
+    }
+
+    /// <summary>
+    /// Pushes the worker on the idle stack, then looks at every queue once more. Returns true when the worker should
+    /// sleep, false when it took itself back off the stack because work (or shutdown) appeared.
+    /// </summary>
+    private bool PushIdleAndLookAgain(Worker self)
+    {
         _idle.Push(self);
         // Local pushes are not fenced (they are the hot path), so a pusher's store of its item may still sit in its
         // store buffer while it reads _searching as non-zero and skips both the wake-up and the stall monitor. A
@@ -223,19 +267,15 @@ public sealed partial class WorkerPool
         // sees the item, or the pusher's read came after our _searching decrement and idle push, and it wakes us or
         // arms the monitor. Parking already costs a system call; this adds one more, on the slow path only.
         Interlocked.MemoryBarrierProcessWide();
-        if (AnyWorkVisible() || _state != StateRunning)
+        if ((AnyWorkVisible() || _state != StateRunning) && _idle.TryRemove(self))
         {
-            if (_idle.TryRemove(self))
-            {
-                return true; // look again without sleeping
-            }
-            // A waker popped us first and has signalled (or is about to): fall through and take that signal.
+            return false;
         }
-        self.Blocker.Wait();
+        // Either nothing is visible, or a waker popped us first and has signalled (or is about to): sleep and take it.
         return true;
     }
 
-    /// <summary>Wakes every parked worker (shutdown).</summary>
+    /// <summary>Wakes every parked worker (shutdown, or a limit change they must re-evaluate).</summary>
     private void WakeAllWorkers()
     {
         while (_idle.TryPop() is Worker worker)

@@ -85,6 +85,74 @@ public sealed partial class WorkerPool
         return true;
     }
 
+    /// <summary>
+    /// Queues <paramref name="callBack"/> to run once with <paramref name="state"/> (never boxed), as
+    /// <paramref name="options"/> says: <see cref="WorkItemOptions.LongRunning"/> runs it on a dedicated thread,
+    /// <see cref="WorkItemOptions.PreferLocal"/> uses the calling worker's local queue. Flows the caller's
+    /// <see cref="ExecutionContext"/> when <see cref="WorkerPoolOptions.FlowExecutionContext"/> is set.
+    /// </summary>
+    /// <returns>Always <see langword="true"/>.</returns>
+    /// <exception cref="ArgumentNullException"><paramref name="callBack"/> is null.</exception>
+    /// <exception cref="ArgumentOutOfRangeException"><paramref name="options"/> has undefined flags.</exception>
+    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    public bool QueueUserWorkItem<TState>(Action<TState> callBack, TState state, WorkItemOptions options)
+    {
+        ArgumentNullException.ThrowIfNull(callBack);
+        ValidateOptions(options);
+        Enqueue(CreateEntry(callBack, state, CaptureContext()), options);
+        return true;
+    }
+
+    /// <summary>Like <see cref="QueueUserWorkItem{TState}(Action{TState}, TState, WorkItemOptions)"/> but never flows the caller's <see cref="ExecutionContext"/>.</summary>
+    /// <returns>Always <see langword="true"/>.</returns>
+    /// <exception cref="ArgumentNullException"><paramref name="callBack"/> is null.</exception>
+    /// <exception cref="ArgumentOutOfRangeException"><paramref name="options"/> has undefined flags.</exception>
+    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    public bool UnsafeQueueUserWorkItem<TState>(Action<TState> callBack, TState state, WorkItemOptions options)
+    {
+        ArgumentNullException.ThrowIfNull(callBack);
+        ValidateOptions(options);
+        Enqueue(CreateEntry(callBack, state, null), options);
+        return true;
+    }
+
+    /// <summary>
+    /// Queues <paramref name="workItem"/> as <paramref name="options"/> says, without flowing the caller's
+    /// <see cref="ExecutionContext"/> (see <see cref="QueueUserWorkItem{TState}(Action{TState}, TState, WorkItemOptions)"/>).
+    /// Allocates nothing unless <see cref="WorkItemOptions.LongRunning"/> has to start a thread.
+    /// </summary>
+    /// <returns>Always <see langword="true"/>.</returns>
+    /// <exception cref="ArgumentNullException"><paramref name="workItem"/> is null.</exception>
+    /// <exception cref="ArgumentOutOfRangeException"><paramref name="options"/> has undefined flags.</exception>
+    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    public bool UnsafeQueueUserWorkItem(IWorkItem workItem, WorkItemOptions options)
+    {
+        ArgumentNullException.ThrowIfNull(workItem);
+        ValidateOptions(options);
+        Enqueue(new WorkItemEntry(workItem, WorkItemEntry.WorkItemMarker, null), options);
+        return true;
+    }
+
+    private static void ValidateOptions(WorkItemOptions options)
+    {
+        if ((options & ~(WorkItemOptions.PreferLocal | WorkItemOptions.LongRunning)) != 0)
+        {
+            throw new ArgumentOutOfRangeException(nameof(options), options, "Unknown work item options.");
+        }
+    }
+
+    private void Enqueue(in WorkItemEntry entry, WorkItemOptions options)
+    {
+        if ((options & WorkItemOptions.LongRunning) != 0)
+        {
+            EnqueueLongRunning(entry);
+        }
+        else
+        {
+            Enqueue(entry, preferLocal: (options & WorkItemOptions.PreferLocal) != 0);
+        }
+    }
+
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     private ExecutionContext? CaptureContext() => _flowExecutionContext ? ExecutionContext.Capture() : null;
 

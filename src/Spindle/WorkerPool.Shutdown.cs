@@ -35,7 +35,7 @@ public sealed partial class WorkerPool
     /// </summary>
     public ValueTask DisposeAsync()
     {
-        if (t_currentWorker?.Pool == this)
+        if (t_currentWorker?.Pool == this || t_dedicatedPool == this)
         {
             Dispose();
             return ValueTask.CompletedTask;
@@ -64,14 +64,19 @@ public sealed partial class WorkerPool
             throw new ArgumentOutOfRangeException(nameof(mode), mode, "Unknown shutdown mode.");
         }
         BeginShutdown(mode);
-        Worker? self = t_currentWorker;
-        if (self?.Pool == this)
+        if (t_currentWorker?.Pool == this || t_dedicatedPool == this)
         {
             return (int)Interlocked.Read(ref _cancelledCount);
         }
         foreach (Worker worker in SnapshotWorkers())
         {
             worker.Thread?.Join();
+        }
+        // Dedicated threads finish the long-running item they run (it had started) and exit; retired workers may still
+        // be running their stop hook.
+        foreach (Thread thread in SnapshotDedicatedThreads())
+        {
+            thread.Join();
         }
         StopMonitor();
         SweepLeftovers();
@@ -95,6 +100,7 @@ public sealed partial class WorkerPool
             _retryTimer = null;
         }
         WakeAllWorkers();
+        ReleaseIdleDedicatedThreads();
         _monitorBlocker.Signal();
     }
 

@@ -54,6 +54,12 @@ public sealed partial class WorkerPool
         // Monitor-only: the DeferredAt value the monitor saw on its previous tick.
         public long MonitorSeen = -1;
 
+        // Owner only: nesting depth of blocking regions (WorkerPool.EnterBlockingRegion).
+        public int RegionDepth;
+
+        // Set under _threadLock when the worker leaves the list (retired or exited).
+        public bool Retired;
+
         private readonly WorkItemEntry[] _batch = new WorkItemEntry[GlobalBatchSize];
         // Written on every item by this worker only (read by CompletedWorkItemCount): padded so that a neighbouring
         // worker's or ring's fields never share its cache line.
@@ -73,6 +79,8 @@ public sealed partial class WorkerPool
         }
 
         public long CompletedCount => Volatile.Read(ref _completed.Value);
+
+        public bool IsCurrentThread => ReferenceEquals(t_currentWorker, this);
 
         /// <summary>Owner only: the completed count without a volatile read.</summary>
         public long CompletedCountByOwner => _completed.Value;
@@ -114,6 +122,13 @@ public sealed partial class WorkerPool
                 if ((!WokenAsSearcher && TryTakeWork(out WorkItemEntry item)) || pool.Search(this, out item))
                 {
                     Execute(ref item);
+                    // Above the target (a blocking region ended, a starvation episode is over, the maximum was
+                    // lowered): the surplus retires as soon as its local queues are empty. Two plain loads per item.
+                    if (Volatile.Read(ref pool._threadCount) > pool._threadTarget
+                        && pool.TryRetire(this, ThreadInjectionReason.RetiredSurplus))
+                    {
+                        return;
+                    }
                     continue;
                 }
                 if (!pool.Park(this))
@@ -261,8 +276,20 @@ public sealed partial class WorkerPool
             {
                 item = default; // drop the state now, not when the stack slot is next overwritten
                 Volatile.Write(ref _completed.Value, _completed.Value + 1);
+                if (RegionDepth != 0)
+                {
+                    CloseAbandonedRegion();
+                }
             }
             ResetThreadState();
+        }
+
+        /// <summary>The item returned inside a blocking region it never disposed: close it, so the target comes back down.</summary>
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        private void CloseAbandonedRegion()
+        {
+            RegionDepth = 1;
+            Pool.ExitBlockingRegion(this);
         }
 
         /// <summary>Undoes what an item may have changed on the thread (the built-in pool does the same).</summary>

@@ -29,6 +29,7 @@ public sealed partial class WorkerPool : IDisposable, IAsyncDisposable
     private readonly WorkerPoolOptions _options;
     private readonly bool _flowExecutionContext;
     private readonly string _threadNamePrefix;
+    private readonly int _idleTimeoutMs;
     private readonly GlobalQueue _globalQueue = new();
     private readonly IdleStack<Worker> _idle = new();
 
@@ -56,18 +57,22 @@ public sealed partial class WorkerPool : IDisposable, IAsyncDisposable
         _options = options.Validate();
         _flowExecutionContext = _options.FlowExecutionContext;
         _threadNamePrefix = _options.ThreadNamePrefix ?? _options.Name;
-        _threadTarget = Math.Min(_options.MaxThreads, Math.Max(_options.MinThreads, Environment.ProcessorCount));
+        _idleTimeoutMs = _options.IdleTimeout == Timeout.InfiniteTimeSpan ? Timeout.Infinite : (int)_options.IdleTimeout.TotalMilliseconds;
         _workers = [];
+        InitializeLimits(_options.MinThreads, _options.MaxThreads);
     }
 
     /// <summary>The pool's name, from <see cref="WorkerPoolOptions.Name"/>.</summary>
     public string Name => _options.Name;
 
-    /// <summary>The minimum thread count the pool was configured with.</summary>
-    public int MinThreads => _options.MinThreads;
+    /// <summary>The pool's current minimum thread count (from the options, or the last <see cref="SetThreadLimits(int, int)"/>).</summary>
+    public int MinThreads => Volatile.Read(ref _minThreads);
 
-    /// <summary>The maximum thread count the pool was configured with.</summary>
-    public int MaxThreads => _options.MaxThreads;
+    /// <summary>The pool's current maximum worker thread count (from the options, or the last <see cref="SetThreadLimits(int, int)"/>).</summary>
+    public int MaxThreads => Volatile.Read(ref _maxThreads);
+
+    /// <summary>How long idle threads above the minimum wait before they exit, from <see cref="WorkerPoolOptions.IdleTimeout"/>.</summary>
+    public TimeSpan IdleTimeout => _options.IdleTimeout;
 
     /// <summary>Whether the safe queueing methods flow the caller's <see cref="ExecutionContext"/>.</summary>
     public bool FlowsExecutionContext => _flowExecutionContext;
@@ -75,8 +80,14 @@ public sealed partial class WorkerPool : IDisposable, IAsyncDisposable
     /// <summary>What the pool does when a work item throws.</summary>
     public UnhandledExceptionPolicy ExceptionPolicy => _options.ExceptionPolicy;
 
-    /// <summary>The number of worker threads that exist right now (created and not yet exited).</summary>
+    /// <summary>
+    /// The number of worker threads that exist right now (created and not yet retired), including workers blocked
+    /// inside an item. Dedicated threads of long-running items are counted by <see cref="DedicatedThreadCount"/>.
+    /// </summary>
     public int ThreadCount => Volatile.Read(ref _threadCount);
+
+    /// <summary>The number of dedicated threads (running or idle) that serve <see cref="WorkItemOptions.LongRunning"/> items.</summary>
+    public int DedicatedThreadCount => Volatile.Read(ref _dedicatedCount);
 
     /// <summary>
     /// The number of accepted items that have not started yet. A snapshot: exact when no thread is queueing or
@@ -113,9 +124,10 @@ public sealed partial class WorkerPool : IDisposable, IAsyncDisposable
     public bool IsShutdownStarted => _state != StateRunning;
 
     /// <summary>
-    /// The pool that owns the calling thread, or <see langword="null"/> when the caller is not one of a pool's workers.
+    /// The pool that owns the calling thread (one of its workers or dedicated long-running threads), or
+    /// <see langword="null"/> on any other thread.
     /// </summary>
-    public static WorkerPool? Current => t_currentWorker?.Pool;
+    public static WorkerPool? Current => t_currentWorker?.Pool ?? t_dedicatedPool;
 
     /// <summary>
     /// Raised on the worker thread when a work item throws (and when a worker hook throws). Handlers run one at a

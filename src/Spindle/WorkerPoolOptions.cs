@@ -16,12 +16,16 @@ public sealed class WorkerPoolOptions
     public string Name { get; set; } = "Spindle";
 
     /// <summary>
-    /// Threads the pool keeps once it has started. Defaults to <see cref="Environment.ProcessorCount"/>.
-    /// Threads are created lazily, when the first work arrives. Must be between 0 and <see cref="MaxThreads"/>.
+    /// Threads the pool keeps once it has started (idle threads above it retire after <see cref="IdleTimeout"/>).
+    /// Defaults to <see cref="Environment.ProcessorCount"/>. Threads are created lazily, when the first work arrives.
+    /// Must be between 0 and <see cref="MaxThreads"/>. Changeable later with <see cref="WorkerPool.SetThreadLimits(int, int)"/>.
     /// </summary>
     public int MinThreads { get; set; } = Environment.ProcessorCount;
 
-    /// <summary>Upper bound on the pool's thread count. Defaults to <see cref="MaxThreadLimit"/>; must be at least 1.</summary>
+    /// <summary>
+    /// Upper bound on the pool's worker threads (dedicated threads of long-running items are not counted). Defaults to
+    /// <see cref="MaxThreadLimit"/>; must be at least 1. Changeable later with <see cref="WorkerPool.SetThreadLimits(int, int)"/>.
+    /// </summary>
     public int MaxThreads { get; set; } = MaxThreadLimit;
 
     /// <summary>
@@ -40,6 +44,14 @@ public sealed class WorkerPoolOptions
     /// <summary>Whether workers are background threads, which do not keep the process alive. Defaults to <see langword="true"/>.</summary>
     public bool UseBackgroundThreads { get; set; } = true;
 
+    /// <summary>
+    /// How long a parked worker waits for work before it exits, when the pool has more threads than
+    /// <see cref="MinThreads"/> (threads added for bursts, starvation or blocking retire this way); the same timeout
+    /// applies to idle dedicated threads of <see cref="WorkItemOptions.LongRunning"/> items. Defaults to 20 seconds;
+    /// <see cref="Timeout.InfiniteTimeSpan"/> keeps idle threads forever. Must be positive (at least 1 ms) or infinite.
+    /// </summary>
+    public TimeSpan IdleTimeout { get; set; } = TimeSpan.FromSeconds(20);
+
     /// <summary>Called on each worker thread when it starts, before it runs any item. Exceptions go through <see cref="ExceptionPolicy"/>.</summary>
     public Action? OnWorkerStarted { get; set; }
 
@@ -57,6 +69,19 @@ public sealed class WorkerPoolOptions
 
     internal const int MinStackSize = 64 * 1024;
 
+    internal static void ValidateThreadLimits(int minThreads, int maxThreads, string minName, string maxName)
+    {
+        ArgumentOutOfRangeException.ThrowIfNegative(minThreads, minName);
+        ArgumentOutOfRangeException.ThrowIfGreaterThan(minThreads, MaxThreadLimit, minName);
+        ArgumentOutOfRangeException.ThrowIfLessThan(maxThreads, 1, maxName);
+        ArgumentOutOfRangeException.ThrowIfGreaterThan(maxThreads, MaxThreadLimit, maxName);
+        if (minThreads > maxThreads)
+        {
+            throw new ArgumentOutOfRangeException(minName, minThreads,
+                $"MinThreads ({minThreads}) must not exceed MaxThreads ({maxThreads}).");
+        }
+    }
+
     internal WorkerPoolOptions Validate()
     {
         ArgumentNullException.ThrowIfNull(Name, nameof(Name));
@@ -64,14 +89,12 @@ public sealed class WorkerPoolOptions
         {
             throw new ArgumentException("The pool name must not be empty.", nameof(Name));
         }
-        ArgumentOutOfRangeException.ThrowIfNegative(MinThreads, nameof(MinThreads));
-        ArgumentOutOfRangeException.ThrowIfGreaterThan(MinThreads, MaxThreadLimit, nameof(MinThreads));
-        ArgumentOutOfRangeException.ThrowIfLessThan(MaxThreads, 1, nameof(MaxThreads));
-        ArgumentOutOfRangeException.ThrowIfGreaterThan(MaxThreads, MaxThreadLimit, nameof(MaxThreads));
-        if (MinThreads > MaxThreads)
+        ValidateThreadLimits(MinThreads, MaxThreads, nameof(MinThreads), nameof(MaxThreads));
+        if (IdleTimeout != Timeout.InfiniteTimeSpan
+            && (IdleTimeout < TimeSpan.FromMilliseconds(1) || IdleTimeout.TotalMilliseconds > int.MaxValue))
         {
-            throw new ArgumentOutOfRangeException(nameof(MinThreads), MinThreads,
-                $"MinThreads ({MinThreads}) must not exceed MaxThreads ({MaxThreads}).");
+            throw new ArgumentOutOfRangeException(nameof(IdleTimeout), IdleTimeout,
+                "The idle timeout must be between 1 ms and int.MaxValue ms, or Timeout.InfiniteTimeSpan.");
         }
         if (StackSize != 0)
         {

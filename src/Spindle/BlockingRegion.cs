@@ -1,0 +1,38 @@
+using System;
+
+namespace Spindle;
+
+/// <summary>
+/// Marks a stretch of a work item that blocks (a synchronous wait, blocking I/O, a lock held elsewhere). Returned by
+/// <see cref="WorkerPool.EnterBlockingRegion"/>; dispose it, once, on the same thread, when the blocking call returns.
+/// </summary>
+/// <remarks>
+/// While a worker is inside a region its pool's thread target is one higher, so waiting work gets a replacement thread
+/// at once instead of after starvation detection; when the region ends the target drops again and the surplus thread
+/// retires after its current item. Regions nest (only the outermost counts). A region still open when its work item
+/// returns is closed by the pool. Outside a pool worker the region does nothing.
+/// </remarks>
+public readonly struct BlockingRegion : IDisposable
+{
+    private readonly WorkerPool.Worker? _worker;
+
+    internal BlockingRegion(WorkerPool.Worker worker) => _worker = worker;
+
+    /// <summary>Whether this region raised a pool's thread target (false outside a pool worker and on dedicated threads).</summary>
+    public bool IsActive => _worker is not null;
+
+    /// <summary>Ends the region. Does nothing for an inactive region or when the region was already closed.</summary>
+    /// <exception cref="InvalidOperationException">Called on a thread other than the one that entered the region.</exception>
+    public void Dispose()
+    {
+        if (_worker is null)
+        {
+            return;
+        }
+        if (!_worker.IsCurrentThread)
+        {
+            throw new InvalidOperationException("A blocking region must be disposed on the thread that entered it.");
+        }
+        _worker.Pool.ExitBlockingRegion(_worker);
+    }
+}
