@@ -224,12 +224,14 @@ public sealed partial class WorkerPool
             next[^1] = worker;
             Volatile.Write(ref _workers, next);
             Volatile.Write(ref _threadCount, _threadCount + 1);
+            Record(reason); // before the thread runs anything, so that whoever sees its work done sees the reason
             try
             {
                 thread.UnsafeStart(); // no ExecutionContext capture: a worker never runs in its creator's context
             }
             catch (Exception)
             {
+                Interlocked.Decrement(ref _injectionCounts[(int)reason]);
                 Volatile.Write(ref _workers, current);
                 Volatile.Write(ref _threadCount, _threadCount - 1);
                 Interlocked.Decrement(ref _searching.Value);
@@ -237,7 +239,6 @@ public sealed partial class WorkerPool
                 return false;
             }
             _creationFailures = 0;
-            Record(reason);
         }
         EnsureMonitor();
         return true;
@@ -300,10 +301,10 @@ public sealed partial class WorkerPool
             {
                 return false;
             }
+            Record(reason); // before the count drops, so that a reader who sees the lower count sees the reason too
             RemoveWorkerLocked(worker);
             _retiredThreads.RemoveAll(static t => !t.IsAlive);
             _retiredThreads.Add(worker.Thread!);
-            Record(reason);
         }
         // See the protocol comment: one more look after leaving the list, so that no enqueue is left without a worker.
         Interlocked.MemoryBarrier();

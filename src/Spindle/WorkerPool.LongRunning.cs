@@ -50,10 +50,20 @@ public sealed partial class WorkerPool
                     var dedicated = new DedicatedThread(this, entry);
                     Thread thread = CreateThread(dedicated.Main, $"{_threadNamePrefix} long-running");
                     dedicated.Thread = thread;
-                    thread.UnsafeStart();
                     _dedicated.Add(dedicated);
                     Volatile.Write(ref _dedicatedCount, _dedicated.Count);
-                    Record(ThreadInjectionReason.LongRunning);
+                    Record(ThreadInjectionReason.LongRunning); // before the item can run: whoever sees it ran sees this
+                    try
+                    {
+                        thread.UnsafeStart();
+                    }
+                    catch (Exception)
+                    {
+                        Interlocked.Decrement(ref _injectionCounts[(int)ThreadInjectionReason.LongRunning]);
+                        _dedicated.Remove(dedicated);
+                        Volatile.Write(ref _dedicatedCount, _dedicated.Count);
+                        throw;
+                    }
                 }
                 catch (Exception)
                 {
@@ -178,10 +188,10 @@ public sealed partial class WorkerPool
                     if (pool._idleDedicated.Remove(this))
                     {
                         // Nobody picked this thread: retire. Shutdown still joins it through _retiredThreads.
+                        pool.Record(ThreadInjectionReason.RetiredIdle); // before the count drops: readers see both
                         Leave();
                         pool._retiredThreads.RemoveAll(static t => !t.IsAlive);
                         pool._retiredThreads.Add(Thread!);
-                        pool.Record(ThreadInjectionReason.RetiredIdle);
                         item = default;
                         return false;
                     }

@@ -69,6 +69,13 @@ public sealed partial class WorkerPool
     private long _decayCheckedAt;
     private long _quietSince;
 
+    /// <summary>Diagnostics for tests: the controller's state in one line.</summary>
+    internal string DescribeInjectionState() =>
+        $"threads {ThreadCount}, target {_threadTarget}, idle {_idle.Count}, searching {Volatile.Read(ref _searching.Value)}, " +
+        $"pending {PendingWorkItemCount}, boost {Volatile.Read(ref _starvationBoost)}, blocking {Volatile.Read(ref _blockingCount)}, " +
+        $"monitor armed {_monitorArmed}, monitor alive {_monitorThread?.IsAlive}, starvation injections " +
+        $"{GetThreadInjectionCount(ThreadInjectionReason.Starvation)}, creation failures {CreationFailureCount}";
+
     /// <summary>Records that <paramref name="worker"/> skipped a wake-up a parked worker could have served.</summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     private void DeferWake(Worker worker)
@@ -260,10 +267,18 @@ public sealed partial class WorkerPool
             return;
         }
         _decayCheckedAt = now;
+        int surplus;
         lock (_threadLock)
         {
             _starvationBoost -= (_starvationBoost + 1) / 2;
             RecomputeTargetLocked();
+            surplus = _threadCount - _threadTarget;
+        }
+        // Busy surplus workers retire after their current item; parked ones would wait for the idle timeout, so wake
+        // that many: each finds nothing, goes back to Park, sees the pool above its target and retires.
+        for (int i = 0; i < surplus && _idle.TryPop() is Worker worker; i++)
+        {
+            worker.Blocker.Signal();
         }
     }
 

@@ -223,7 +223,12 @@ public sealed partial class WorkerPool
         }
         if (!PushIdleAndLookAgain(self))
         {
-            return true; // work appeared (or shutdown started) while parking: look again without sleeping
+            // Work appeared (or shutdown started) while parking: look again without sleeping. This worker was counted
+            // idle for a moment, so the monitor may have judged the pool quiet and disarmed: re-arm it. The barrier
+            // orders the idle-stack removal before the read of _monitorArmed (see the arming protocol).
+            Interlocked.MemoryBarrier();
+            EnsureMonitor();
+            return true;
         }
         while (true)
         {
@@ -247,6 +252,8 @@ public sealed partial class WorkerPool
             }
             if (!PushIdleAndLookAgain(self))
             {
+                Interlocked.MemoryBarrier();
+                EnsureMonitor();
                 return true;
             }
         }

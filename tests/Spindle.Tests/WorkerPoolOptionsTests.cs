@@ -294,4 +294,26 @@ public sealed class WorkerPoolOptionsTests
         Assert.Equal(itemThreads.Keys.Order(), startedThreads.Keys.Order());
         Assert.Equal(itemThreads.Keys.Order(), stoppingThreads.Keys.Order());
     }
+
+    [Theory]
+    [InlineData(0)]
+    [InlineData(-5)]
+    [InlineData(0.5)]
+    [InlineData(3e9)]
+    public void IdleTimeout_OutOfRange_IsRejected(double milliseconds)
+    {
+        var options = new WorkerPoolOptions { IdleTimeout = TimeSpan.FromMilliseconds(milliseconds) };
+        var exception = Assert.Throws<ArgumentOutOfRangeException>(() => new WorkerPool(options));
+        Assert.Equal(nameof(WorkerPoolOptions.IdleTimeout), exception.ParamName);
+    }
+
+    [Fact]
+    public void IdleTimeout_DefaultsTo20Seconds_AndAcceptsInfinite()
+    {
+        Assert.Equal(TimeSpan.FromSeconds(20), new WorkerPoolOptions().IdleTimeout);
+        using var pool = new WorkerPool(new WorkerPoolOptions { IdleTimeout = System.Threading.Timeout.InfiniteTimeSpan });
+        Assert.Equal(System.Threading.Timeout.InfiniteTimeSpan, pool.IdleTimeout);
+        using var short1 = new WorkerPool(new WorkerPoolOptions { IdleTimeout = TimeSpan.FromMilliseconds(1) });
+        Assert.Equal(TimeSpan.FromMilliseconds(1), short1.IdleTimeout);
+    }
 }

@@ -1,5 +1,6 @@
 using System;
 using System.Threading;
+using System.Threading.Tasks;
 
 namespace Spindle.Compare.Pools;
 
@@ -13,6 +14,8 @@ internal sealed class BuiltInPool : IPoolUnderTest
 
     public int ThreadCount => ThreadPool.ThreadCount;
 
+    public long PendingWorkItemCount => ThreadPool.PendingWorkItemCount;
+
     // An unhandled exception on the built-in pool ends the process, which the parent reports.
     public Exception? Fault => null;
 
@@ -24,6 +27,11 @@ internal sealed class BuiltInPool : IPoolUnderTest
         ThreadPool.UnsafeQueueUserWorkItem(callBack, state, preferLocal);
 
     public void UnsafeQueue(PoolWorkItem item, bool preferLocal) => ThreadPool.UnsafeQueueUserWorkItem(item, preferLocal);
+
+    public void QueueLongRunning(Action<object?> callBack, object? state) =>
+        Task.Factory.StartNew(callBack, state, CancellationToken.None, TaskCreationOptions.LongRunning, TaskScheduler.Default);
+
+    public void RunBlocking(Action blockingCall) => blockingCall();
 
     public void Dispose()
     {

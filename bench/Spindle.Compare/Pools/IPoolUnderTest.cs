@@ -11,8 +11,11 @@ internal interface IPoolUnderTest : IDisposable
 {
     PoolKind Kind { get; }
 
-    /// <summary>Threads the pool has right now.</summary>
+    /// <summary>Threads the pool has right now (for Spindle, workers plus dedicated long-running threads).</summary>
     int ThreadCount { get; }
+
+    /// <summary>Items queued and not started yet.</summary>
+    long PendingWorkItemCount { get; }
 
     /// <summary>The first exception a work item threw, for pools that report instead of crashing the process.</summary>
     Exception? Fault { get; }
@@ -32,4 +35,16 @@ internal interface IPoolUnderTest : IDisposable
 
     /// <summary>Queues a reusable item object without allocating and without flowing the context.</summary>
     void UnsafeQueue(PoolWorkItem item, bool preferLocal);
+
+    /// <summary>
+    /// Runs <paramref name="callBack"/> as long-running work: Spindle's <c>WorkItemOptions.LongRunning</c>; on the
+    /// built-in pool a task started with <c>TaskCreationOptions.LongRunning</c> (a thread of its own).
+    /// </summary>
+    void QueueLongRunning(Action<object?> callBack, object? state);
+
+    /// <summary>
+    /// Runs <paramref name="blockingCall"/> announced as blocking: inside <c>WorkerPool.EnterBlockingRegion()</c> on
+    /// Spindle. The built-in pool has no such API and just runs it.
+    /// </summary>
+    void RunBlocking(Action blockingCall);
 }

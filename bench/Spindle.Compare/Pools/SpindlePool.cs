@@ -24,7 +24,9 @@ internal sealed class SpindlePool : IPoolUnderTest
 
     public PoolKind Kind => PoolKind.Spindle;
 
-    public int ThreadCount => _pool.ThreadCount;
+    public int ThreadCount => _pool.ThreadCount + _pool.DedicatedThreadCount;
+
+    public long PendingWorkItemCount => _pool.PendingWorkItemCount;
 
     public Exception? Fault => Volatile.Read(ref _fault);
 
@@ -36,6 +38,17 @@ internal sealed class SpindlePool : IPoolUnderTest
         _pool.UnsafeQueueUserWorkItem(callBack, state, preferLocal);
 
     public void UnsafeQueue(PoolWorkItem item, bool preferLocal) => _pool.UnsafeQueueUserWorkItem(item, preferLocal);
+
+    public void QueueLongRunning(Action<object?> callBack, object? state) =>
+        _pool.UnsafeQueueUserWorkItem(callBack, state, WorkItemOptions.LongRunning);
+
+    public void RunBlocking(Action blockingCall)
+    {
+        using (WorkerPool.EnterBlockingRegion())
+        {
+            blockingCall();
+        }
+    }
 
     public void Dispose() => _pool.Dispose();
 }

@@ -27,6 +27,20 @@ internal sealed class CaseResult(IScenario scenario, string variant)
     public IReadOnlyList<ChildOutcome> Outcomes(PoolKind pool) =>
         _outcomes.TryGetValue(pool, out List<ChildOutcome>? list) ? list : [];
 
+    /// <summary>The recorded series of the successful runs on <paramref name="pool"/> that have one, in run order.</summary>
+    public List<List<double[]>> Series(PoolKind pool)
+    {
+        var series = new List<List<double[]>>();
+        foreach (ChildOutcome outcome in Outcomes(pool))
+        {
+            if (outcome.Measurement?.Series is { } samples)
+            {
+                series.Add(samples);
+            }
+        }
+        return series;
+    }
+
     /// <summary>The figures of <paramref name="metric"/> from the successful runs on <paramref name="pool"/>, in run order.</summary>
     public List<double> Values(PoolKind pool, string metric)
     {

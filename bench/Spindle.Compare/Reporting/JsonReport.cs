@@ -1,6 +1,8 @@
+using System;
 using System.Collections.Generic;
 using System.IO;
 using System.Text.Json;
+using Spindle.Compare.Pools;
 using Spindle.Compare.Scenarios;
 
 namespace Spindle.Compare.Reporting;
@@ -9,7 +11,8 @@ namespace Spindle.Compare.Reporting;
 /// The report as JSON: an array with one object per (scenario, variant, metric) holding <c>scenario</c>,
 /// <c>variant</c>, <c>metric</c>, <c>unit</c>, <c>better</c>, the median of every pool under the pool's id
 /// (<c>spindle</c>, <c>builtin</c>, … or null when it has no successful run), <c>ratio</c> (null when undefined or
-/// infinite), and <c>runs</c>: the raw figures as an array per pool id. Written with <see cref="Utf8JsonWriter"/>, so
+/// infinite), and <c>runs</c>: the raw figures as an array per pool id. The first row of a case that records how the
+/// pools evolve also has <c>series</c>: per pool id, one array per run of [ms, threads, pending] samples. Written with <see cref="Utf8JsonWriter"/>, so
 /// the pool keys follow the pool list and no reflection is involved.
 /// </summary>
 internal static class JsonReport
@@ -44,6 +47,31 @@ internal static class JsonReport
                 writer.WriteEndArray();
             }
             writer.WriteEndObject();
+            if (row.Series is { } series)
+            {
+                // "series": { pool id: [ run: [ [ms, threads, pending], ... ], ... ] }
+                writer.WriteStartObject("series");
+                foreach ((PoolKind pool, List<List<double[]>> runs) in series)
+                {
+                    writer.WriteStartArray(pool.Id);
+                    foreach (List<double[]> run in runs)
+                    {
+                        writer.WriteStartArray();
+                        foreach (double[] sample in run)
+                        {
+                            writer.WriteStartArray();
+                            foreach (double value in sample)
+                            {
+                                writer.WriteNumberValue(Math.Round(value, 3));
+                            }
+                            writer.WriteEndArray();
+                        }
+                        writer.WriteEndArray();
+                    }
+                    writer.WriteEndArray();
+                }
+                writer.WriteEndObject();
+            }
             writer.WriteEndObject();
         }
         writer.WriteEndArray();

@@ -24,6 +24,12 @@ internal sealed class PoolFigures(PoolKind pool, IReadOnlyList<double> runs)
 /// <summary>One (scenario, variant, metric) line of the report: figures for every pool, and the ratio.</summary>
 internal sealed class ReportRow(string scenario, string variant, MetricInfo metric, IReadOnlyList<PoolFigures> pools)
 {
+    /// <summary>
+    /// The case's recorded series per pool (every successful run), on the first row of a case that records them;
+    /// null on every other row.
+    /// </summary>
+    public IReadOnlyDictionary<PoolKind, List<List<double[]>>>? Series { get; init; }
+
     public string Scenario { get; } = scenario;
 
     public string Variant { get; } = variant;
@@ -68,10 +74,13 @@ internal sealed class ReportRow(string scenario, string variant, MetricInfo metr
         var rows = new List<ReportRow>();
         foreach (CaseResult result in cases)
         {
+            Dictionary<PoolKind, List<List<double[]>>> series = PoolKind.All.ToDictionary(pool => pool, result.Series);
+            bool first = series.Values.Any(runs => runs.Count != 0);
             foreach (MetricInfo metric in result.Scenario.Metrics)
             {
                 PoolFigures[] pools = PoolKind.All.Select(pool => new PoolFigures(pool, result.Values(pool, metric.Name))).ToArray();
-                rows.Add(new ReportRow(result.Scenario.Id, result.Variant, metric, pools));
+                rows.Add(new ReportRow(result.Scenario.Id, result.Variant, metric, pools) { Series = first ? series : null });
+                first = false;
             }
         }
         return rows;

@@ -42,7 +42,7 @@ internal static class ChildHost
             return Report(new ChildResult { Error = exception.ToString() });
         }
 
-        var result = new ChildResult { Threads = pool.ThreadCount };
+        var result = new ChildResult { Threads = pool.ThreadCount, Series = measurement.Series };
         foreach (MetricInfo metric in scenario.Metrics)
         {
             if (!measurement.Values.TryGetValue(metric.Name, out double value) || !double.IsFinite(value))

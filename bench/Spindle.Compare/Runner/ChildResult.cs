@@ -13,6 +13,9 @@ internal sealed class ChildResult
 
     /// <summary>Threads the pool had at the end of the run (informational).</summary>
     public int Threads { get; set; }
+
+    /// <summary>The measurement's samples (see <see cref="Scenarios.Measurement.Series"/>), or null.</summary>
+    public List<double[]>? Series { get; set; }
 }
 
 [JsonSourceGenerationOptions(PropertyNamingPolicy = JsonKnownNamingPolicy.CamelCase)]

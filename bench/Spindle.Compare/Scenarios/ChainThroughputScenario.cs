@@ -29,6 +29,7 @@ internal sealed class ChainThroughputScenario : IScenario
     [
         new("throughput", "items/s", Better.Higher),
         new("alloc", "B/item", Better.Lower, NoiseFloor: 0.01),
+        new("peak threads", "threads", Better.Lower),
     ];
 
     public string HeadlineMetric => "throughput";
@@ -60,6 +61,7 @@ internal sealed class ChainThroughputScenario : IScenario
         GcSnapshot before = GcSnapshot.Take();
 
         long start = Stopwatch.GetTimestamp();
+        using var recorder = SeriesRecorder.Start(pool, start);
         for (int i = 0; i < chains; i++)
         {
             if (workItems)
@@ -74,11 +76,13 @@ internal sealed class ChainThroughputScenario : IScenario
         Waits.OrThrow(run.Done, $"{items:N0} chained items to run");
         long end = Stopwatch.GetTimestamp();
         GcSnapshot used = GcSnapshot.Take() - before;
+        recorder.Finish();
 
         double seconds = (end - start) / (double)Stopwatch.Frequency;
         return new Measurement()
             .Set("throughput", items / seconds)
-            .Set("alloc", (double)used.AllocatedBytes / items);
+            .Set("alloc", (double)used.AllocatedBytes / items)
+            .Set("peak threads", recorder.PeakThreads);
     }
 
     private static readonly Action<object?> s_step = Step;

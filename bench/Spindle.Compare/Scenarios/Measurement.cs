@@ -7,6 +7,12 @@ internal sealed class Measurement
 {
     public Dictionary<string, double> Values { get; } = [];
 
+    /// <summary>
+    /// Samples taken during the measured run, for scenarios that record how the pool evolves: each is
+    /// [milliseconds since the workload started, pool threads, pending items]. Null when the scenario records none.
+    /// </summary>
+    public List<double[]>? Series { get; set; }
+
     public Measurement Set(string metric, double value)
     {
         Values[metric] = value;

@@ -13,6 +13,8 @@ internal static class ScenarioCatalog
         new PingPongScenario(),
         new IdleCpuScenario(),
         new WakeLatencyScenario(),
+        new LongRunningScenario(),
+        new BlockingBurstScenario(),
     ];
 
     public static IScenario? Find(string id)

@@ -1,0 +1,109 @@
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.Threading;
+using System.Threading.Tasks;
+using Spindle.Compare.Infrastructure;
+using Spindle.Compare.Pools;
+
+namespace Spindle.Compare.Scenarios;
+
+/// <summary>
+/// 200 items queued at once from outside, each blocking 100 ms: the ideal, with a thread per item, is 100 ms. Variants:
+/// <c>sleep</c> (<see cref="Thread.Sleep(int)"/>, which no pool can see), <c>task-wait</c> (a synchronous wait on
+/// <see cref="Task.Delay(int)"/>, which the built-in pool recognises and compensates for), and <c>region</c> (the sleep
+/// inside Spindle's <c>WorkerPool.EnterBlockingRegion()</c>; the built-in pool has no such API and just sleeps). The
+/// warm-up runs the same items with a zero block, so neither pool injects threads before the timed run.
+/// </summary>
+internal sealed class BlockingBurstScenario : IScenario
+{
+    private const int Items = 200;
+    private const int BlockMs = 100;
+
+    public string Id => "blocking-burst";
+
+    public string Description => $"{Items} items each blocking {BlockMs} ms, queued at once: time until all complete (ideal {BlockMs} ms)";
+
+    public IReadOnlyList<string> Variants { get; } = ["sleep", "task-wait", "region"];
+
+    public IReadOnlyList<MetricInfo> Metrics { get; } =
+    [
+        new("complete", "ms", Better.Lower),
+        new("peak threads", "threads", Better.Lower),
+        new("time to peak", "ms", Better.Lower),
+    ];
+
+    public string HeadlineMetric => "complete";
+
+    public Measurement Run(IPoolUnderTest pool, string variant, bool full)
+    {
+        if (variant is not ("sleep" or "task-wait" or "region"))
+        {
+            throw new ArgumentException($"Unknown variant '{variant}'.", nameof(variant));
+        }
+        Warmup.Repeat(() => RunOnce(pool, variant, blockMs: 0));
+        return RunOnce(pool, variant, BlockMs);
+    }
+
+    private static Measurement RunOnce(IPoolUnderTest pool, string variant, int blockMs)
+    {
+        var run = new BurstRun(pool, variant, blockMs);
+        long start = Stopwatch.GetTimestamp();
+        using SeriesRecorder? recorder = blockMs == 0 ? null : SeriesRecorder.Start(pool, start);
+        for (int i = 0; i < Items; i++)
+        {
+            pool.UnsafeQueue(s_block, run, preferLocal: false);
+        }
+        Waits.OrThrow(run.Done, $"{Items} blocking items to complete");
+        if (blockMs == 0)
+        {
+            return new Measurement();
+        }
+        List<double[]> series = recorder!.Finish();
+        return new Measurement { Series = series }
+            .Set("complete", Stopwatch.GetElapsedTime(start, run.CompletedAt).TotalMilliseconds)
+            .Set("peak threads", recorder.PeakThreads)
+            .Set("time to peak", recorder.TimeToPeakMs);
+    }
+
+    private static readonly Action<object?> s_block = static boxed =>
+    {
+        var run = (BurstRun)boxed!;
+        switch (run.Variant)
+        {
+            case "sleep":
+                Thread.Sleep(run.BlockMs);
+                break;
+            case "task-wait":
+                Task.Delay(run.BlockMs).Wait();
+                break;
+            default:
+                run.Pool.RunBlocking(run.Sleep);
+                break;
+        }
+        if (Interlocked.Decrement(ref run.Remaining) == 0)
+        {
+            run.CompletedAt = Stopwatch.GetTimestamp();
+            run.Done.Set();
+        }
+    };
+
+    private sealed class BurstRun
+    {
+        public readonly IPoolUnderTest Pool;
+        public readonly string Variant;
+        public readonly int BlockMs;
+        public readonly Action Sleep;
+        public readonly ManualResetEventSlim Done = new(false);
+        public int Remaining = Items;
+        public long CompletedAt;
+
+        public BurstRun(IPoolUnderTest pool, string variant, int blockMs)
+        {
+            Pool = pool;
+            Variant = variant;
+            BlockMs = blockMs;
+            Sleep = () => Thread.Sleep(blockMs);
+        }
+    }
+}
