@@ -240,7 +240,7 @@ public sealed partial class WorkerPool
             }
             _creationFailures = 0;
         }
-        EnsureMonitor();
+        EnsureMonitorIfNoneIdle();
         return true;
     }
 
@@ -312,6 +312,7 @@ public sealed partial class WorkerPool
         {
             WakeWorkerIfNeeded();
         }
+        EnsureMonitorIfNoneIdle(); // the pool may have just lost its last parked worker
         return true;
     }
 

@@ -29,12 +29,15 @@ namespace Spindle;
 // otherwise the interval doubles up to MaxTickMs. So a stall is noticed within MaxTickMs and acted on within the
 // allowance after that: about 2-3 ms from a quiet start, 10 ms at worst, while cores are idle.
 //
-// Arming protocol: every path that makes a worker busy (a worker created or woken, a deferral, a limit change) calls
-// EnsureMonitor, which sets _monitorArmed and signals the blocker if it was clear. The monitor disarms only after
-// QuietMsBeforeDisarm of a pool with no awake worker, no visible work, no deferral and no boost: it stores
-// _monitorArmed = 0, fences, then looks once more; a worker that became busy either is seen by that look or reads the
-// cleared flag afterwards (its own read follows a full fence: the wake-up, the creation lock or the DeferredAt store)
-// and re-arms it. So a busy pool is never left unwatched.
+// Arming protocol: work can only starve while no worker is parked (a parked worker is woken by the next enqueue), so
+// the monitor watches while the idle stack is empty, while a deferral is open, and while a starvation boost decays.
+// Every path that can empty the idle stack or open a deferral ends in EnsureMonitor / EnsureMonitorIfNoneIdle: a
+// worker leaving the idle stack (woken, or changing its mind), a new worker, a retiring worker, a deferral, a limit
+// change. These set _monitorArmed and signal the blocker if it was clear. The monitor disarms only after
+// QuietMsBeforeDisarm of quiet ticks: it stores _monitorArmed = 0, fences, then looks once more; a worker that emptied
+// the idle stack either is seen by that look or reads the cleared flag afterwards (its read follows a full fence: the
+// waker's signal, a barrier, the creation lock or the DeferredAt store) and re-arms it. So a pool that could starve is
+// never left unwatched, and a mostly idle pool (a trickle of work) costs no monitor ticks at all.
 public sealed partial class WorkerPool
 {
     /// <summary>The monitor's tick while something looks suspicious.</summary>
@@ -53,7 +56,7 @@ public sealed partial class WorkerPool
     internal const int DecayIntervalMs = 10;
 
     /// <summary>How long the pool must be quiet before the monitor sleeps until it is needed again.</summary>
-    internal const int QuietMsBeforeDisarm = 50;
+    internal const int QuietMsBeforeDisarm = 20;
 
     private readonly ThreadBlocker _monitorBlocker = ThreadBlocker.Create();
     private Thread? _monitorThread; // created under _threadLock on first arming
@@ -84,6 +87,19 @@ public sealed partial class WorkerPool
         {
             Interlocked.Exchange(ref worker.DeferredAt, worker.CompletedCountByOwner);
             EnsureMonitor();
+        }
+    }
+
+    /// <summary>
+    /// Makes sure the monitor is watching when no worker is parked: only then can work starve (with a worker parked,
+    /// an enqueue wakes it). Called by a worker that leaves the idle stack, a new worker, and a retiring one.
+    /// </summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private void EnsureMonitorIfNoneIdle()
+    {
+        if (_idle.Count == 0 && _monitorArmed == 0)
+        {
+            ArmMonitor();
         }
     }
 
@@ -174,9 +190,9 @@ public sealed partial class WorkerPool
         _ramp = 1;
     }
 
+    /// <summary>Nothing to watch: some worker is parked (or none exists), no deferral is open, no boost is left to decay.</summary>
     private bool IsQuiet() =>
-        Volatile.Read(ref _threadCount) == _idle.Count && !AnyWorkVisible() && !AnyDeferral()
-        && Volatile.Read(ref _starvationBoost) == 0;
+        (_idle.Count != 0 || Volatile.Read(ref _threadCount) == 0) && !AnyDeferral() && Volatile.Read(ref _starvationBoost) == 0;
 
     /// <summary>One monitor tick. Returns whether the next tick should come soon; <paramref name="quiet"/>: nothing to watch.</summary>
     private bool Tick(long now, out bool quiet)
@@ -223,7 +239,7 @@ public sealed partial class WorkerPool
             }
         }
         DecayBoost(now, pending, progress, saturated);
-        quiet = !deferralsOpen && !pending && threads == idle && Volatile.Read(ref _starvationBoost) == 0;
+        quiet = !deferralsOpen && (idle != 0 || threads == 0) && Volatile.Read(ref _starvationBoost) == 0;
         return deferralsOpen || starving;
     }
 

@@ -224,10 +224,11 @@ public sealed partial class WorkerPool
         if (!PushIdleAndLookAgain(self))
         {
             // Work appeared (or shutdown started) while parking: look again without sleeping. This worker was counted
-            // idle for a moment, so the monitor may have judged the pool quiet and disarmed: re-arm it. The barrier
+            // idle for a moment, so the monitor may have judged the pool quiet and disarmed: re-arm it if nobody else is
+            // parked. The barrier
             // orders the idle-stack removal before the read of _monitorArmed (see the arming protocol).
             Interlocked.MemoryBarrier();
-            EnsureMonitor();
+            EnsureMonitorIfNoneIdle();
             return true;
         }
         while (true)
@@ -253,11 +254,11 @@ public sealed partial class WorkerPool
             if (!PushIdleAndLookAgain(self))
             {
                 Interlocked.MemoryBarrier();
-                EnsureMonitor();
+                EnsureMonitorIfNoneIdle();
                 return true;
             }
         }
-        EnsureMonitor(); // this worker is busy again: the monitor must be watching
+        EnsureMonitorIfNoneIdle(); // this worker is busy again: if nobody is left parked, the monitor must watch
         return true;
     }
 
