@@ -112,7 +112,8 @@ internal sealed class CommandLine
         writer.WriteLine("Options:");
         writer.WriteLine("  --scenario, -s ID   run only this scenario (repeatable, or comma-separated)");
         writer.WriteLine("  --full              bigger counts and more runs (default: quick mode)");
-        writer.WriteLine("  --runs N            runs per pool (default: 5 quick, 7 full; the median is reported)");
+        writer.WriteLine("  --runs N            runs per pool (default: 5 quick, 7 full, 3 for long-running and blocking-burst;");
+        writer.WriteLine("                      the median is reported)");
         writer.WriteLine("  --json FILE         also write the results as JSON");
         writer.WriteLine("  --timeout SECONDS   per child process (default: 120)");
         writer.WriteLine("  --list              list the scenarios and their variants");

@@ -69,13 +69,14 @@ internal static class Program
             {
                 var result = new CaseResult(scenario, variant);
                 cases.Add(result);
-                for (int run = 1; run <= runs; run++)
+                int caseRuns = options.Runs ?? Math.Min(runs, scenario.MaxDefaultRuns ?? runs);
+                for (int run = 1; run <= caseRuns; run++)
                 {
                     foreach (PoolKind pool in PoolKind.All)
                     {
                         ChildOutcome outcome = ChildProcess.Run(scenario, variant, pool, options.Full, options.Timeout);
                         result.Add(pool, outcome);
-                        string label = $"{scenario.Id} {variant} {pool.Id} run {run}/{runs}";
+                        string label = $"{scenario.Id} {variant} {pool.Id} run {run}/{caseRuns}";
                         Console.WriteLine(outcome.Succeeded
                             ? $"{label}: {Headline(scenario, outcome.Measurement!)}  [{outcome.Threads} threads, {outcome.WallTime.TotalSeconds:F1} s]"
                             : $"{label}: FAILED: {outcome.Failure}");
@@ -124,7 +125,7 @@ internal static class Program
         Console.WriteLine($"  .NET:     {RuntimeInformation.FrameworkDescription}");
         Console.WriteLine($"  Cores:    {Environment.ProcessorCount}");
         Console.WriteLine($"  Date:     {DateTimeOffset.Now.ToString("yyyy-MM-dd HH:mm:ss zzz", Formats.Culture)}");
-        Console.WriteLine($"  Mode:     {(full ? "full" : "quick")}, {runs} run(s) per pool, one child process per run, "
+        Console.WriteLine($"  Mode:     {(full ? "full" : "quick")}, {runs} run(s) per pool (fewer where a scenario says so), one child process per run, "
             + $"pools alternating; workstation non-concurrent GC; child timeout {timeout.TotalSeconds:F0} s");
         Console.WriteLine();
     }

@@ -185,21 +185,25 @@ public sealed partial class WorkerPool
     /// <summary>Adds a worker if the thread count is below the target. Never throws: a failed creation is retried later.</summary>
     /// <returns>Whether a thread was started.</returns>
     /// <remarks>
-    /// The thread is created and started under <c>_threadLock</c>, so every worker that shutdown can see (it snapshots
-    /// the list under the same lock) has a started thread it can join. Starting takes tens of microseconds.
+    /// The decision, the listing and the counts happen under <c>_threadLock</c>; the thread is started after the lock
+    /// is released, because <see cref="Thread.Start()"/> waits until the new thread runs, which on busy cores takes a
+    /// scheduling round, and several injections (the monitor's ramp, the workers it starts, blocking regions) must be
+    /// able to start threads in parallel. Until the start has completed the worker's <c>StartState</c> is pending:
+    /// shutdown waits for it before joining (an unstarted thread cannot be joined), and nothing else needs the thread.
+    /// If the start fails, the worker (which never ran and holds nothing) is unlisted again under the lock.
     /// </remarks>
     private bool TryAddWorker(ThreadInjectionReason reason)
     {
         Debug.Assert(reason is ThreadInjectionReason.Demand or ThreadInjectionReason.Starvation
             or ThreadInjectionReason.BlockingRegion or ThreadInjectionReason.MinimumRaised);
+        Worker worker;
+        Thread thread;
         lock (_threadLock)
         {
             if (_threadCount >= _threadTarget || _state != StateRunning || _retryTimer is not null)
             {
                 return false;
             }
-            Worker worker;
-            Thread thread;
             try
             {
                 worker = new Worker(this, ++_nextWorkerId);
@@ -213,6 +217,7 @@ public sealed partial class WorkerPool
                 return false;
             }
             worker.Thread = thread;
+            worker.InjectedFor = reason;
             // The new worker counts as a searcher until it first looks for work, so the enqueues that follow do not
             // each create another thread; it hands the role on like any searcher (see WorkerPool.Parking.cs).
             worker.WokenAsSearcher = true;
@@ -225,23 +230,50 @@ public sealed partial class WorkerPool
             Volatile.Write(ref _workers, next);
             Volatile.Write(ref _threadCount, _threadCount + 1);
             Record(reason); // before the thread runs anything, so that whoever sees its work done sees the reason
-            try
-            {
-                thread.UnsafeStart(); // no ExecutionContext capture: a worker never runs in its creator's context
-            }
-            catch (Exception)
+        }
+        try
+        {
+            thread.UnsafeStart(); // no ExecutionContext capture: a worker never runs in its creator's context
+        }
+        catch (Exception)
+        {
+            lock (_threadLock)
             {
                 Interlocked.Decrement(ref _injectionCounts[(int)reason]);
-                Volatile.Write(ref _workers, current);
-                Volatile.Write(ref _threadCount, _threadCount - 1);
+                UnlistWorkerLocked(worker);
                 Interlocked.Decrement(ref _searching.Value);
-                ScheduleCreationRetryLocked();
-                return false;
+                if (_state == StateRunning && _retryTimer is null)
+                {
+                    ScheduleCreationRetryLocked();
+                }
+                else
+                {
+                    Record(ThreadInjectionReason.CreationFailed);
+                }
             }
+            Volatile.Write(ref worker.StartState, Worker.StartFailed);
+            return false;
+        }
+        Volatile.Write(ref worker.StartState, Worker.StartSucceeded);
+        lock (_threadLock)
+        {
             _creationFailures = 0;
         }
         EnsureMonitorIfNoneIdle();
         return true;
+    }
+
+    /// <summary>
+    /// Called by a new worker before its first item: while the pool is still below its target and work waits with
+    /// nobody free, it starts the next thread itself, so a ramp of N threads takes about log2(N) thread-start rounds
+    /// instead of N.
+    /// </summary>
+    private void ContinueRamp(Worker worker)
+    {
+        if (Volatile.Read(ref _threadCount) < _threadTarget && _idle.Count == 0 && AnyWorkVisible())
+        {
+            TryAddWorker(worker.InjectedFor == ThreadInjectionReason.MinimumRaised ? ThreadInjectionReason.Demand : worker.InjectedFor);
+        }
     }
 
     private Thread CreateThread(ThreadStart start, string name)
@@ -325,6 +357,21 @@ public sealed partial class WorkerPool
                 RemoveWorkerLocked(worker);
             }
         }
+    }
+
+    /// <summary>Undoes the listing of a worker whose thread could not be started.</summary>
+    private void UnlistWorkerLocked(Worker worker)
+    {
+        Debug.Assert(_threadLock.IsHeldByCurrentThread);
+        Worker[] current = _workers;
+        int index = Array.IndexOf(current, worker);
+        Debug.Assert(index >= 0 && worker.CompletedCount == 0 && worker.HasNoLocalWork);
+        var next = new Worker[current.Length - 1];
+        Array.Copy(current, 0, next, 0, index);
+        Array.Copy(current, index + 1, next, index, current.Length - index - 1);
+        Volatile.Write(ref _workers, next);
+        Volatile.Write(ref _threadCount, _threadCount - 1);
+        worker.Retired = true;
     }
 
     private void RemoveWorkerLocked(Worker worker)

@@ -71,6 +71,7 @@ public sealed partial class WorkerPool
     private int _ramp = 1;
     private long _decayCheckedAt;
     private long _quietSince;
+    private long _monitorTicks; // diagnostics
 
     /// <summary>Diagnostics for tests: the controller's state in one line.</summary>
     internal string DescribeInjectionState() =>
@@ -158,6 +159,7 @@ public sealed partial class WorkerPool
         while (_state == StateRunning)
         {
             long now = Stopwatch.GetTimestamp();
+            _monitorTicks++;
             bool urgent = Tick(now, out bool quiet);
             if (!quiet)
             {

@@ -70,7 +70,17 @@ public sealed partial class WorkerPool
         }
         foreach (Worker worker in SnapshotWorkers())
         {
-            worker.Thread?.Join();
+            // A worker listed by a TryAddWorker that has not finished starting its thread: wait for the outcome (the
+            // start takes a scheduling round at most), since an unstarted thread cannot be joined.
+            var spinner = new SpinWait();
+            while (Volatile.Read(ref worker.StartState) == Worker.StartPending)
+            {
+                spinner.SpinOnce();
+            }
+            if (worker.StartState == Worker.StartSucceeded)
+            {
+                worker.Thread!.Join();
+            }
         }
         // Dedicated threads finish the long-running item they run (it had started) and exit; retired workers may still
         // be running their stop hook.

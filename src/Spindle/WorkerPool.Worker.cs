@@ -60,6 +60,15 @@ public sealed partial class WorkerPool
         // Set under _threadLock when the worker leaves the list (retired or exited).
         public bool Retired;
 
+        // Why this worker was added; it passes the reason on if it starts the next thread of a ramp.
+        public ThreadInjectionReason InjectedFor;
+
+        // Written once by the creating thread after Thread.Start returns or throws; shutdown waits for it before joining.
+        public int StartState;
+        public const int StartPending = 0;
+        public const int StartSucceeded = 1;
+        public const int StartFailed = 2;
+
         private readonly WorkItemEntry[] _batch = new WorkItemEntry[GlobalBatchSize];
         // Written on every item by this worker only (read by CompletedWorkItemCount): padded so that a neighbouring
         // worker's or ring's fields never share its cache line.
@@ -95,6 +104,7 @@ public sealed partial class WorkerPool
             _uiCulture = CultureInfo.CurrentUICulture;
             try
             {
+                Pool.ContinueRamp(this);
                 Pool.RunHook(Pool._options.OnWorkerStarted);
                 Dispatch();
             }

@@ -35,6 +35,9 @@ internal sealed class BlockingBurstScenario : IScenario
 
     public string HeadlineMetric => "complete";
 
+    // The built-in runs take 5-15 s each.
+    public int? MaxDefaultRuns => 3;
+
     public Measurement Run(IPoolUnderTest pool, string variant, bool full)
     {
         if (variant is not ("sleep" or "task-wait" or "region"))

@@ -22,6 +22,12 @@ internal interface IScenario
     /// <summary>The metric shown in the progress line of each run.</summary>
     string HeadlineMetric { get; }
 
+    /// <summary>
+    /// At most this many runs per pool unless <c>--runs</c> says otherwise: for scenarios whose built-in runs take
+    /// seconds each (the effect they show is large and stable), so the default run stays a few minutes long. Null: no cap.
+    /// </summary>
+    int? MaxDefaultRuns => null;
+
     /// <summary>How the pool should be configured for <paramref name="variant"/>.</summary>
     PoolSettings GetPoolSettings(string variant) => PoolSettings.Default;
 

@@ -42,6 +42,9 @@ internal sealed class LongRunningScenario : IScenario
 
     public string HeadlineMetric => "all started";
 
+    // The built-in plain runs take 2-4 s each.
+    public int? MaxDefaultRuns => 3;
+
     public Measurement Run(IPoolUnderTest pool, string variant, bool full)
     {
         bool longRunning = variant switch
