@@ -270,9 +270,11 @@ public sealed partial class WorkerPool
     /// </summary>
     private void ContinueRamp(Worker worker)
     {
-        if (Volatile.Read(ref _threadCount) < _threadTarget && _idle.Count == 0 && AnyWorkVisible())
+        // Only ramps (starvation, blocking regions) fan out; ordinary demand is served by the enqueue path.
+        if (worker.InjectedFor is ThreadInjectionReason.Starvation or ThreadInjectionReason.BlockingRegion
+            && Volatile.Read(ref _threadCount) < _threadTarget && _idle.Count == 0 && AnyWorkVisible())
         {
-            TryAddWorker(worker.InjectedFor == ThreadInjectionReason.MinimumRaised ? ThreadInjectionReason.Demand : worker.InjectedFor);
+            TryAddWorker(worker.InjectedFor);
         }
     }
 

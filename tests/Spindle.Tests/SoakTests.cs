@@ -31,6 +31,8 @@ public sealed class SoakTests
         };
 
         long queued = 0, ran = 0, threw = 0;
+        // Closed loop: at most this many producer items in flight, so the backlog measures the pool, not the producers.
+        using var inFlight = new SemaphoreSlim(2_000);
         int peakThreadsLate = 0;
         long heapAfterWarmup = 0, heapLate = 0;
         var clock = Stopwatch.StartNew();
@@ -77,14 +79,31 @@ public sealed class SoakTests
                 while (clock.Elapsed < duration)
                 {
                     int kind = random.Next(7);
+                    Assert.True(inFlight.Wait(Waits.MustHappen), "the pool stopped making progress");
                     Interlocked.Increment(ref queued);
                     if (random.Next(50) == 0)
                     {
-                        pool.QueueUserWorkItem(k => { Interlocked.Increment(ref ran); Thread.Sleep(5); }, kind, WorkItemOptions.LongRunning);
+                        pool.QueueUserWorkItem(k =>
+                        {
+                            Interlocked.Increment(ref ran);
+                            Thread.Sleep(5);
+                            inFlight.Release();
+                        }, kind, WorkItemOptions.LongRunning);
                     }
                     else
                     {
-                        pool.QueueUserWorkItem(k => { Interlocked.Increment(ref ran); Run(k); }, kind, preferLocal: false);
+                        pool.QueueUserWorkItem(k =>
+                        {
+                            Interlocked.Increment(ref ran);
+                            try
+                            {
+                                Run(k);
+                            }
+                            finally
+                            {
+                                inFlight.Release();
+                            }
+                        }, kind, preferLocal: false);
                     }
                     if (random.Next(20) == 0)
                     {
