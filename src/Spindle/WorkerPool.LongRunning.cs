@@ -235,7 +235,7 @@ public sealed partial class WorkerPool
                 item = default;
                 Interlocked.Increment(ref pool._exitedWorkersCompleted);
                 // Undo what the item may have changed, as a worker does between items.
-                SynchronizationContext.SetSynchronizationContext(null);
+                System.Threading.SynchronizationContext.SetSynchronizationContext(null);
                 if (s_defaultContext is not null && !ReferenceEquals(ExecutionContext.Capture(), s_defaultContext))
                 {
                     ExecutionContext.Restore(s_defaultContext);

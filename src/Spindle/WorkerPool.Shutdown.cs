@@ -43,7 +43,7 @@ public sealed partial class WorkerPool
         BeginShutdown(ShutdownMode.Drain);
         return new ValueTask(Task.Factory.StartNew(
             static state => ((WorkerPool)state!).Shutdown(ShutdownMode.Drain),
-            this, default, TaskCreationOptions.LongRunning | TaskCreationOptions.DenyChildAttach, TaskScheduler.Default));
+            this, default, TaskCreationOptions.LongRunning | TaskCreationOptions.DenyChildAttach, System.Threading.Tasks.TaskScheduler.Default));
     }
 
     /// <summary>
@@ -149,9 +149,8 @@ public sealed partial class WorkerPool
             }
             for (int i = 0; i < taken; i++)
             {
-                if (_state == StateCancelling)
+                if (_state == StateCancelling && !CancelPendingItem(batch[i]))
                 {
-                    Interlocked.Increment(ref _cancelledCount);
                 }
                 else if (!RunLeftover(batch[i], out Exception? unhandled) && firstUnhandled is null)
                 {
@@ -172,7 +171,7 @@ public sealed partial class WorkerPool
     {
         unhandled = null;
         ExecutionContext? callerContext = ExecutionContext.Capture();
-        SynchronizationContext? callerSync = SynchronizationContext.Current;
+        SynchronizationContext? callerSync = System.Threading.SynchronizationContext.Current;
         CultureInfo culture = CultureInfo.CurrentCulture;
         CultureInfo uiCulture = CultureInfo.CurrentUICulture;
         try
@@ -199,7 +198,7 @@ public sealed partial class WorkerPool
             {
                 ExecutionContext.Restore(callerContext);
             }
-            SynchronizationContext.SetSynchronizationContext(callerSync);
+            System.Threading.SynchronizationContext.SetSynchronizationContext(callerSync);
             CultureInfo.CurrentCulture = culture;
             CultureInfo.CurrentUICulture = uiCulture;
             Interlocked.Increment(ref _exitedWorkersCompleted);

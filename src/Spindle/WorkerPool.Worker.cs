@@ -249,9 +249,8 @@ public sealed partial class WorkerPool
         [MethodImpl(MethodImplOptions.AggressiveInlining)]
         private void Execute(ref WorkItemEntry item)
         {
-            if (Pool._state == StateCancelling)
+            if (Pool._state == StateCancelling && !Pool.CancelPendingItem(item))
             {
-                Interlocked.Increment(ref Pool._cancelledCount);
                 item = default;
                 return;
             }
@@ -306,7 +305,7 @@ public sealed partial class WorkerPool
         [MethodImpl(MethodImplOptions.AggressiveInlining)]
         private void ResetThreadState()
         {
-            if (SynchronizationContext.Current is not null
+            if (System.Threading.SynchronizationContext.Current is not null
                 || !ReferenceEquals(ExecutionContext.Capture(), s_defaultContext)
                 || !ReferenceEquals(CultureInfo.CurrentCulture, _culture)
                 || !ReferenceEquals(CultureInfo.CurrentUICulture, _uiCulture))
@@ -324,7 +323,7 @@ public sealed partial class WorkerPool
         [MethodImpl(MethodImplOptions.NoInlining)]
         private void ResetThreadStateSlow()
         {
-            SynchronizationContext.SetSynchronizationContext(null);
+            System.Threading.SynchronizationContext.SetSynchronizationContext(null);
             if (s_defaultContext is not null && !ReferenceEquals(ExecutionContext.Capture(), s_defaultContext))
             {
                 ExecutionContext.Restore(s_defaultContext); // also ends a flow suppression the item left behind

@@ -253,6 +253,26 @@ internal sealed class GlobalQueue
     }
 
     /// <summary>Rejects every later enqueue. Items accepted before the close stay in the queue until taken.</summary>
+    /// <summary>
+    /// Debugger support: calls <paramref name="visit"/> with the state of every published item whose callback is
+    /// <paramref name="callback"/>, walking the segments without taking anything. Racy by design (items may move while
+    /// it runs), so it may miss or repeat an item; it never blocks producers or consumers.
+    /// </summary>
+    public void VisitStates(object callback, Action<object?> visit)
+    {
+        for (Segment? segment = Volatile.Read(ref _headSegment); segment is not null; segment = Volatile.Read(ref segment.Next))
+        {
+            foreach (Slot slot in segment.Slots)
+            {
+                WorkItemEntry item = slot.Item;
+                if (ReferenceEquals(item.Callback, callback))
+                {
+                    visit(item.State);
+                }
+            }
+        }
+    }
+
     public void Close()
     {
         _closed = 1;

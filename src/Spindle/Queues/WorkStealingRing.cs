@@ -229,6 +229,21 @@ internal sealed class WorkStealingRing
     /// Owner only: clears the slots of items thieves have taken since the last push, so they do not keep those items'
     /// state alive while the owner is idle.
     /// </summary>
+    /// <summary>Debugger support: the states of queued items whose callback is <paramref name="callback"/>; racy, see GlobalQueue.VisitStates.</summary>
+    public void VisitStates(object callback, Action<object?> visit)
+    {
+        long top = Volatile.Read(ref _top.Value);
+        long bottom = Volatile.Read(ref _bottom.Value);
+        for (long i = top; i < bottom && i - top < _slots.Length; i++)
+        {
+            WorkItemEntry item = _slots[i & _mask];
+            if (ReferenceEquals(item.Callback, callback))
+            {
+                visit(item.State);
+            }
+        }
+    }
+
     public void ReleaseTakenSlots()
     {
         long t = Volatile.Read(ref _top.Value);

@@ -1,0 +1,137 @@
+using System;
+using System.Runtime.ExceptionServices;
+using System.Threading;
+using Spindle.Queues;
+
+namespace Spindle.Tasks;
+
+/// <summary>
+/// A <see cref="SynchronizationContext"/> whose <see cref="Post"/> queues to a <see cref="WorkerPool"/>. Get it from
+/// <see cref="WorkerPool.SynchronizationContext"/>. Install it (<see cref="SynchronizationContext.SetSynchronizationContext"/>)
+/// in code that should come back to the pool after an <c>await</c>; the pool installs it itself while it runs posted
+/// callbacks and <c>Run</c> calls that take a cancellable token, so an <c>await</c> inside them (on a socket, a file, a
+/// timer or another task) resumes on the pool. <c>ConfigureAwait(false)</c> opts out, as usual. (Tasks on
+/// <see cref="WorkerPool.TaskScheduler"/> need no context: their awaits come back through the scheduler.)
+/// </summary>
+public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
+{
+    private readonly WorkerPool _pool;
+
+    internal WorkerPoolSynchronizationContext(WorkerPool pool) => _pool = pool;
+
+    /// <summary>The pool this context posts to.</summary>
+    public WorkerPool Pool => _pool;
+
+    /// <summary>
+    /// Queues <paramref name="d"/> to the pool (to the calling worker's local queue when called on one of the pool's
+    /// workers). It runs with this context installed. The caller's <see cref="ExecutionContext"/> is not captured:
+    /// awaiters that post here have already captured what they need.
+    /// </summary>
+    /// <exception cref="ArgumentNullException"><paramref name="d"/> is null.</exception>
+    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    public override void Post(SendOrPostCallback d, object? state)
+    {
+        ArgumentNullException.ThrowIfNull(d);
+        _pool.EnqueueEntry(new WorkItemEntry(new PostedCallback(this, d, state), WorkItemEntry.WorkItemMarker, null), preferLocal: true);
+    }
+
+    /// <summary>
+    /// Runs <paramref name="d"/> and returns when it has finished. On one of this pool's threads it runs inline (waiting
+    /// for another worker could deadlock a small pool); on any other thread it is queued and the caller blocks until it
+    /// has run. An exception thrown by <paramref name="d"/> is rethrown to the caller with its original stack.
+    /// </summary>
+    /// <exception cref="ArgumentNullException"><paramref name="d"/> is null.</exception>
+    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    public override void Send(SendOrPostCallback d, object? state)
+    {
+        ArgumentNullException.ThrowIfNull(d);
+        if (WorkerPool.Current == _pool)
+        {
+            SynchronizationContext? previous = Current;
+            SetSynchronizationContext(this);
+            try
+            {
+                d(state);
+            }
+            finally
+            {
+                SetSynchronizationContext(previous);
+            }
+            return;
+        }
+        var sent = new SentCallback(this, d, state);
+        _pool.EnqueueEntry(new WorkItemEntry(sent, WorkItemEntry.WorkItemMarker, null), preferLocal: false);
+        sent.WaitUntilDone();
+        sent.Failure?.Throw();
+    }
+
+    /// <summary>Returns this instance: the context holds no per-operation state.</summary>
+    public override SynchronizationContext CreateCopy() => this;
+
+    /// <inheritdoc/>
+    public override bool Equals(object? obj) => obj is WorkerPoolSynchronizationContext other && other._pool == _pool;
+
+    /// <inheritdoc/>
+    public override int GetHashCode() => _pool.GetHashCode();
+
+    /// <summary>Marks the queued items of Post and Send (shutdown runs them even when cancelling, see WorkerPool.Tasks.cs).</summary>
+    internal interface IPostedWork
+    {
+    }
+
+    private sealed class PostedCallback(WorkerPoolSynchronizationContext context, SendOrPostCallback callback, object? state) : IWorkItem, IPostedWork
+    {
+        public void Execute()
+        {
+            SetSynchronizationContext(context);
+            try
+            {
+                callback(state);
+            }
+            finally
+            {
+                SetSynchronizationContext(null);
+            }
+        }
+    }
+
+    private sealed class SentCallback(WorkerPoolSynchronizationContext context, SendOrPostCallback callback, object? state) : IWorkItem, IPostedWork
+    {
+        private readonly object _lock = new(); // Monitor.Wait/Pulse need a monitor, not a System.Threading.Lock
+        private bool _done; // under _lock
+        public ExceptionDispatchInfo? Failure; // written before _done is set, read after it is seen
+
+        public void WaitUntilDone()
+        {
+            lock (_lock)
+            {
+                while (!_done)
+                {
+                    Monitor.Wait(_lock);
+                }
+            }
+        }
+
+        public void Execute()
+        {
+            SetSynchronizationContext(context);
+            try
+            {
+                callback(state);
+            }
+            catch (Exception exception)
+            {
+                Failure = ExceptionDispatchInfo.Capture(exception); // reported to the caller, not to the pool's policy
+            }
+            finally
+            {
+                SetSynchronizationContext(null);
+                lock (_lock)
+                {
+                    _done = true;
+                    Monitor.PulseAll(_lock);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,93 @@
+using System;
+using System.Collections.Generic;
+using System.Threading;
+using System.Threading.Tasks;
+using Spindle.Queues;
+
+namespace Spindle.Tasks;
+
+/// <summary>
+/// A <see cref="TaskScheduler"/> that runs tasks on a <see cref="WorkerPool"/>'s workers. Get it from
+/// <see cref="WorkerPool.TaskScheduler"/>.
+/// </summary>
+/// <remarks>
+/// <para>A task queued from one of the pool's workers goes to that worker's local queue (like the built-in pool);
+/// <see cref="TaskCreationOptions.PreferFairness"/> sends it to the global queue instead, and
+/// <see cref="TaskCreationOptions.LongRunning"/> runs it on one of the pool's dedicated threads
+/// (<see cref="WorkItemOptions.LongRunning"/>). The queued entry is the task itself: scheduling allocates nothing.</para>
+/// <para>While a task runs, <see cref="TaskScheduler.Current"/> is this scheduler, so child tasks and continuations
+/// created inside use it by default, and an <c>await</c> inside (on a task, a socket, a file, a timer) resumes on the
+/// pool through this scheduler, keeping <see cref="TaskScheduler.Current"/> across the await.
+/// <see cref="SynchronizationContext.Current"/> is left alone (null on a worker).</para>
+/// <para>Inlining (<see cref="Task.Wait()"/> on an unstarted task, synchronous continuations) happens only on the
+/// pool's own threads, as the built-in scheduler inlines only on pool threads.</para>
+/// </remarks>
+public sealed class WorkerPoolTaskScheduler : TaskScheduler
+{
+    private readonly WorkerPool _pool;
+    private readonly Action<object?> _execute;
+
+    internal WorkerPoolTaskScheduler(WorkerPool pool)
+    {
+        _pool = pool;
+        _execute = ExecuteQueued;
+    }
+
+    /// <summary>The callback of this scheduler's queued entries (their state is the task).</summary>
+    internal object ExecuteCallback => _execute;
+
+    /// <summary>The pool this scheduler runs tasks on.</summary>
+    public WorkerPool Pool => _pool;
+
+    /// <summary>The pool's current maximum thread count.</summary>
+    public override int MaximumConcurrencyLevel => _pool.MaxThreads;
+
+    /// <inheritdoc/>
+    /// <exception cref="ObjectDisposedException">The pool is shutting down (the task framework wraps this in a <see cref="TaskSchedulerException"/>).</exception>
+    protected override void QueueTask(Task task)
+    {
+        ArgumentNullException.ThrowIfNull(task);
+        TaskCreationOptions options = task.CreationOptions;
+        var entry = new WorkItemEntry(_execute, task, null); // a task carries its own ExecutionContext
+        if ((options & TaskCreationOptions.LongRunning) != 0)
+        {
+            _pool.EnqueueLongRunningEntry(entry);
+        }
+        else
+        {
+            _pool.EnqueueEntry(entry, preferLocal: (options & TaskCreationOptions.PreferFairness) == 0);
+        }
+    }
+
+    /// <inheritdoc/>
+    protected override bool TryExecuteTaskInline(Task task, bool taskWasPreviouslyQueued)
+    {
+        // Only on this pool's threads. A task that was queued may be inlined too: whoever runs it first wins the task's
+        // own atomic start, and the queued entry then finds it completed and does nothing.
+        if (WorkerPool.Current != _pool)
+        {
+            return false;
+        }
+        return TryExecuteTask(task);
+    }
+
+    /// <inheritdoc/>
+    /// <remarks>
+    /// A snapshot for debuggers: the tasks sitting in the pool's queues at the moment of the call, read without
+    /// stopping the workers (it may miss or repeat a task that moves meanwhile).
+    /// </remarks>
+    protected override IEnumerable<Task> GetScheduledTasks()
+    {
+        var tasks = new List<Task>();
+        _pool.VisitQueuedStates(state =>
+        {
+            if (state is Task task)
+            {
+                tasks.Add(task);
+            }
+        }, _execute);
+        return tasks;
+    }
+
+    private void ExecuteQueued(object? task) => TryExecuteTask((Task)task!);
+}
