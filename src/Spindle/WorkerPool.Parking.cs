@@ -273,8 +273,18 @@ public sealed partial class WorkerPool
         // store buffer while it reads _searching as non-zero and skips both the wake-up and the stall monitor. A
         // process-wide barrier here flushes every other core's pending stores before the look below: either this look
         // sees the item, or the pusher's read came after our _searching decrement and idle push, and it wakes us or
-        // arms the monitor. Parking already costs a system call; this adds one more, on the slow path only.
-        Interlocked.MemoryBarrierProcessWide();
+        // arms the monitor. The barrier interrupts every core running the process (an IPI, expensive in a VM), so it
+        // is skipped when every worker is parked: then no worker can be between an unfenced push and its read (a worker
+        // woken after our count runs only after its waker's pop, which follows our push and count in the lock's order,
+        // so its later push-and-read sees us parked and wakes us).
+        if (Volatile.Read(ref _threadCount) - _idle.Count > 0)
+        {
+            Interlocked.MemoryBarrierProcessWide();
+        }
+        else
+        {
+            Interlocked.MemoryBarrier();
+        }
         if ((AnyWorkVisible() || _state != StateRunning) && _idle.TryRemove(self))
         {
             return false;

@@ -33,6 +33,14 @@ internal sealed class BuiltInPool : IPoolUnderTest
 
     public void RunBlocking(Action blockingCall) => blockingCall();
 
+    public Task Run(Action action) => Task.Run(action);
+
+    public Task Run(Func<Task> function) => Task.Run(function);
+
+    public Task<T> Run<T>(Func<Task<T>> function) => Task.Run(function);
+
+    public SynchronizationContext? Context => null;
+
     public void Dispose()
     {
     }

@@ -47,4 +47,16 @@ internal interface IPoolUnderTest : IDisposable
     /// Spindle. The built-in pool has no such API and just runs it.
     /// </summary>
     void RunBlocking(Action blockingCall);
+
+    /// <summary>Spindle's <c>Run(Action)</c>; <see cref="System.Threading.Tasks.Task.Run(Action)"/> on the built-in pool.</summary>
+    System.Threading.Tasks.Task Run(Action action);
+
+    /// <summary>Spindle's <c>Run(Func&lt;Task&gt;)</c>; <c>Task.Run(Func&lt;Task&gt;)</c> on the built-in pool.</summary>
+    System.Threading.Tasks.Task Run(Func<System.Threading.Tasks.Task> function);
+
+    /// <summary>Spindle's <c>Run(Func&lt;Task&lt;T&gt;&gt;)</c>; <c>Task.Run(Func&lt;Task&lt;T&gt;&gt;)</c> on the built-in pool.</summary>
+    System.Threading.Tasks.Task<T> Run<T>(Func<System.Threading.Tasks.Task<T>> function);
+
+    /// <summary>The pool's <see cref="SynchronizationContext"/>, or null when it has none (the built-in pool).</summary>
+    SynchronizationContext? Context { get; }
 }

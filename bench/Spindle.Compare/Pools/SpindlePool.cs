@@ -50,5 +50,13 @@ internal sealed class SpindlePool : IPoolUnderTest
         }
     }
 
+    public System.Threading.Tasks.Task Run(Action action) => _pool.Run(action);
+
+    public System.Threading.Tasks.Task Run(Func<System.Threading.Tasks.Task> function) => _pool.Run(function);
+
+    public System.Threading.Tasks.Task<T> Run<T>(Func<System.Threading.Tasks.Task<T>> function) => _pool.Run(function);
+
+    public SynchronizationContext? Context => _pool.SynchronizationContext;
+
     public void Dispose() => _pool.Dispose();
 }

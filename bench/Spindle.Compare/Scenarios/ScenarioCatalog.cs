@@ -15,6 +15,9 @@ internal static class ScenarioCatalog
         new WakeLatencyScenario(),
         new LongRunningScenario(),
         new BlockingBurstScenario(),
+        new TaskRunScenario(),
+        new AsyncYieldScenario(),
+        new SkynetScenario(),
     ];
 
     public static IScenario? Find(string id)

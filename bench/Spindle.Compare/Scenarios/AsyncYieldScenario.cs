@@ -1,0 +1,82 @@
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.Threading;
+using System.Threading.Tasks;
+using Spindle.Compare.Infrastructure;
+using Spindle.Compare.Pools;
+
+namespace Spindle.Compare.Scenarios;
+
+/// <summary>
+/// 1,000 tasks started with <c>Run(async () => …)</c>, each doing 1,000 <c>await Task.Yield()</c> (the runtime's
+/// <c>Perf_AsyncMethods.Yield</c>, widened). <c>scheduler</c>: the yields come back through the task's scheduler (for
+/// Spindle its TaskScheduler; for the built-in pool the default one). <c>context</c>: the task first installs the pool's
+/// SynchronizationContext (the built-in pool has none, so it runs as in <c>scheduler</c>).
+/// </summary>
+internal sealed class AsyncYieldScenario : IScenario
+{
+    private const int Tasks = 1_000;
+    private const int QuickYields = 1_000;
+    private const int FullYields = 5_000;
+
+    public string Id => "async-yield";
+
+    public string Description => $"{Tasks:N0} tasks x {QuickYields:N0} await Task.Yield() ({FullYields:N0} with --full)";
+
+    public IReadOnlyList<string> Variants { get; } = ["scheduler", "context"];
+
+    public IReadOnlyList<MetricInfo> Metrics { get; } =
+    [
+        new("yields", "yields/s", Better.Higher),
+        new("alloc", "B/yield", Better.Lower, NoiseFloor: 0.5),
+    ];
+
+    public string HeadlineMetric => "yields";
+
+    public Measurement Run(IPoolUnderTest pool, string variant, bool full)
+    {
+        bool useContext = variant switch
+        {
+            "scheduler" => false,
+            "context" => true,
+            _ => throw new ArgumentException($"Unknown variant '{variant}'.", nameof(variant)),
+        };
+        PoolWarmup.StartThreads(pool, Environment.ProcessorCount);
+        Warmup.Repeat(() => RunOnce(pool, useContext, QuickYields / 10));
+        return RunOnce(pool, useContext, full ? FullYields : QuickYields);
+    }
+
+    private static Measurement RunOnce(IPoolUnderTest pool, bool useContext, int yields)
+    {
+        var tasks = new Task[Tasks];
+        SynchronizationContext? context = useContext ? pool.Context : null;
+        GcSnapshot.CollectFully();
+        GcSnapshot before = GcSnapshot.Take();
+        long start = Stopwatch.GetTimestamp();
+        for (int i = 0; i < Tasks; i++)
+        {
+            tasks[i] = pool.Run(async () =>
+            {
+                if (context is not null)
+                {
+                    SynchronizationContext.SetSynchronizationContext(context);
+                }
+                for (int y = 0; y < yields; y++)
+                {
+                    await Task.Yield();
+                }
+            });
+        }
+        if (!Task.WhenAll(tasks).Wait(Waits.Stuck))
+        {
+            throw new TimeoutException("The yielding tasks did not complete.");
+        }
+        long end = Stopwatch.GetTimestamp();
+        GcSnapshot used = GcSnapshot.Take() - before;
+        long total = (long)Tasks * yields;
+        return new Measurement()
+            .Set("yields", total / Stopwatch.GetElapsedTime(start, end).TotalSeconds)
+            .Set("alloc", (double)used.AllocatedBytes / total);
+    }
+}
