@@ -15,6 +15,9 @@ public sealed partial class WorkerPool
     /// <summary>How many local items a worker runs between looks at the global queue (and at its own oldest item).</summary>
     internal const int FairnessInterval = 61;
 
+    /// <summary>How long the oldest item of a worker's local ring may wait, untouched, before its owner takes it.</summary>
+    internal const int OldestLocalAgeMs = 20;
+
     /// <summary>Most items a worker takes from the global queue at once.</summary>
     internal const int GlobalBatchSize = 32;
 
@@ -74,6 +77,8 @@ public sealed partial class WorkerPool
         // worker's or ring's fields never share its cache line.
         private PaddedInt64 _completed;
         private int _tick;
+        private long _bottomTop = -1;   // owner only: the ring's top index at the last fairness look
+        private long _bottomSince;      // owner only: when that top index was first seen
         private Backoff _backoff;
         private string? _threadName;
         private CultureInfo? _culture;
@@ -153,15 +158,43 @@ public sealed partial class WorkerPool
         {
             if (++_tick >= FairnessInterval)
             {
-                // Every few dozen items: outside work first, then the oldest local item, so neither the global queue
-                // nor the bottom of a LIFO ring can be starved by a worker that keeps re-queueing to itself.
+                // Every few dozen items, outside work first, so the global queue cannot be starved by a worker that keeps
+                // re-queueing to itself. Then the bottom of the LIFO ring, but only once it has aged: if nobody has taken
+                // from it (the ring's top index has not moved) for OldestLocalAgeMs, the owner takes its oldest item, so
+                // a self-requeue loop cannot starve it. Not on every look: taking the oldest item of a tree-shaped
+                // workload (tasks spawning tasks) opens a whole new subtree, and done every 61 items it made skynet's
+                // live frontier breadth-first, turning its gen0 collections into gen2 ones.
                 _tick = 0;
-                if (TryTakeGlobalBatch(out item) || Ring.TrySteal(out item))
+                if (TryTakeGlobalBatch(out item))
+                {
+                    return true;
+                }
+                if (TakeAgedBottom(out item))
                 {
                     return true;
                 }
             }
             return TryTakeLifoSlot(out item) || Ring.TryPop(out item) || TryTakeGlobalBatch(out item);
+        }
+
+        /// <summary>Owner only: takes the ring's oldest item if it has waited at the bottom for <see cref="OldestLocalAgeMs"/>.</summary>
+        private bool TakeAgedBottom(out WorkItemEntry item)
+        {
+            long top = Ring.Top;
+            long now = Environment.TickCount64;
+            if (top != _bottomTop || Ring.IsEmpty)
+            {
+                _bottomTop = top;
+                _bottomSince = now;
+            }
+            else if (now - _bottomSince >= OldestLocalAgeMs && Ring.TrySteal(out item))
+            {
+                _bottomTop = Ring.Top;
+                _bottomSince = now;
+                return true;
+            }
+            item = default;
+            return false;
         }
 
         /// <summary>Owner or thief: takes the LIFO slot's item.</summary>

@@ -10,7 +10,7 @@ namespace Spindle.Compare.Scenarios;
 /// <summary>
 /// The skynet benchmark: a 10-ary tree of 1,111,111 tasks, each started with <c>Run</c> (Spindle's, on its scheduler;
 /// <c>Task.Run</c> on the built-in pool), whose leaves return their number and whose inner nodes await their ten
-/// children and sum them. The root must return 499999500000.
+/// children (<c>await Task.WhenAll</c>) and sum them. The root must return 499999500000.
 /// </summary>
 internal sealed class SkynetScenario : IScenario
 {
@@ -81,10 +81,13 @@ internal sealed class SkynetScenario : IScenario
             long childNumber = number + (long)i * childSize;
             children[i] = pool.Run(() => Node(pool, childNumber, childSize));
         }
+        // A plain await, as in the classic C# skynet: it resumes on the scheduler the node runs on. (ConfigureAwait(false)
+        // would send the continuations of a custom scheduler's tasks to the built-in pool, mixing the two pools.)
+        long[] sums = await Task.WhenAll(children);
         long sum = 0;
-        foreach (Task<long> child in children)
+        foreach (long value in sums)
         {
-            sum += await child.ConfigureAwait(false);
+            sum += value;
         }
         return sum;
     }

@@ -68,6 +68,9 @@ internal sealed class WorkStealingRing
 
     public int Capacity => _slots.Length;
 
+    /// <summary>The index of the oldest item (moves when a thief or the owner takes from the bottom).</summary>
+    public long Top => Volatile.Read(ref _top.Value);
+
     /// <summary>Items in the ring right now (a snapshot; exact only when no one is pushing, popping or stealing).</summary>
     public int Count
     {
