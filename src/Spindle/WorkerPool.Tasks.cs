@@ -265,7 +265,8 @@ public sealed partial class WorkerPool
         {
             return true;
         }
-        if (ReferenceEquals(item.State, WorkItemEntry.WorkItemMarker) && item.Callback is WorkerPoolSynchronizationContext.IPostedWork)
+        if ((ReferenceEquals(item.State, WorkItemEntry.WorkItemMarker) && item.Callback is WorkerPoolSynchronizationContext.IPostedWork)
+            || (item.Callback is Action<object?> { Target: WorkerPoolSynchronizationContext.IPostedWork }))
         {
             return true;
         }

@@ -32,7 +32,57 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
     public override void Post(SendOrPostCallback d, object? state)
     {
         ArgumentNullException.ThrowIfNull(d);
-        _pool.EnqueueEntry(new WorkItemEntry(new PostedCallback(this, d, state), WorkItemEntry.WorkItemMarker, null), preferLocal: true);
+        _pool.EnqueueEntry(new WorkItemEntry(RunnerFor(d).Run, state, null), preferLocal: true);
+    }
+
+    /// <summary>
+    /// The queued callback for <paramref name="d"/>: installs this context, calls <c>d(state)</c>, removes it. Awaiters
+    /// post one static delegate per awaiter type with the continuation as the state, so a one-entry cache (replaced
+    /// when another delegate comes along) makes their posts allocation-free; other callers pay one small object.
+    /// </summary>
+    private PostedRunner RunnerFor(SendOrPostCallback d)
+    {
+        PostedRunner? cached = Volatile.Read(ref _lastRunner);
+        if (cached is not null && ReferenceEquals(cached.Callback, d))
+        {
+            return cached;
+        }
+        var runner = new PostedRunner(this, d);
+        Volatile.Write(ref _lastRunner, runner);
+        return runner;
+    }
+
+    private PostedRunner? _lastRunner;
+
+    /// <summary>
+    /// A queued Post: its <see cref="Run"/> is the entry's callback (an <c>Action&lt;object?&gt;</c>), and the post's
+    /// state is the entry's state. Shutdown recognises it by its target type (see WorkerPool.Tasks.cs).
+    /// </summary>
+    internal sealed class PostedRunner : IPostedWork
+    {
+        private readonly WorkerPoolSynchronizationContext _context;
+        public readonly SendOrPostCallback Callback;
+        public readonly Action<object?> Run;
+
+        public PostedRunner(WorkerPoolSynchronizationContext context, SendOrPostCallback callback)
+        {
+            _context = context;
+            Callback = callback;
+            Run = Invoke;
+        }
+
+        private void Invoke(object? state)
+        {
+            SetSynchronizationContext(_context);
+            try
+            {
+                Callback(state);
+            }
+            finally
+            {
+                SetSynchronizationContext(null);
+            }
+        }
     }
 
     /// <summary>
@@ -77,22 +127,6 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
     /// <summary>Marks the queued items of Post and Send (shutdown runs them even when cancelling, see WorkerPool.Tasks.cs).</summary>
     internal interface IPostedWork
     {
-    }
-
-    private sealed class PostedCallback(WorkerPoolSynchronizationContext context, SendOrPostCallback callback, object? state) : IWorkItem, IPostedWork
-    {
-        public void Execute()
-        {
-            SetSynchronizationContext(context);
-            try
-            {
-                callback(state);
-            }
-            finally
-            {
-                SetSynchronizationContext(null);
-            }
-        }
     }
 
     private sealed class SentCallback(WorkerPoolSynchronizationContext context, SendOrPostCallback callback, object? state) : IWorkItem, IPostedWork
