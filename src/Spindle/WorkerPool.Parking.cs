@@ -225,8 +225,8 @@ public sealed partial class WorkerPool
         {
             // Work appeared (or shutdown started) while parking: look again without sleeping. This worker was counted
             // idle for a moment, so the monitor may have judged the pool quiet and disarmed: re-arm it if nobody else is
-            // parked. The barrier
-            // orders the idle-stack removal before the read of _monitorArmed (see the arming protocol).
+            // parked. The barrier orders the idle-stack removal before the read of _monitorArmed (see the arming
+            // protocol in WorkerPool.Monitor.cs).
             Interlocked.MemoryBarrier();
             EnsureMonitorIfNoneIdle();
             return true;
