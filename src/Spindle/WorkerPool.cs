@@ -106,6 +106,9 @@ public sealed partial class WorkerPool : IDisposable, IAsyncDisposable
         }
     }
 
+    /// <summary>Items waiting in the global queue (tests and diagnostics; a snapshot).</summary>
+    internal long GlobalQueueCount => _globalQueue.Count;
+
     /// <summary>The number of items that have finished running (normally or by throwing) on this pool.</summary>
     public long CompletedWorkItemCount
     {
