@@ -61,11 +61,16 @@ public sealed class WorkerPoolInjectionTests
         using var release = new Releaser(gate); // a failed assertion must not leave the workers blocked for 30 s
 
         using var ran = new ManualResetEventSlim();
-        pool.QueueUserWorkItem(_ => ran.Set());
+        int threadsWhenRan = 0;
+        pool.QueueUserWorkItem(_ =>
+        {
+            threadsWhenRan = pool.ThreadCount; // this thread cannot retire while it runs the item
+            ran.Set();
+        });
         Assert.True(ran.Wait(Waits.MustHappen),
             $"An item queued while every worker is blocked did not start: {pool.DescribeInjectionState()}");
         Assert.False(gate.IsSet);
-        Assert.True(pool.ThreadCount > BaseTarget);
+        Assert.True(threadsWhenRan > BaseTarget);
         // The monitor raises the target and adds the thread; an enqueue racing it may add that thread first, which
         // the pool records as demand.
         Assert.True(pool.GetThreadInjectionCount(ThreadInjectionReason.Starvation)
