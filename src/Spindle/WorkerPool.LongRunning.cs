@@ -88,6 +88,18 @@ public sealed partial class WorkerPool
         }
     }
 
+    /// <summary>Dedicated threads waiting for an item (tests and diagnostics).</summary>
+    internal int IdleDedicatedThreadCount
+    {
+        get
+        {
+            lock (_threadLock)
+            {
+                return _idleDedicated.Count;
+            }
+        }
+    }
+
     private Thread[] SnapshotDedicatedThreads()
     {
         lock (_threadLock)

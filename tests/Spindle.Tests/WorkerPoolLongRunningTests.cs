@@ -63,6 +63,7 @@ public sealed class WorkerPoolLongRunningTests
         Waits.For(all, "every long-running item to be running at once (MaxThreads = 1 does not limit them)");
         release.Set();
         Waits.Until(() => pool.CompletedWorkItemCount == items, "the items to complete");
+        Waits.Until(() => pool.IdleDedicatedThreadCount == items, "the dedicated threads to wait for more work");
         Assert.Equal(items, pool.DedicatedThreadCount); // idle, kept for the idle timeout
 
         using var again = new CountdownEvent(items);
@@ -123,6 +124,7 @@ public sealed class WorkerPoolLongRunningTests
         pool.UnsafeQueueUserWorkItem<int>(_ => throw new InvalidOperationException("boom"), 0, WorkItemOptions.LongRunning);
         Waits.Until(() => Volatile.Read(ref reported) is not null, "the exception to be reported");
         Assert.Equal("boom", reported!.Message);
+        Waits.Until(() => pool.IdleDedicatedThreadCount == 1, "the thread to wait for more work");
         using var ran = new ManualResetEventSlim();
         pool.UnsafeQueueUserWorkItem<ManualResetEventSlim>(static e => e.Set(), ran, WorkItemOptions.LongRunning);
         Waits.For(ran, "an item after the throwing one");
