@@ -364,19 +364,19 @@ public sealed partial class WorkerPool
     /// <summary>Undoes the listing of a worker whose thread could not be started.</summary>
     private void UnlistWorkerLocked(Worker worker)
     {
-        Debug.Assert(_threadLock.IsHeldByCurrentThread);
-        Worker[] current = _workers;
-        int index = Array.IndexOf(current, worker);
-        Debug.Assert(index >= 0 && worker.CompletedCount == 0 && worker.HasNoLocalWork);
-        var next = new Worker[current.Length - 1];
-        Array.Copy(current, 0, next, 0, index);
-        Array.Copy(current, index + 1, next, index, current.Length - index - 1);
-        Volatile.Write(ref _workers, next);
-        Volatile.Write(ref _threadCount, _threadCount - 1);
-        worker.Retired = true;
+        Debug.Assert(worker.CompletedCount == 0, "A worker whose thread never started has run nothing.");
+        DropFromListLocked(worker);
     }
 
     private void RemoveWorkerLocked(Worker worker)
+    {
+        // Completed count first, then the list: a reader summing both may briefly count this worker twice, never zero
+        // times, and CompletedWorkItemCount documents that it is a snapshot.
+        Interlocked.Add(ref _exitedWorkersCompleted, worker.CompletedCount);
+        DropFromListLocked(worker);
+    }
+
+    private void DropFromListLocked(Worker worker)
     {
         Debug.Assert(_threadLock.IsHeldByCurrentThread);
         Debug.Assert(worker.HasNoLocalWork, "A worker leaves only with an empty ring and LIFO slot.");
@@ -386,11 +386,7 @@ public sealed partial class WorkerPool
         var next = new Worker[current.Length - 1];
         Array.Copy(current, 0, next, 0, index);
         Array.Copy(current, index + 1, next, index, current.Length - index - 1);
-        // Completed count first, then the list: a reader summing both may briefly count this worker twice, never zero
-        // times, and CompletedWorkItemCount documents that it is a snapshot.
-        Interlocked.Add(ref _exitedWorkersCompleted, worker.CompletedCount);
         Volatile.Write(ref _workers, next);
         Volatile.Write(ref _threadCount, _threadCount - 1);
-        worker.Retired = true;
     }
 }

@@ -27,7 +27,7 @@ public sealed partial class WorkerPool
     private readonly List<DedicatedThread> _dedicated = [];     // every live dedicated thread, under _threadLock
     private int _dedicatedCount;
 
-    private void EnqueueLongRunning(in WorkItemEntry entry)
+    internal void EnqueueLongRunning(in WorkItemEntry entry)
     {
         DedicatedThread? reused = null;
         bool fallback = false;
@@ -247,22 +247,8 @@ public sealed partial class WorkerPool
                 item = default;
                 Interlocked.Increment(ref pool._exitedWorkersCompleted);
                 // Undo what the item may have changed, as a worker does between items.
-                System.Threading.SynchronizationContext.SetSynchronizationContext(null);
-                if (s_defaultContext is not null && !ReferenceEquals(ExecutionContext.Capture(), s_defaultContext))
-                {
-                    ExecutionContext.Restore(s_defaultContext);
-                }
-                CultureInfo.CurrentCulture = _culture!;
-                CultureInfo.CurrentUICulture = _uiCulture!;
-                if (!ReferenceEquals(thread.Name, _name))
-                {
-                    thread.Name = _name;
-                }
-                if (thread.Priority != ThreadPriority.Normal)
-                {
-                    thread.Priority = ThreadPriority.Normal;
-                }
-                thread.IsBackground = pool._options.UseBackgroundThreads;
+                RestoreThreadState(_culture!, _uiCulture!);
+                RestoreThreadIdentity(thread, _name, pool._options.UseBackgroundThreads);
             }
         }
     }

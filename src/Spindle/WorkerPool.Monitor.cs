@@ -71,7 +71,6 @@ public sealed partial class WorkerPool
     private int _ramp = 1;
     private long _decayCheckedAt;
     private long _quietSince;
-    private long _monitorTicks; // diagnostics
 
     /// <summary>Diagnostics for tests: the controller's state in one line.</summary>
     internal string DescribeInjectionState() =>
@@ -159,7 +158,6 @@ public sealed partial class WorkerPool
         while (_state == StateRunning)
         {
             long now = Stopwatch.GetTimestamp();
-            _monitorTicks++;
             bool urgent = Tick(now, out bool quiet);
             if (!quiet)
             {
@@ -201,11 +199,7 @@ public sealed partial class WorkerPool
     {
         bool deferralsOpen = CheckDeferrals();
 
-        long completed = Volatile.Read(ref _exitedWorkersCompleted);
-        foreach (Worker worker in Volatile.Read(ref _workers))
-        {
-            completed += worker.CompletedCount;
-        }
+        long completed = CompletedWorkItemCount;
         bool progress = completed != _lastCompleted;
         _lastCompleted = completed;
         if (progress)

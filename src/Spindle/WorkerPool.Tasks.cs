@@ -239,10 +239,6 @@ public sealed partial class WorkerPool
         return item;
     }
 
-    internal void EnqueueEntry(in WorkItemEntry entry, bool preferLocal) => Enqueue(entry, preferLocal);
-
-    internal void EnqueueLongRunningEntry(in WorkItemEntry entry) => EnqueueLongRunning(entry);
-
     /// <summary>Debugger support for <see cref="WorkerPoolTaskScheduler"/>: visits the states of queued entries with <paramref name="callback"/>.</summary>
     internal void VisitQueuedStates(Action<object?> visit, object callback)
     {

@@ -60,9 +60,6 @@ public sealed partial class WorkerPool
         // Owner only: nesting depth of blocking regions (WorkerPool.EnterBlockingRegion).
         public int RegionDepth;
 
-        // Set under _threadLock when the worker leaves the list (retired or exited).
-        public bool Retired;
-
         // Why this worker was added; it passes the reason on if it starts the next thread of a ramp.
         public ThreadInjectionReason InjectedFor;
 
@@ -354,32 +351,43 @@ public sealed partial class WorkerPool
         }
 
         [MethodImpl(MethodImplOptions.NoInlining)]
-        private void ResetThreadStateSlow()
-        {
-            System.Threading.SynchronizationContext.SetSynchronizationContext(null);
-            if (s_defaultContext is not null && !ReferenceEquals(ExecutionContext.Capture(), s_defaultContext))
-            {
-                ExecutionContext.Restore(s_defaultContext); // also ends a flow suppression the item left behind
-            }
-            CultureInfo.CurrentCulture = _culture!;
-            CultureInfo.CurrentUICulture = _uiCulture!;
-        }
+        private void ResetThreadStateSlow() => RestoreThreadState(_culture!, _uiCulture!);
 
         [MethodImpl(MethodImplOptions.NoInlining)]
-        private void ResetThreadIdentitySlow(Thread thread)
-        {
-            if (!ReferenceEquals(thread.Name, _threadName))
-            {
-                thread.Name = _threadName;
-            }
-            if (thread.Priority != ThreadPriority.Normal)
-            {
-                thread.Priority = ThreadPriority.Normal;
-            }
-            thread.IsBackground = Pool._options.UseBackgroundThreads;
-        }
+        private void ResetThreadIdentitySlow(Thread thread) =>
+            RestoreThreadIdentity(thread, _threadName, Pool._options.UseBackgroundThreads);
 
         public ref Backoff Backoff => ref _backoff;
+    }
+
+    /// <summary>
+    /// Puts back what an item may have changed on a pool thread (a worker or a dedicated thread): no
+    /// SynchronizationContext, the default ExecutionContext (which also ends a flow suppression the item left behind),
+    /// and the thread's cultures.
+    /// </summary>
+    private static void RestoreThreadState(CultureInfo culture, CultureInfo uiCulture)
+    {
+        System.Threading.SynchronizationContext.SetSynchronizationContext(null);
+        if (s_defaultContext is not null && !ReferenceEquals(ExecutionContext.Capture(), s_defaultContext))
+        {
+            ExecutionContext.Restore(s_defaultContext);
+        }
+        CultureInfo.CurrentCulture = culture;
+        CultureInfo.CurrentUICulture = uiCulture;
+    }
+
+    /// <summary>Puts back a pool thread's name, priority and background flag.</summary>
+    private static void RestoreThreadIdentity(Thread thread, string? name, bool background)
+    {
+        if (!ReferenceEquals(thread.Name, name))
+        {
+            thread.Name = name;
+        }
+        if (thread.Priority != ThreadPriority.Normal)
+        {
+            thread.Priority = ThreadPriority.Normal;
+        }
+        thread.IsBackground = background;
     }
 
     private void RunHook(Action? hook)

@@ -32,7 +32,7 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
     public override void Post(SendOrPostCallback d, object? state)
     {
         ArgumentNullException.ThrowIfNull(d);
-        _pool.EnqueueEntry(new WorkItemEntry(RunnerFor(d).Run, state, null), preferLocal: true);
+        _pool.Enqueue(new WorkItemEntry(RunnerFor(d).Run, state, null), preferLocal: true);
     }
 
     /// <summary>
@@ -110,7 +110,7 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
             return;
         }
         var sent = new SentCallback(this, d, state);
-        _pool.EnqueueEntry(new WorkItemEntry(sent, WorkItemEntry.WorkItemMarker, null), preferLocal: false);
+        _pool.Enqueue(new WorkItemEntry(sent, WorkItemEntry.WorkItemMarker, null), preferLocal: false);
         sent.WaitUntilDone();
         sent.Failure?.Throw();
     }

@@ -51,11 +51,11 @@ public sealed class WorkerPoolTaskScheduler : TaskScheduler
         var entry = new WorkItemEntry(_execute, task, null); // a task carries its own ExecutionContext
         if ((options & TaskCreationOptions.LongRunning) != 0)
         {
-            _pool.EnqueueLongRunningEntry(entry);
+            _pool.EnqueueLongRunning(entry);
         }
         else
         {
-            _pool.EnqueueEntry(entry, preferLocal: (options & TaskCreationOptions.PreferFairness) == 0);
+            _pool.Enqueue(entry, preferLocal: (options & TaskCreationOptions.PreferFairness) == 0);
         }
     }
 
