@@ -162,7 +162,7 @@ public sealed partial class WorkerPool
 
     private bool TryStealOrTakeGlobal(Worker self, out WorkItemEntry item)
     {
-        if (self.TryTakeGlobalBatch(out item))
+        if ((UrgentWorkMayBeWaiting && TryTakeUrgent(out item)) || self.TryTakeGlobalBatch(out item))
         {
             return true;
         }
@@ -191,7 +191,7 @@ public sealed partial class WorkerPool
     /// <summary>Whether any queue of the pool holds an item right now.</summary>
     private bool AnyWorkVisible()
     {
-        if (!_globalQueue.IsEmpty)
+        if (!_globalQueue.IsEmpty || UrgentWorkMayBeWaiting)
         {
             return true;
         }

@@ -89,6 +89,8 @@ public sealed partial class WorkerPool
             thread.Join();
         }
         StopMonitor();
+        StopTimers(join: true);
+        JoinWaitThreads();
         SweepLeftovers();
         return (int)Interlocked.Read(ref _cancelledCount);
     }
@@ -105,10 +107,13 @@ public sealed partial class WorkerPool
             // Close the global queue before publishing the state, so that once IsShutdownStarted is true no enqueue
             // from outside the pool can still be accepted.
             _globalQueue.Close();
+            _urgentQueue.Close();
             _state = target;
             _retryTimer?.Dispose();
             _retryTimer = null;
         }
+        StopTimers(join: false);
+        StopWaits();
         WakeAllWorkers();
         ReleaseIdleDedicatedThreads();
         _monitorBlocker.Signal();
@@ -139,9 +144,13 @@ public sealed partial class WorkerPool
         Span<WorkItemEntry> batch = new WorkItemEntry[GlobalBatchSize];
         ExceptionDispatchInfo? firstUnhandled = null;
         var spinner = new SpinWait();
-        while (!_globalQueue.IsEmpty)
+        while (!_urgentQueue.IsEmpty || !_globalQueue.IsEmpty)
         {
-            int taken = _globalQueue.TryDequeueBatch(batch);
+            int taken = _urgentQueue.TryDequeueBatch(batch);
+            if (taken == 0)
+            {
+                taken = _globalQueue.TryDequeueBatch(batch);
+            }
             if (taken == 0)
             {
                 spinner.SpinOnce();

@@ -153,6 +153,11 @@ public sealed partial class WorkerPool
         [MethodImpl(MethodImplOptions.AggressiveInlining)]
         private bool TryTakeWork(out WorkItemEntry item)
         {
+            // Timer callbacks first (WorkerPool.Timers.cs): one load of a line written only when timers fire.
+            if (Pool.UrgentWorkMayBeWaiting && Pool.TryTakeUrgent(out item))
+            {
+                return true;
+            }
             if (++_tick >= FairnessInterval)
             {
                 // Every few dozen items, outside work first, so the global queue cannot be starved by a worker that keeps

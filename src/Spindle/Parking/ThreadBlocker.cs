@@ -65,6 +65,33 @@ internal abstract partial class ThreadBlocker
     /// <summary>Wakes the owner if it sleeps, or lets its next <see cref="Wait(int)"/> return at once.</summary>
     public abstract void Signal();
 
+    /// <summary>
+    /// Blocks until signalled or until <see cref="Stopwatch.GetTimestamp"/> reaches <paramref name="deadline"/>; returns
+    /// false on the deadline. Never returns false early. The futex blocker sleeps to the nanosecond; the others round
+    /// the remaining time up to whole milliseconds.
+    /// </summary>
+    public virtual bool WaitUntil(long deadline)
+    {
+        while (true)
+        {
+            long left = deadline - Stopwatch.GetTimestamp();
+            if (left <= 0)
+            {
+                return Wait(0);
+            }
+            if (Wait(TicksToWholeMilliseconds(left)))
+            {
+                return true;
+            }
+        }
+    }
+
+    private protected static int TicksToWholeMilliseconds(long ticks)
+    {
+        long ms = (ticks * 1000 + Stopwatch.Frequency - 1) / Stopwatch.Frequency;
+        return (int)Math.Min(ms, int.MaxValue - 1);
+    }
+
     private static BlockerKind DetectPlatformKind()
     {
         if (OperatingSystem.IsLinux() && FutexBlocker.IsSupported())
@@ -124,6 +151,41 @@ internal abstract partial class ThreadBlocker
             Volatile.Write(ref word, Empty);
             return true;
         }
+
+        public sealed override bool WaitUntil(long deadline)
+        {
+            ref int word = ref _storage[0];
+            if (Interlocked.CompareExchange(ref word, Empty, Signalled) == Signalled)
+            {
+                return true;
+            }
+            int previous = Interlocked.CompareExchange(ref word, Sleeping, Empty);
+            if (previous == Signalled)
+            {
+                Volatile.Write(ref word, Empty);
+                return true;
+            }
+            Debug.Assert(previous == Empty, "Only the owner waits, so nobody else can have set Sleeping.");
+            while (Volatile.Read(ref word) == Sleeping)
+            {
+                long left = deadline - Stopwatch.GetTimestamp();
+                if (left <= 0)
+                {
+                    if (Interlocked.CompareExchange(ref word, Empty, Sleeping) == Sleeping)
+                    {
+                        return false;
+                    }
+                    break; // a signal raced the deadline: take it
+                }
+                SleepWhileSleepingTicks(left);
+            }
+            Debug.Assert(Volatile.Read(ref word) == Signalled, "Only Signal moves the word out of Sleeping here.");
+            Volatile.Write(ref word, Empty);
+            return true;
+        }
+
+        /// <summary>Sleeps while <c>*Word == Sleeping</c> for at most <paramref name="ticks"/> Stopwatch ticks (rounded up).</summary>
+        protected virtual void SleepWhileSleepingTicks(long ticks) => SleepWhileSleeping(TicksToWholeMilliseconds(ticks));
 
         public sealed override void Signal()
         {
@@ -190,6 +252,13 @@ internal abstract partial class ThreadBlocker
                 return;
             }
             var timeout = new TimeSpec { Seconds = timeoutMs / 1000, Nanoseconds = timeoutMs % 1000 * 1_000_000 };
+            Syscall((nint)s_futexSyscall, Word, FutexWaitPrivate, Sleeping, &timeout, 0, 0);
+        }
+
+        protected override void SleepWhileSleepingTicks(long ticks)
+        {
+            long ns = (long)((double)ticks * 1_000_000_000 / Stopwatch.Frequency) + 1;
+            var timeout = new TimeSpec { Seconds = (nint)(ns / 1_000_000_000), Nanoseconds = (nint)(ns % 1_000_000_000) };
             Syscall((nint)s_futexSyscall, Word, FutexWaitPrivate, Sleeping, &timeout, 0, 0);
         }
 

@@ -1,0 +1,247 @@
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.Numerics;
+
+namespace Spindle.Timers;
+
+/// <summary>An entry of a <see cref="TimingWheel"/>: intrusive links, so scheduling and cancelling allocate nothing.</summary>
+/// <remarks>Every field is owned by the wheel and only touched under the lock that guards it.</remarks>
+internal abstract class TimerNode
+{
+    /// <summary>The tick (wheel milliseconds) at or after which the entry expires.</summary>
+    internal long When;
+
+    /// <summary>Level × 64 + slot of the list holding the entry; -1 when it is not in the wheel.</summary>
+    internal int SlotIndex = -1;
+
+    internal TimerNode? Previous;
+    internal TimerNode? Next;
+
+    internal bool IsScheduled => SlotIndex >= 0;
+}
+
+/// <summary>
+/// A hierarchical timing wheel with millisecond ticks: 6 levels of 64 slots, so level <c>L</c> slots span
+/// <c>64^L</c> ms and the wheel covers 2^36 ms (about 2.2 years); the longest delay accepted is 2^32 ms.
+/// </summary>
+/// <remarks>
+/// <para>Not thread-safe: the owner serializes every call (the pool does it under its timer lock).</para>
+/// <para>Placement (the scheme Tokio's driver uses): an entry due at <c>when</c> goes to the level of the highest 6-bit
+/// group in which <c>when</c> differs from <see cref="Elapsed"/>, in the slot given by that group of <c>when</c>. So every
+/// level-0 entry lies in the current 64 ms block, every level-1 entry in a later 64 ms block of the current 4,096 ms
+/// block, and so on: a non-empty lower level always expires before any higher one, and the slots of a level below the
+/// top are always ahead of the current slot (the top level wraps around, which the rotation below accounts for).</para>
+/// <para>Schedule and cancel are O(1): link or unlink in a doubly linked slot list and set or clear one bit of the
+/// level's occupancy word. Finding the next deadline is one rotate and one trailing-zero count per level. When time
+/// reaches a slot above level 0, its entries are re-placed relative to the new elapsed tick (they cascade to lower
+/// levels); each entry cascades at most 5 times in its life.</para>
+/// </remarks>
+internal sealed class TimingWheel
+{
+    internal const int LevelBits = 6;
+    internal const int SlotsPerLevel = 1 << LevelBits;
+    internal const int Levels = 6;
+    internal const long MaxDelay = 1L << 32;
+
+    private readonly TimerNode?[] _heads = new TimerNode?[Levels * SlotsPerLevel];
+    private readonly TimerNode?[] _tails = new TimerNode?[Levels * SlotsPerLevel];
+    private readonly ulong[] _occupied = new ulong[Levels];
+    private long _elapsed;
+    private int _count;
+
+    /// <summary>The wheel's current tick: every entry due before it has been expired.</summary>
+    public long Elapsed => _elapsed;
+
+    /// <summary>Entries in the wheel.</summary>
+    public int Count => _count;
+
+    /// <summary>
+    /// Moves the wheel's notion of now forward when it holds nothing, so that entries are placed relative to the
+    /// present (an idle wheel is not advanced tick by tick).
+    /// </summary>
+    public void CatchUpIfEmpty(long now)
+    {
+        if (_count == 0 && now > _elapsed)
+        {
+            _elapsed = now;
+        }
+    }
+
+    /// <summary>Schedules <paramref name="node"/> (which must not be scheduled) to expire at tick <paramref name="when"/>.</summary>
+    public void Insert(TimerNode node, long when)
+    {
+        Debug.Assert(!node.IsScheduled, "A node is in the wheel at most once.");
+        if (when < _elapsed)
+        {
+            when = _elapsed; // already due: it expires on the next advance
+        }
+        else if (when - _elapsed > MaxDelay)
+        {
+            when = _elapsed + MaxDelay;
+        }
+        node.When = when;
+        Link(node, SlotIndexFor(when));
+        _count++;
+    }
+
+    /// <summary>Takes <paramref name="node"/> out of the wheel; false if it was not in it.</summary>
+    public bool Remove(TimerNode node)
+    {
+        if (!node.IsScheduled)
+        {
+            return false;
+        }
+        Unlink(node);
+        _count--;
+        return true;
+    }
+
+    /// <summary>The tick of the earliest non-empty slot, or <see cref="long.MaxValue"/> when the wheel is empty.</summary>
+    /// <remarks>
+    /// The earliest slot may be above level 0, in which case its deadline is the start of the slot (when its entries
+    /// cascade), at or before the earliest entry's own tick: a sleeper that wakes then simply finds nothing expired yet.
+    /// </remarks>
+    public long NextDeadline() => TryFindNextSlot(out _, out long deadline) ? deadline : long.MaxValue;
+
+    /// <summary>
+    /// Advances the wheel to tick <paramref name="now"/>: every entry due at or before it leaves the wheel and is added
+    /// to <paramref name="expired"/> in due order (entries due in the same millisecond in the order they were placed).
+    /// </summary>
+    public void Advance(long now, List<TimerNode> expired)
+    {
+        while (TryFindNextSlot(out int slotIndex, out long deadline) && deadline <= now)
+        {
+            Debug.Assert(deadline >= _elapsed, "The wheel never moves backwards.");
+            _elapsed = deadline;
+            TimerNode? node = _heads[slotIndex];
+            _heads[slotIndex] = null;
+            _tails[slotIndex] = null;
+            _occupied[slotIndex >> LevelBits] &= ~(1UL << (slotIndex & (SlotsPerLevel - 1)));
+            while (node is not null)
+            {
+                TimerNode? next = node.Next;
+                node.Previous = null;
+                node.Next = null;
+                node.SlotIndex = -1;
+                if (node.When <= deadline)
+                {
+                    _count--;
+                    expired.Add(node);
+                }
+                else
+                {
+                    Link(node, SlotIndexFor(node.When)); // cascades to a lower level
+                }
+                node = next;
+            }
+        }
+        if (now > _elapsed)
+        {
+            _elapsed = now;
+        }
+    }
+
+    /// <summary>Empties the wheel, adding every entry to <paramref name="removed"/> (in no particular order).</summary>
+    public void RemoveAll(List<TimerNode> removed)
+    {
+        for (int slotIndex = 0; slotIndex < _heads.Length; slotIndex++)
+        {
+            TimerNode? node = _heads[slotIndex];
+            while (node is not null)
+            {
+                TimerNode? next = node.Next;
+                node.Previous = null;
+                node.Next = null;
+                node.SlotIndex = -1;
+                removed.Add(node);
+                node = next;
+            }
+            _heads[slotIndex] = null;
+            _tails[slotIndex] = null;
+        }
+        Array.Clear(_occupied);
+        _count = 0;
+    }
+
+    private bool TryFindNextSlot(out int slotIndex, out long deadline)
+    {
+        for (int level = 0; level < Levels; level++)
+        {
+            ulong occupied = _occupied[level];
+            if (occupied == 0)
+            {
+                continue;
+            }
+            int shift = level * LevelBits;
+            int current = (int)((_elapsed >> shift) & (SlotsPerLevel - 1));
+            int distance = BitOperations.TrailingZeroCount(BitOperations.RotateRight(occupied, current));
+            long slotSpan = 1L << shift;
+            long levelStart = _elapsed & ~((slotSpan << LevelBits) - 1);
+            deadline = levelStart + (current + distance) * slotSpan;
+            slotIndex = level * SlotsPerLevel + ((current + distance) & (SlotsPerLevel - 1));
+            return true;
+        }
+        slotIndex = -1;
+        deadline = long.MaxValue;
+        return false;
+    }
+
+    private int SlotIndexFor(long when)
+    {
+        ulong differing = (ulong)(_elapsed ^ when) | (SlotsPerLevel - 1);
+        int level = (63 - BitOperations.LeadingZeroCount(differing)) / LevelBits;
+        if (level >= Levels)
+        {
+            level = Levels - 1; // crossing a 2^36 boundary: the top level wraps, see TryFindNextSlot
+        }
+        int slot = (int)((when >> (level * LevelBits)) & (SlotsPerLevel - 1));
+        return level * SlotsPerLevel + slot;
+    }
+
+    private void Link(TimerNode node, int slotIndex)
+    {
+        node.SlotIndex = slotIndex;
+        node.Next = null;
+        TimerNode? tail = _tails[slotIndex];
+        node.Previous = tail;
+        if (tail is null)
+        {
+            _heads[slotIndex] = node;
+            _occupied[slotIndex >> LevelBits] |= 1UL << (slotIndex & (SlotsPerLevel - 1));
+        }
+        else
+        {
+            tail.Next = node;
+        }
+        _tails[slotIndex] = node;
+    }
+
+    private void Unlink(TimerNode node)
+    {
+        int slotIndex = node.SlotIndex;
+        if (node.Previous is null)
+        {
+            _heads[slotIndex] = node.Next;
+        }
+        else
+        {
+            node.Previous.Next = node.Next;
+        }
+        if (node.Next is null)
+        {
+            _tails[slotIndex] = node.Previous;
+        }
+        else
+        {
+            node.Next.Previous = node.Previous;
+        }
+        if (_heads[slotIndex] is null)
+        {
+            _occupied[slotIndex >> LevelBits] &= ~(1UL << (slotIndex & (SlotsPerLevel - 1)));
+        }
+        node.Previous = null;
+        node.Next = null;
+        node.SlotIndex = -1;
+    }
+}

@@ -1,0 +1,243 @@
+using System;
+using System.Diagnostics;
+using System.Threading;
+using Spindle.Queues;
+using Spindle.Waits;
+
+namespace Spindle;
+
+/// <summary>
+/// A registered wait of a <see cref="WorkerPool"/> (from <see cref="WorkerPool.RegisterWaitForSingleObject(WaitHandle, WaitOrTimerCallback, object?, TimeSpan, bool)"/>
+/// or <see cref="WorkerPool.RegisterWait(PoolSignal, WaitOrTimerCallback, object?, TimeSpan, bool)"/>): its callback is
+/// queued to the pool each time the handle or signal is signalled or the timeout passes, until it is unregistered.
+/// </summary>
+/// <remarks>
+/// <para>Callbacks of one registration never overlap: firings that come while a callback of the same registration is
+/// queued or running are remembered and run one after another (the built-in pool may run them concurrently).</para>
+/// <para>After <see cref="Unregister(WaitHandle?)"/> returns no callback of the registration starts; firings that were
+/// queued and had not started are dropped. One that had started finishes, and the wait object passed to
+/// <see cref="Unregister(WaitHandle?)"/> is signalled once it has.</para>
+/// </remarks>
+public sealed class RegisteredWait
+{
+    // _state: the running-callback count in the low bits and the Unregistered flag. Callbacks enter with a CAS that
+    // refuses once the flag is set, so after the flag is set the count only falls, and exactly one thread sees it reach
+    // "flag set, nothing running": Unregister itself (if nothing ran) or the callback that leaves last. That thread
+    // signals the unregister wait object, which Unregister wrote before setting the flag (the atomic orders it).
+    private const int UnregisteredFlag = 1 << 30;
+
+    private static readonly Action<object?> s_run = static registration => ((RegisteredWait)registration!).RunFiring();
+
+    private readonly WorkerPool _pool;
+    private readonly WaitOrTimerCallback _callback;
+    private readonly object? _state;
+    private readonly ExecutionContext? _context;
+    private int _callbackState;
+    private int _unregisterCalled;
+    private int _firedOnce;
+    private WaitHandle? _unregisterWaitObject;
+
+    // Firings queued and not yet run: the total, and how many of them are timeouts. A firing that takes the total from
+    // 0 to 1 queues the registration; each run takes one firing and queues the registration again if more are left.
+    private int _pendingFirings;
+    private int _pendingTimeouts;
+
+    // Pool-wide list of live registrations (WorkerPool.Waits.cs), guarded by the pool's wait lock.
+    internal RegisteredWait? PoolPrevious;
+    internal RegisteredWait? PoolNext;
+    internal bool InPoolList;
+
+    internal RegisteredWait(WorkerPool pool, WaitOrTimerCallback callback, object? state, ExecutionContext? context, long timeoutMs, bool executeOnlyOnce)
+    {
+        _pool = pool;
+        _callback = callback;
+        _state = state;
+        _context = context;
+        TimeoutMilliseconds = timeoutMs;
+        ExecuteOnlyOnce = executeOnlyOnce;
+    }
+
+    /// <summary>Whether the registration stops after its first callback.</summary>
+    public bool ExecuteOnlyOnce { get; }
+
+    /// <summary>The timeout, or <see cref="Timeout.InfiniteTimeSpan"/>.</summary>
+    public TimeSpan Timeout => TimeoutMilliseconds < 0 ? System.Threading.Timeout.InfiniteTimeSpan : TimeSpan.FromMilliseconds(TimeoutMilliseconds);
+
+    /// <summary>Whether <see cref="Unregister(WaitHandle?)"/> has been called (or the pool has shut down).</summary>
+    public bool IsUnregistered => (Volatile.Read(ref _callbackState) & UnregisteredFlag) != 0;
+
+    internal long TimeoutMilliseconds { get; }
+
+    /// <summary>The wait thread watching the handle (handle registrations only).</summary>
+    internal WaitThread? WaitThread;
+
+    /// <summary>The handle (handle registrations only).</summary>
+    internal WaitHandle? Handle;
+
+    /// <summary>The signal's waiter node (signal registrations only).</summary>
+    internal PoolSignal.RegistrationWaiter? SignalWaiter;
+
+    /// <summary>
+    /// Cancels the registration: no callback starts after this call returns. If <paramref name="waitObject"/> is not
+    /// null it is signalled once no callback of the registration is running (at once if none is).
+    /// </summary>
+    /// <param name="waitObject">An <see cref="EventWaitHandle"/> to set or a <see cref="Semaphore"/> to release by one,
+    /// or null.</param>
+    /// <returns><see langword="true"/> on the first call; <see langword="false"/> (doing nothing, and not signalling
+    /// <paramref name="waitObject"/>) on later calls.</returns>
+    /// <exception cref="ArgumentException"><paramref name="waitObject"/> is neither an <see cref="EventWaitHandle"/> nor a
+    /// <see cref="Semaphore"/>.</exception>
+    public bool Unregister(WaitHandle? waitObject)
+    {
+        if (waitObject is not null and not EventWaitHandle and not Semaphore)
+        {
+            throw new ArgumentException("The wait object must be an EventWaitHandle or a Semaphore.", nameof(waitObject));
+        }
+        return UnregisterCore(waitObject);
+    }
+
+    internal bool UnregisterCore(WaitHandle? waitObject)
+    {
+        if (Interlocked.Exchange(ref _unregisterCalled, 1) != 0)
+        {
+            return false;
+        }
+        _unregisterWaitObject = waitObject;
+        int previous = Interlocked.Or(ref _callbackState, UnregisteredFlag);
+        Detach();
+        _pool.ForgetRegistration(this);
+        if (previous == 0)
+        {
+            SignalUnregisterWaitObject();
+        }
+        return true;
+    }
+
+    private void Detach()
+    {
+        if (SignalWaiter is { } waiter)
+        {
+            waiter.Detach();
+        }
+        else
+        {
+            WaitThread?.RequestRemoval(this);
+        }
+    }
+
+    /// <summary>
+    /// The handle or signal was signalled (<paramref name="timedOut"/> false) or the timeout passed: queue a callback.
+    /// Returns false when the registration is done (unregistered, or a run-once registration that already fired).
+    /// </summary>
+    internal bool Fire(bool timedOut)
+    {
+        if (IsUnregistered)
+        {
+            return false;
+        }
+        if (ExecuteOnlyOnce && Interlocked.Exchange(ref _firedOnce, 1) != 0)
+        {
+            return false;
+        }
+        if (timedOut)
+        {
+            Interlocked.Increment(ref _pendingTimeouts);
+        }
+        if (Interlocked.Increment(ref _pendingFirings) == 1)
+        {
+            Queue();
+        }
+        return true;
+    }
+
+    private void Queue()
+    {
+        if (!_pool.TryEnqueueShared(new WorkItemEntry(s_run, this, _context)))
+        {
+            // The pool is shutting down and unregisters every registration: the firing is dropped with it.
+            Volatile.Write(ref _pendingFirings, 0);
+        }
+    }
+
+    private void RunFiring()
+    {
+        bool timedOut = false;
+        int timeouts = Volatile.Read(ref _pendingTimeouts);
+        while (timeouts > 0)
+        {
+            int seen = Interlocked.CompareExchange(ref _pendingTimeouts, timeouts - 1, timeouts);
+            if (seen == timeouts)
+            {
+                timedOut = true;
+                break;
+            }
+            timeouts = seen;
+        }
+        try
+        {
+            if (TryEnterCallback())
+            {
+                try
+                {
+                    _callback(_state, timedOut);
+                }
+                finally
+                {
+                    ExitCallback();
+                }
+            }
+        }
+        finally
+        {
+            if (Interlocked.Decrement(ref _pendingFirings) > 0)
+            {
+                Queue(); // more firings came meanwhile: run the next one after the items queued before it
+            }
+        }
+    }
+
+    private bool TryEnterCallback()
+    {
+        int state = Volatile.Read(ref _callbackState);
+        while ((state & UnregisteredFlag) == 0)
+        {
+            int seen = Interlocked.CompareExchange(ref _callbackState, state + 1, state);
+            if (seen == state)
+            {
+                return true;
+            }
+            state = seen;
+        }
+        return false;
+    }
+
+    private void ExitCallback()
+    {
+        int state = Interlocked.Decrement(ref _callbackState);
+        Debug.Assert((state & ~UnregisteredFlag) >= 0);
+        if (state == UnregisteredFlag)
+        {
+            SignalUnregisterWaitObject();
+        }
+    }
+
+    private void SignalUnregisterWaitObject()
+    {
+        try
+        {
+            switch (Interlocked.Exchange(ref _unregisterWaitObject, null))
+            {
+                case EventWaitHandle handle:
+                    handle.Set();
+                    break;
+                case Semaphore semaphore:
+                    semaphore.Release();
+                    break;
+            }
+        }
+        catch (ObjectDisposedException)
+        {
+            // The caller disposed its wait object before the last callback finished: nobody can be waiting on it.
+        }
+    }
+}

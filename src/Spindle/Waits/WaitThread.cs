@@ -1,0 +1,308 @@
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.Threading;
+
+namespace Spindle.Waits;
+
+/// <summary>
+/// A thread that waits on up to <see cref="MaxHandles"/> registered <see cref="WaitHandle"/>s at once (plus its own
+/// change event: <see cref="WaitHandle.WaitAny(WaitHandle[], int)"/> takes at most 64), queueing each registration's
+/// callback when its handle is signalled or its timeout passes.
+/// </summary>
+/// <remarks>
+/// <para>Protocol: <see cref="_registrations"/>, <see cref="_deadlines"/>, <see cref="_handles"/> and
+/// <see cref="_count"/> belong to the thread alone. Other threads hand it changes through <see cref="_pendingAdds"/> and
+/// <see cref="_pendingRemovals"/> under the pool's wait lock, and set <see cref="_changed"/>, which sits first in the
+/// wait array: <c>WaitAny</c> reports the lowest signalled index, so changes are seen before any handle.
+/// <see cref="Reserved"/> (registrations assigned, applied or not) is also guarded by the wait lock; the pool uses it
+/// to pick a thread with room, and the thread exits, under the lock, once it is zero.</para>
+/// </remarks>
+internal sealed class WaitThread : IDisposable
+{
+    internal const int MaxHandles = 63;
+
+    private readonly WorkerPool _pool;
+    private readonly object _waitLock;
+    private readonly AutoResetEvent _changed = new(false);
+    private readonly RegisteredWait[] _registrations = new RegisteredWait[MaxHandles];
+    private readonly long[] _deadlines = new long[MaxHandles];
+    private readonly List<RegisteredWait> _pendingAdds = [];
+    private readonly List<RegisteredWait> _pendingRemovals = [];
+    private WaitHandle[] _handles;
+    private int _count;
+    private bool _handlesDirty;
+
+    public WaitThread(WorkerPool pool, object waitLock, string name)
+    {
+        _pool = pool;
+        _waitLock = waitLock;
+        _handles = [_changed];
+        Thread = new Thread(static state => ((WaitThread)state!).Main(), 256 * 1024)
+        {
+            IsBackground = true,
+            Name = name,
+        };
+    }
+
+    public Thread Thread { get; }
+
+    /// <summary>Registrations assigned to this thread (guarded by the pool's wait lock).</summary>
+    public int Reserved { get; private set; }
+
+    /// <summary>Set under the wait lock when the thread has decided to exit: it takes no more registrations.</summary>
+    public bool Exiting { get; private set; }
+
+    /// <summary>Caller holds the wait lock and has checked <see cref="Reserved"/> &lt; <see cref="MaxHandles"/>.</summary>
+    public void AddLocked(RegisteredWait registration)
+    {
+        Debug.Assert(Monitor.IsEntered(_waitLock) && Reserved < MaxHandles && !Exiting);
+        registration.WaitThread = this;
+        _pendingAdds.Add(registration);
+        Reserved++;
+    }
+
+    /// <summary>Hands the thread a change it must apply (after <see cref="AddLocked"/> or <see cref="RequestRemoval"/>).</summary>
+    public void NotifyChanged() => _changed.Set();
+
+    public void RequestRemoval(RegisteredWait registration)
+    {
+        lock (_waitLock)
+        {
+            if (Exiting)
+            {
+                return; // nothing of it left to remove (a run-once registration that fired)
+            }
+            _pendingRemovals.Add(registration);
+        }
+        Wake();
+    }
+
+    /// <summary>Shutdown: wake the thread so it sees its (unregistered) registrations go.</summary>
+    public void Wake()
+    {
+        try
+        {
+            _changed.Set();
+        }
+        catch (ObjectDisposedException)
+        {
+            // It has exited already.
+        }
+    }
+
+    /// <summary>Releases the change event; the thread calls it itself as it exits.</summary>
+    public void Dispose() => _changed.Dispose();
+
+    private void Main()
+    {
+        bool idleExpired = false;
+        while (true)
+        {
+            if (!ApplyChanges(idleExpired))
+            {
+                Dispose();
+                return;
+            }
+            idleExpired = false;
+            // With nothing to watch the thread lingers for the pool's idle timeout, so that a pattern of register and
+            // unregister does not start a thread each time.
+            int timeout = _count == 0 ? _pool.IdleTimeoutMilliseconds : MillisecondsToNextDeadline();
+            int index;
+            try
+            {
+                index = WaitHandle.WaitAny(_handles, timeout);
+            }
+            catch (AbandonedMutexException abandoned) when (abandoned.MutexIndex > 0)
+            {
+                index = abandoned.MutexIndex; // the mutex is now owned by this thread, as with the built-in pool
+            }
+            catch (ObjectDisposedException)
+            {
+                RemoveDisposedHandles();
+                continue;
+            }
+            if (index == WaitHandle.WaitTimeout)
+            {
+                if (_count == 0)
+                {
+                    idleExpired = true;
+                }
+                else
+                {
+                    FireTimeouts();
+                }
+            }
+            else if (index > 0)
+            {
+                OnSignalled(index - 1);
+            }
+        }
+    }
+
+    /// <summary>
+    /// Applies queued adds and removals and rebuilds the wait array if needed. Returns false when the thread should exit:
+    /// nothing to watch, and either idle for the idle timeout or the pool is shutting down.
+    /// </summary>
+    private bool ApplyChanges(bool idleExpired)
+    {
+        bool changed = _handlesDirty;
+        lock (_waitLock)
+        {
+            foreach (RegisteredWait removal in _pendingRemovals)
+            {
+                if (RemoveLocal(removal) || _pendingAdds.Remove(removal))
+                {
+                    Reserved--;
+                    changed = true;
+                }
+            }
+            _pendingRemovals.Clear();
+            foreach (RegisteredWait add in _pendingAdds)
+            {
+                if (add.IsUnregistered)
+                {
+                    Reserved--;
+                    continue;
+                }
+                _registrations[_count] = add;
+                _deadlines[_count] = DeadlineFor(add, Environment.TickCount64);
+                _count++;
+                changed = true;
+            }
+            _pendingAdds.Clear();
+            if (Reserved == 0 && (idleExpired || _pool.IsShutdownStarted))
+            {
+                Debug.Assert(_count == 0);
+                Exiting = true;
+                _pool.OnWaitThreadExitingLocked(this);
+                return false;
+            }
+        }
+        if (changed)
+        {
+            _handlesDirty = false;
+            var handles = new WaitHandle[_count + 1];
+            handles[0] = _changed;
+            for (int i = 0; i < _count; i++)
+            {
+                handles[i + 1] = _registrations[i].Handle!;
+            }
+            _handles = handles;
+        }
+        return true;
+    }
+
+    private bool RemoveLocal(RegisteredWait registration)
+    {
+        for (int i = 0; i < _count; i++)
+        {
+            if (_registrations[i] == registration)
+            {
+                RemoveAt(i);
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /// <summary>Removes slot <paramref name="i"/> from the local arrays (the handle array is rebuilt by the caller's next ApplyChanges).</summary>
+    private void RemoveAt(int i)
+    {
+        _count--;
+        _registrations[i] = _registrations[_count];
+        _deadlines[i] = _deadlines[_count];
+        _registrations[_count] = null!;
+        _handlesDirty = true;
+    }
+
+    private static long DeadlineFor(RegisteredWait registration, long now) =>
+        registration.TimeoutMilliseconds < 0 ? long.MaxValue : now + registration.TimeoutMilliseconds;
+
+    private int MillisecondsToNextDeadline()
+    {
+        long earliest = long.MaxValue;
+        for (int i = 0; i < _count; i++)
+        {
+            earliest = Math.Min(earliest, _deadlines[i]);
+        }
+        if (earliest == long.MaxValue)
+        {
+            return Timeout.Infinite;
+        }
+        return (int)Math.Clamp(earliest - Environment.TickCount64, 0, int.MaxValue - 1);
+    }
+
+    private void OnSignalled(int slot)
+    {
+        RegisteredWait registration = _registrations[slot];
+        registration.Fire(timedOut: false);
+        if (registration.ExecuteOnlyOnce)
+        {
+            DropSlot(slot);
+        }
+        else
+        {
+            _deadlines[slot] = DeadlineFor(registration, Environment.TickCount64);
+        }
+    }
+
+    private void FireTimeouts()
+    {
+        long now = Environment.TickCount64;
+        for (int i = _count - 1; i >= 0; i--)
+        {
+            if (_deadlines[i] > now)
+            {
+                continue;
+            }
+            RegisteredWait registration = _registrations[i];
+            registration.Fire(timedOut: true);
+            if (registration.ExecuteOnlyOnce)
+            {
+                DropSlot(i);
+            }
+            else
+            {
+                _deadlines[i] = DeadlineFor(registration, now);
+            }
+        }
+    }
+
+    /// <summary>A run-once registration fired: it stops being watched (its Unregister later finds nothing to remove).</summary>
+    private void DropSlot(int slot)
+    {
+        lock (_waitLock)
+        {
+            RemoveAt(slot); // the wait array is rebuilt by the ApplyChanges that precedes the next wait
+            Reserved--;
+        }
+    }
+
+    /// <summary>A handle was disposed while registered: its registration is unregistered (no callback, no signal).</summary>
+    private void RemoveDisposedHandles()
+    {
+        for (int i = _count - 1; i >= 0; i--)
+        {
+            RegisteredWait registration = _registrations[i];
+            bool disposed;
+            try
+            {
+                disposed = registration.Handle!.SafeWaitHandle.IsClosed;
+            }
+            catch (ObjectDisposedException)
+            {
+                disposed = true;
+            }
+            if (disposed)
+            {
+                lock (_waitLock)
+                {
+                    RemoveAt(i);
+                    Reserved--;
+                }
+                registration.UnregisterCore(null);
+            }
+        }
+    }
+}
