@@ -114,7 +114,8 @@ internal static class Program
 
     private static string Headline(IScenario scenario, Measurement measurement)
     {
-        MetricInfo metric = scenario.Metrics.First(m => m.Name == scenario.HeadlineMetric);
+        MetricInfo metric = scenario.Metrics.FirstOrDefault(m => m.Name == scenario.HeadlineMetric && measurement.Values.ContainsKey(m.Name))
+            ?? scenario.Metrics.First(m => measurement.Values.ContainsKey(m.Name));
         return $"{metric.Name} {ReportRow.Format(measurement.Values[metric.Name])} {metric.Unit}";
     }
 

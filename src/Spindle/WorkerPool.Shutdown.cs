@@ -107,11 +107,11 @@ public sealed partial class WorkerPool
             // Close the global queue before publishing the state, so that once IsShutdownStarted is true no enqueue
             // from outside the pool can still be accepted.
             _globalQueue.Close();
-            _urgentQueue.Close();
             _state = target;
             _retryTimer?.Dispose();
             _retryTimer = null;
         }
+        CloseReadyList();
         StopTimers(join: false);
         StopWaits();
         WakeAllWorkers();
@@ -144,9 +144,13 @@ public sealed partial class WorkerPool
         Span<WorkItemEntry> batch = new WorkItemEntry[GlobalBatchSize];
         ExceptionDispatchInfo? firstUnhandled = null;
         var spinner = new SpinWait();
-        while (!_urgentQueue.IsEmpty || !_globalQueue.IsEmpty)
+        while (UrgentWorkMayBeWaiting || !_globalQueue.IsEmpty)
         {
-            int taken = _urgentQueue.TryDequeueBatch(batch);
+            int taken = 0;
+            while (taken < batch.Length && TryTakeUrgent(out batch[taken]))
+            {
+                taken++;
+            }
             if (taken == 0)
             {
                 taken = _globalQueue.TryDequeueBatch(batch);

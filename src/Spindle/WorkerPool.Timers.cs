@@ -1,7 +1,6 @@
 using System;
 using System.Collections.Generic;
 using System.Diagnostics;
-using System.Runtime.InteropServices;
 using System.Threading;
 using Spindle.Parking;
 using Spindle.Queues;
@@ -14,9 +13,9 @@ namespace Spindle;
 //
 // One hierarchical timing wheel per pool (Timers/TimingWheel.cs), guarded by _timerLock, and one timer thread, started
 // by the first timer, that sleeps until the wheel's next deadline. When a deadline passes it expires the due entries
-// under the lock and, outside it, queues their callbacks on the pool's urgent queue, which workers look at before any
-// other queue (Worker.TryTakeWork, TryStealOrTakeGlobal): a timer callback waits for at most the items that are running
-// when it fires, never behind a backlog.
+// under the lock and, outside it, appends them to the pool's ready list, which workers look at before any other queue
+// (Worker.TryTakeWork, TryStealOrTakeGlobal): a timer callback waits for at most the items that are running when it
+// fires, never behind a backlog.
 //
 // Who writes what:
 // - The wheel, every PoolTimer's wheel fields (When, links, due timestamp, period) and _timerThreadDeadline are
@@ -32,7 +31,13 @@ public sealed partial class WorkerPool
 {
     private readonly Lock _timerLock = new();
     private readonly TimingWheel _wheel = new();
-    private readonly GlobalQueue _urgentQueue = new();
+    // The ready list: fired timers waiting for a worker, oldest first, linked through PoolTimer.NextReady (a timer is in
+    // it at most once, see _firePending), so firing allocates nothing. Guarded by _readyLock; appended to by the timer
+    // thread, a whole batch per lock, and taken from one timer at a time by workers.
+    private readonly Lock _readyLock = new();
+    private PoolTimer? _readyHead;
+    private PoolTimer? _readyTail;
+    private bool _readyClosed;
     private readonly long _timerEpoch = Stopwatch.GetTimestamp();
     private ThreadBlocker? _timerBlocker;
     private Thread? _timerThread;
@@ -40,9 +45,14 @@ public sealed partial class WorkerPool
     private bool _timersStopped;
     private WorkerPoolTimeProvider? _timeProvider;
 
-    // Incremented before an urgent enqueue and decremented after a successful take, so it is never below the queue's
-    // length: a worker that reads zero may skip the urgent queue. Written only when timers fire; read before every item.
+    // Raised before timers are appended to the ready list and lowered after one is taken, so it is never below the list's
+    // length: a worker that reads zero may skip the list. Written only when timers fire; read before every item.
     private PaddedInt32 _urgentPending;
+
+    // The Stopwatch timestamp of the wheel's next deadline (long.MaxValue: no timer), for the worker assist. Written
+    // under _timerLock after every advance and by schedules that move the deadline earlier; a cancel leaves it, so it may
+    // be early (a worker then finds nothing due and republishes it), never late. Read by workers between items.
+    private PaddedInt64 _nextExpiry = new() { Value = long.MaxValue };
 
     internal Lock TimerLock => _timerLock;
 
@@ -123,12 +133,17 @@ public sealed partial class WorkerPool
     /// Schedules or reschedules <paramref name="timer"/> (caller holds <see cref="_timerLock"/>): due at the Stopwatch
     /// timestamp <paramref name="dueTimestamp"/>. Returns whether the timer thread must be started.
     /// </summary>
-    internal bool ScheduleLocked(PoolTimer timer, long dueTimestamp)
+    internal bool ScheduleLocked(PoolTimer timer, long dueTimestamp, long nowTimestamp)
     {
         Debug.Assert(_timerLock.IsHeldByCurrentThread);
         long tick = CeilingTick(dueTimestamp);
-        _wheel.CatchUpIfEmpty(FloorTick(Stopwatch.GetTimestamp()));
+        _wheel.CatchUpIfEmpty(FloorTick(nowTimestamp));
         _wheel.Insert(timer, tick);
+        long start = TickStart(timer.When);
+        if (start < _nextExpiry.Value)
+        {
+            Volatile.Write(ref _nextExpiry.Value, start);
+        }
         if (timer.When < _timerThreadDeadline)
         {
             _timerThreadDeadline = timer.When;
@@ -173,9 +188,11 @@ public sealed partial class WorkerPool
     private void TimerThreadMain()
     {
         var expired = new List<TimerNode>();
+        long plannedWake = long.MaxValue;
         while (true)
         {
             long deadline;
+            int readied;
             lock (_timerLock)
             {
                 if (_timersStopped)
@@ -183,20 +200,19 @@ public sealed partial class WorkerPool
                     return;
                 }
                 _timerThreadDeadline = long.MinValue; // awake: periodic reschedules below need no signal
-                long now = FloorTick(Stopwatch.GetTimestamp());
-                _wheel.Advance(now, expired);
                 long nowTimestamp = Stopwatch.GetTimestamp();
-                for (int i = 0; i < expired.Count; i++)
-                {
-                    ((PoolTimer)expired[i]).OnExpiredLocked(nowTimestamp);
-                }
-                deadline = _wheel.NextDeadline();
+                readied = AdvanceLocked(nowTimestamp, expired);
+                long now = FloorTick(nowTimestamp);
+                // Never postpone a planned wake-up that is still ahead: when the timer that set it was cancelled, keeping
+                // it costs one spurious wake, while dropping it would make the next scheduler of a later timer signal
+                // this thread again (a schedule-cancel loop would otherwise pay a wake-up system call per timer).
+                deadline = Math.Min(_wheel.NextDeadline(), plannedWake > now ? plannedWake : long.MaxValue);
+                plannedWake = deadline;
                 _timerThreadDeadline = deadline;
             }
-            if (expired.Count > 0)
+            if (readied > 0)
             {
-                DispatchExpired(expired);
-                expired.Clear();
+                WakeForReadyTimers(readied);
             }
             if (deadline == long.MaxValue)
             {
@@ -209,56 +225,197 @@ public sealed partial class WorkerPool
         }
     }
 
-    /// <summary>Queues the callbacks of expired timers on the urgent queue and wakes workers for them.</summary>
-    private void DispatchExpired(List<TimerNode> expired)
+    /// <summary>
+    /// Caller holds the timer lock: expires what is due at <paramref name="nowTimestamp"/>, reschedules the periodic
+    /// timers, appends the fired ones to the ready list and publishes the next deadline for workers. Returns how many
+    /// timers it made ready (the caller wakes workers for them, after letting the lock go).
+    /// </summary>
+    /// <remarks>
+    /// The append happens under the timer lock on purpose: a due timer is always in the wheel, in the ready list, or in
+    /// the hands of the lock's holder. If the holder is descheduled, a worker that sees the deadline overdue blocks on
+    /// the lock (<see cref="AssistTimers"/>), giving its core to the holder, instead of finding nothing to do while the
+    /// fired timers sit in a list only the descheduled thread can see.
+    /// </remarks>
+    private int AdvanceLocked(long nowTimestamp, List<TimerNode> expired)
     {
-        int queued = 0;
+        _wheel.Advance(FloorTick(nowTimestamp), expired);
+        for (int i = 0; i < expired.Count; i++)
+        {
+            ((PoolTimer)expired[i]).OnExpiredLocked(nowTimestamp);
+        }
+        int readied = expired.Count > 0 ? AppendReady(expired) : 0;
+        expired.Clear();
+        PublishNextExpiryLocked();
+        return readied;
+    }
+
+    private void PublishNextExpiryLocked()
+    {
+        long next = _wheel.NextDeadline();
+        Volatile.Write(ref _nextExpiry.Value, next == long.MaxValue ? long.MaxValue : TickStart(next));
+    }
+
+    /// <summary>
+    /// Worker assist, called between items every <c>Worker.TimerCheckInterval</c> items: if the next timer deadline
+    /// passed more than <see cref="AssistSlackTicks"/> ago, the timer thread has not been scheduled in time (every core
+    /// is busy with the pool's own workers, and the kernel does not preempt them for it at once), so the worker expires
+    /// the due timers itself. Returns the timestamp it read, or 0 when no timer is scheduled.
+    /// </summary>
+    internal long AssistTimers(ref List<TimerNode>? buffer)
+    {
+        long next = Volatile.Read(ref _nextExpiry.Value);
+        if (next == long.MaxValue)
+        {
+            return 0;
+        }
+        long now = Stopwatch.GetTimestamp();
+        long overdue = now - next;
+        if (overdue < AssistSlackTicks)
+        {
+            return now;
+        }
+        // Slightly overdue: only if the lock is free (the timer thread may be expiring right now). Overdue by more than
+        // a millisecond: wait for the lock, so that a descheduled holder gets this core.
+        if (overdue < AssistBlockTicks)
+        {
+            if (!_timerLock.TryEnter())
+            {
+                return now;
+            }
+        }
+        else
+        {
+            _timerLock.Enter();
+        }
+        buffer ??= [];
+        int readied = 0;
+        try
+        {
+            if (!_timersStopped)
+            {
+                readied = AdvanceLocked(Stopwatch.GetTimestamp(), buffer);
+            }
+        }
+        finally
+        {
+            _timerLock.Exit();
+        }
+        if (readied > 0)
+        {
+            WakeForReadyTimers(readied);
+        }
+        return now;
+    }
+
+    /// <summary>How late the timer thread may be before workers expire timers themselves (a quarter millisecond).</summary>
+    private static readonly long AssistSlackTicks = Stopwatch.Frequency / 4000;
+
+    /// <summary>How late the deadline may be before an assisting worker waits for the timer lock (one millisecond).</summary>
+    private static readonly long AssistBlockTicks = Stopwatch.Frequency / 1000;
+
+    /// <summary>
+    /// Caller holds the timer lock: appends the expired timers to the ready list (ahead of all ordinary work), skipping
+    /// those whose previous firing has not started. Returns how many it appended.
+    /// </summary>
+    private int AppendReady(List<TimerNode> expired)
+    {
+        PoolTimer? first = null;
+        PoolTimer? last = null;
+        int count = 0;
         foreach (TimerNode node in expired)
         {
             var timer = (PoolTimer)node;
-            if (timer.TryMarkFirePending() && EnqueueUrgent(timer.CreateFireEntry()))
+            if (!timer.TryMarkFirePending())
             {
-                queued++;
+                continue; // its previous firing has not started yet: this one merges into it
             }
+            timer.NextReady = null;
+            if (last is null)
+            {
+                first = timer;
+            }
+            else
+            {
+                last.NextReady = timer;
+            }
+            last = timer;
+            count++;
         }
-        if (queued > 0)
+        if (first is null)
         {
-            WakeWorkerIfNeeded();
-            if (queued > 1 && _idle.Count > 0)
-            {
-                // A burst: the first searcher brings in the next (Search), but a second wake now halves the ramp.
-                WakeWorkerIfNeeded();
-            }
-            EnsureMonitorIfNoneIdle();
+            return 0;
         }
+        Interlocked.Add(ref _urgentPending.Value, count); // before the items become visible: never below the list's length
+        lock (_readyLock)
+        {
+            if (_readyClosed)
+            {
+                Interlocked.Add(ref _urgentPending.Value, -count);
+                return 0; // shutting down: the pool's timers are gone with it
+            }
+            if (_readyTail is null)
+            {
+                _readyHead = first;
+            }
+            else
+            {
+                _readyTail.NextReady = first;
+            }
+            _readyTail = last;
+        }
+        return count;
     }
 
-    /// <summary>Queues an entry ahead of all ordinary work. False when the pool is shutting down (the entry is dropped).</summary>
-    internal bool EnqueueUrgent(in WorkItemEntry entry)
+    /// <summary>Wakes workers for <paramref name="count"/> newly ready timers (called outside the timer lock).</summary>
+    private void WakeForReadyTimers(int count)
     {
-        Interlocked.Increment(ref _urgentPending.Value);
-        if (_urgentQueue.TryEnqueue(entry))
+        WakeWorkerIfNeeded();
+        if (count > 1 && _idle.Count > 0)
         {
-            return true;
+            // A burst: the first searcher brings in the next (Search), but a second wake now halves the ramp.
+            WakeWorkerIfNeeded();
         }
-        Interlocked.Decrement(ref _urgentPending.Value);
-        return false;
+        EnsureMonitorIfNoneIdle();
     }
 
-    /// <summary>Whether the urgent queue may hold an item (one plain load; see <see cref="_urgentPending"/>).</summary>
+    /// <summary>Whether a fired timer may be waiting (one plain load; see <see cref="_urgentPending"/>).</summary>
     internal bool UrgentWorkMayBeWaiting => Volatile.Read(ref _urgentPending.Value) != 0;
 
-    /// <summary>Takes one urgent item (timer callbacks, oldest first).</summary>
+    /// <summary>Takes the oldest fired timer, as a work item.</summary>
     internal bool TryTakeUrgent(out WorkItemEntry item)
     {
-        item = default;
-        if (_urgentQueue.TryDequeueBatch(MemoryMarshal.CreateSpan(ref item, 1)) == 0)
+        PoolTimer? timer;
+        lock (_readyLock)
         {
-            return false;
+            timer = _readyHead;
+            if (timer is null)
+            {
+                item = default;
+                return false;
+            }
+            _readyHead = timer.NextReady;
+            if (_readyHead is null)
+            {
+                _readyTail = null;
+            }
         }
+        timer.NextReady = null;
         Interlocked.Decrement(ref _urgentPending.Value);
+        item = timer.CreateFireEntry();
         return true;
     }
+
+    /// <summary>Shutdown: the ready list accepts no more firings (those in it still run or are cancelled).</summary>
+    private void CloseReadyList()
+    {
+        lock (_readyLock)
+        {
+            _readyClosed = true;
+        }
+    }
+
+    /// <summary>Fired timers waiting in the ready list (a snapshot).</summary>
+    private long ReadyTimerCount => Math.Max(0, Volatile.Read(ref _urgentPending.Value));
 
     /// <summary>Stops the timer thread and forgets every scheduled timer (shutdown).</summary>
     private void StopTimers(bool join)
@@ -270,6 +427,7 @@ public sealed partial class WorkerPool
             thread = _timerThread;
             var drained = new List<TimerNode>();
             _wheel.RemoveAll(drained);
+            Volatile.Write(ref _nextExpiry.Value, long.MaxValue);
         }
         _timerBlocker?.Signal();
         if (join && thread is not null && thread != Thread.CurrentThread)

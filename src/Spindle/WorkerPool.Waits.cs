@@ -2,7 +2,7 @@ using System;
 using System.Collections.Generic;
 using System.Threading;
 using Spindle.Queues;
-using Spindle.Waits;
+using Spindle.Registrations;
 
 namespace Spindle;
 
@@ -125,7 +125,7 @@ public sealed partial class WorkerPool
         ArgumentNullException.ThrowIfNull(callBack);
         long timeoutMs = ValidateWaitTimeout(timeout);
         var registration = new RegisteredWait(this, callBack, state, CaptureContext(), timeoutMs, executeOnlyOnce);
-        long timeoutTicks = timeoutMs < 0 ? -1 : (long)((Int128)timeout.Ticks * System.Diagnostics.Stopwatch.Frequency / TimeSpan.TicksPerSecond);
+        long timeoutTicks = timeoutMs < 0 ? -1 : Timers.PoolTimer.TimeSpanTicksToStopwatchTicks(timeout.Ticks);
         var waiter = new PoolSignal.RegistrationWaiter(signal, registration, this, timeoutTicks);
         registration.SignalWaiter = waiter;
         lock (_waitLock)

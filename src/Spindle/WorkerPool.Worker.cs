@@ -1,4 +1,5 @@
 using System;
+using System.Collections.Generic;
 using System.Diagnostics;
 using System.Globalization;
 using System.Runtime.CompilerServices;
@@ -77,6 +78,12 @@ public sealed partial class WorkerPool
         private long _bottomTop = -1;   // owner only: the ring's top index at the last fairness look
         private long _bottomSince;      // owner only: when that top index was first seen
         private Backoff _backoff;
+        // Timer assist (owner only): items left before the next look at the timer deadline, the look's interval in
+        // items, when the last look read the clock, and the worker's buffer for timers it expires itself.
+        private int _timerCountdown = TimerCheckIdleInterval;
+        private int _timerInterval = 1;
+        private long _lastTimerCheck;
+        private List<Timers.TimerNode>? _expiredTimers;
         private string? _threadName;
         private CultureInfo? _culture;
         private CultureInfo? _uiCulture;
@@ -134,6 +141,10 @@ public sealed partial class WorkerPool
                 if ((!WokenAsSearcher && TryTakeWork(out WorkItemEntry item)) || pool.Search(this, out item))
                 {
                     Execute(ref item);
+                    if (--_timerCountdown <= 0)
+                    {
+                        CheckTimers();
+                    }
                     // Above the target (a blocking region ended, a starvation episode is over, the maximum was
                     // lowered): the surplus retires as soon as its local queues are empty. Two plain loads per item.
                     if (Volatile.Read(ref pool._threadCount) > pool._threadTarget
@@ -148,6 +159,37 @@ public sealed partial class WorkerPool
                     return; // shutting down and nothing left to run
                 }
             }
+        }
+
+        /// <summary>Items between looks at the timer deadline while the pool has no timer scheduled.</summary>
+        private const int TimerCheckIdleInterval = 64;
+
+        /// <summary>How much work (in Stopwatch ticks) a worker aims to do between looks at the timer deadline: 100 µs.</summary>
+        private static readonly long s_timerCheckTicks = Stopwatch.Frequency / 10_000;
+
+        /// <summary>
+        /// Looks at the timer deadline (WorkerPool.AssistTimers) and sets how many items to run before the next look:
+        /// about <see cref="s_timerCheckTicks"/> worth, judged from the time the last interval took, so that short items
+        /// pay a clock read per hundreds of items and 1 ms items a look after each.
+        /// </summary>
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        private void CheckTimers()
+        {
+            long now = Pool.AssistTimers(ref _expiredTimers);
+            if (now == 0)
+            {
+                _lastTimerCheck = 0;
+                _timerCountdown = TimerCheckIdleInterval; // no timer: no clock read
+                return;
+            }
+            if (_lastTimerCheck != 0)
+            {
+                long elapsed = now - _lastTimerCheck;
+                long interval = elapsed <= 0 ? 1024 : _timerInterval * s_timerCheckTicks / elapsed;
+                _timerInterval = (int)Math.Clamp(interval, 1, 1024);
+            }
+            _lastTimerCheck = now;
+            _timerCountdown = _timerInterval;
         }
 
         [MethodImpl(MethodImplOptions.AggressiveInlining)]

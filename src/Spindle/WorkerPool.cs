@@ -97,7 +97,7 @@ public sealed partial class WorkerPool : IDisposable, IAsyncDisposable
     {
         get
         {
-            long pending = _globalQueue.Count + _urgentQueue.Count;
+            long pending = _globalQueue.Count + ReadyTimerCount;
             foreach (Worker worker in Volatile.Read(ref _workers))
             {
                 pending += worker.Ring.Count + (Volatile.Read(ref worker.LifoSlot.Value) is null ? 0 : 1);

@@ -44,4 +44,28 @@ internal sealed class BuiltInPool : IPoolUnderTest
     public void Dispose()
     {
     }
+
+    public ITimer CreateTimer(TimerCallback callback, object? state, TimeSpan dueTime, TimeSpan period) =>
+        new Timer(callback, state, dueTime, period);
+
+    public IRegisteredSignal RegisterEventWait(WaitOrTimerCallback callBack, object? state)
+    {
+        var handle = new AutoResetEvent(false);
+        RegisteredWaitHandle registration = ThreadPool.RegisterWaitForSingleObject(handle, callBack, state, Timeout.Infinite, executeOnlyOnce: false);
+        return new EventRegistration(handle, registration);
+    }
+
+    // No thread-free signal exists on the built-in pool: its best is the event registration.
+    public IRegisteredSignal RegisterNativeWait(WaitOrTimerCallback callBack, object? state) => RegisterEventWait(callBack, state);
+
+    private sealed class EventRegistration(AutoResetEvent handle, RegisteredWaitHandle registration) : IRegisteredSignal
+    {
+        public void Set() => handle.Set();
+
+        public void Unregister()
+        {
+            registration.Unregister(null);
+            handle.Dispose();
+        }
+    }
 }

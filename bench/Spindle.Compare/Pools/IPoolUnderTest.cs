@@ -7,6 +7,14 @@ namespace Spindle.Compare.Pools;
 /// The operations scenarios need from a pool, so that each scenario is written once. Each method maps to the pool's
 /// own closest API; see the implementations for the exact calls.
 /// </summary>
+/// <summary>A registered wait and the signal that releases it.</summary>
+internal interface IRegisteredSignal
+{
+    void Set();
+
+    void Unregister();
+}
+
 internal interface IPoolUnderTest : IDisposable
 {
     PoolKind Kind { get; }
@@ -59,4 +67,19 @@ internal interface IPoolUnderTest : IDisposable
 
     /// <summary>The pool's <see cref="SynchronizationContext"/>, or null when it has none (the built-in pool).</summary>
     SynchronizationContext? Context { get; }
+
+    /// <summary>Spindle's <c>WorkerPool.CreateTimer</c>; a <see cref="Timer"/> on the built-in pool.</summary>
+    ITimer CreateTimer(TimerCallback callback, object? state, TimeSpan dueTime, TimeSpan period);
+
+    /// <summary>
+    /// A repeating wait registration on an <see cref="AutoResetEvent"/>: Spindle's <c>RegisterWaitForSingleObject</c>,
+    /// the built-in <see cref="ThreadPool.RegisterWaitForSingleObject(WaitHandle, WaitOrTimerCallback, object?, int, bool)"/>.
+    /// </summary>
+    IRegisteredSignal RegisterEventWait(WaitOrTimerCallback callBack, object? state);
+
+    /// <summary>
+    /// A repeating wait registration on the pool's own thread-free signal: Spindle's <c>PoolSignal</c> with
+    /// <c>RegisterWait</c>. The built-in pool has none, so it falls back to <see cref="RegisterEventWait"/>.
+    /// </summary>
+    IRegisteredSignal RegisterNativeWait(WaitOrTimerCallback callBack, object? state);
 }

@@ -58,5 +58,40 @@ internal sealed class SpindlePool : IPoolUnderTest
 
     public SynchronizationContext? Context => _pool.SynchronizationContext;
 
+    public ITimer CreateTimer(TimerCallback callback, object? state, TimeSpan dueTime, TimeSpan period) =>
+        _pool.CreateTimer(callback, state, dueTime, period);
+
+    public IRegisteredSignal RegisterEventWait(WaitOrTimerCallback callBack, object? state)
+    {
+        var handle = new AutoResetEvent(false);
+        RegisteredWait registration = _pool.RegisterWaitForSingleObject(handle, callBack, state, Timeout.Infinite, executeOnlyOnce: false);
+        return new EventRegistration(handle, registration);
+    }
+
+    public IRegisteredSignal RegisterNativeWait(WaitOrTimerCallback callBack, object? state)
+    {
+        var signal = new PoolSignal();
+        RegisteredWait registration = _pool.RegisterWait(signal, callBack, state, Timeout.InfiniteTimeSpan, executeOnlyOnce: false);
+        return new SignalRegistration(signal, registration);
+    }
+
     public void Dispose() => _pool.Dispose();
+
+    private sealed class EventRegistration(AutoResetEvent handle, RegisteredWait registration) : IRegisteredSignal
+    {
+        public void Set() => handle.Set();
+
+        public void Unregister()
+        {
+            registration.Unregister(null);
+            handle.Dispose();
+        }
+    }
+
+    private sealed class SignalRegistration(PoolSignal signal, RegisteredWait registration) : IRegisteredSignal
+    {
+        public void Set() => signal.Set();
+
+        public void Unregister() => registration.Unregister(null);
+    }
 }

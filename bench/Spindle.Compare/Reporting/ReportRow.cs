@@ -76,7 +76,7 @@ internal sealed class ReportRow(string scenario, string variant, MetricInfo metr
         {
             Dictionary<PoolKind, List<List<double[]>>> series = PoolKind.All.ToDictionary(pool => pool, result.Series);
             bool first = series.Values.Any(runs => runs.Count != 0);
-            foreach (MetricInfo metric in result.Scenario.Metrics)
+            foreach (MetricInfo metric in result.Scenario.MetricsFor(result.Variant))
             {
                 PoolFigures[] pools = PoolKind.All.Select(pool => new PoolFigures(pool, result.Values(pool, metric.Name))).ToArray();
                 rows.Add(new ReportRow(result.Scenario.Id, result.Variant, metric, pools) { Series = first ? series : null });

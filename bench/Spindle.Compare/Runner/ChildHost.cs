@@ -43,7 +43,7 @@ internal static class ChildHost
         }
 
         var result = new ChildResult { Threads = pool.ThreadCount, Series = measurement.Series };
-        foreach (MetricInfo metric in scenario.Metrics)
+        foreach (MetricInfo metric in scenario.MetricsFor(variant))
         {
             if (!measurement.Values.TryGetValue(metric.Name, out double value) || !double.IsFinite(value))
             {

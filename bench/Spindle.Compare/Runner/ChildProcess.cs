@@ -76,7 +76,7 @@ internal static class ChildProcess
             return Failed($"exit code {exitCode}{Tail(errors)}", stopwatch);
         }
         var measurement = new Measurement { Series = result.Series };
-        foreach (MetricInfo metric in scenario.Metrics)
+        foreach (MetricInfo metric in scenario.MetricsFor(variant))
         {
             if (!result.Metrics.TryGetValue(metric.Name, out double value))
             {

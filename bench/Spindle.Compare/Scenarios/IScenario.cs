@@ -19,7 +19,13 @@ internal interface IScenario
     /// <summary>Every metric <see cref="Run"/> reports, in report order.</summary>
     IReadOnlyList<MetricInfo> Metrics { get; }
 
-    /// <summary>The metric shown in the progress line of each run.</summary>
+    /// <summary>
+    /// The metrics <paramref name="variant"/> reports (all of <see cref="Metrics"/> unless a scenario's variants measure
+    /// different things), in report order.
+    /// </summary>
+    IReadOnlyList<MetricInfo> MetricsFor(string variant) => Metrics;
+
+    /// <summary>The metric shown in the progress line of each run (one that every variant reports).</summary>
     string HeadlineMetric { get; }
 
     /// <summary>

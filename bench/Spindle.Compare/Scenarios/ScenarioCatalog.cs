@@ -18,6 +18,8 @@ internal static class ScenarioCatalog
         new TaskRunScenario(),
         new AsyncYieldScenario(),
         new SkynetScenario(),
+        new RegisteredWaitsScenario(),
+        new TimersScenario(),
     ];
 
     public static IScenario? Find(string id)

@@ -29,6 +29,9 @@ internal sealed class PoolTimer : TimerNode, ITimer
     private volatile bool _disposed;
     private int _firePending;
 
+    /// <summary>The next timer of the pool's ready list (guarded by the pool's ready-list lock).</summary>
+    internal PoolTimer? NextReady;
+
     internal PoolTimer(WorkerPool pool, TimerCallback callback, object? state, ExecutionContext? context)
     {
         _pool = pool;
@@ -65,8 +68,9 @@ internal sealed class PoolTimer : TimerNode, ITimer
             {
                 return true;
             }
-            _dueTimestamp = Stopwatch.GetTimestamp() + dueTicks;
-            startThread = _pool.ScheduleLocked(this, _dueTimestamp);
+            long now = Stopwatch.GetTimestamp();
+            _dueTimestamp = now + dueTicks;
+            startThread = _pool.ScheduleLocked(this, _dueTimestamp, now);
         }
         if (startThread)
         {
@@ -103,7 +107,7 @@ internal sealed class PoolTimer : TimerNode, ITimer
                 next = nowTimestamp + _period; // fell behind by a period or more: skip the missed firings
             }
             _dueTimestamp = next;
-            _pool.ScheduleLocked(this, next);
+            _pool.ScheduleLocked(this, next, nowTimestamp);
         }
     }
 
@@ -137,7 +141,23 @@ internal sealed class PoolTimer : TimerNode, ITimer
         {
             throw new ArgumentOutOfRangeException(paramName, value, $"The time must be at most {MaxMilliseconds} ms.");
         }
-        return (long)((Int128)value.Ticks * Stopwatch.Frequency / TimeSpan.TicksPerSecond);
+        return TimeSpanTicksToStopwatchTicks(value.Ticks);
+    }
+
+    // Stopwatch ticks per TimeSpan tick when that is a whole number (100 on Linux, 1 where the frequency is 10 MHz).
+    private static readonly long s_stopwatchTicksPerTimeSpanTick =
+        Stopwatch.Frequency % TimeSpan.TicksPerSecond == 0 ? Stopwatch.Frequency / TimeSpan.TicksPerSecond : 0;
+
+    /// <summary>Converts a non-negative TimeSpan tick count (at most about 49.7 days) to Stopwatch ticks, rounding down.</summary>
+    internal static long TimeSpanTicksToStopwatchTicks(long ticks)
+    {
+        if (s_stopwatchTicksPerTimeSpanTick != 0)
+        {
+            return ticks * s_stopwatchTicksPerTimeSpanTick; // a multiplication, not a 128-bit division per timer
+        }
+        return ticks < long.MaxValue / Stopwatch.Frequency
+            ? ticks * Stopwatch.Frequency / TimeSpan.TicksPerSecond
+            : (long)((Int128)ticks * Stopwatch.Frequency / TimeSpan.TicksPerSecond);
     }
 
     /// <summary>The longest due time or period, as for <see cref="Timer"/>.</summary>

@@ -2,7 +2,7 @@ using System;
 using System.Diagnostics;
 using System.Threading;
 using Spindle.Queues;
-using Spindle.Waits;
+using Spindle.Registrations;
 
 namespace Spindle;
 

@@ -3,7 +3,7 @@ using System.Collections.Generic;
 using System.Diagnostics;
 using System.Threading;
 
-namespace Spindle.Waits;
+namespace Spindle.Registrations;
 
 /// <summary>
 /// A thread that waits on up to <see cref="MaxHandles"/> registered <see cref="WaitHandle"/>s at once (plus its own

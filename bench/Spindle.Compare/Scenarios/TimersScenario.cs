@@ -1,0 +1,217 @@
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.Threading;
+using Spindle.Compare.Infrastructure;
+using Spindle.Compare.Pools;
+
+namespace Spindle.Compare.Scenarios;
+
+/// <summary>
+/// Timers: Spindle's <c>WorkerPool.CreateTimer</c> (an entry of the pool's timing wheel) against
+/// <see cref="System.Threading.Timer"/> (the runtime's timer queues, whose callbacks run on the built-in pool).
+/// <list type="bullet">
+/// <item><c>schedule-cancel</c>: schedule 1,000,000 one-shot timers due in 30–34 s (a server's outstanding timeouts),
+/// then cancel them all; time and bytes per timer.</item>
+/// <item><c>lateness</c>: 100,000 one-shot timers due at random times over one second, the first 250 ms after they are
+/// scheduled (so that the scheduling loop, and any collection its allocations cause, is over before they fire); how
+/// late each callback starts after its exact due time (never early is Spindle's contract; early firings are counted).</item>
+/// <item><c>saturated</c>: the same while the pool is saturated: 4 × cores CPU-bound 1 ms items keep every thread busy
+/// and a backlog queued, re-queueing themselves until the timers are done.</item>
+/// </list>
+/// </summary>
+internal sealed class TimersScenario : IScenario
+{
+    private const int ScheduleCount = 1_000_000;
+    private const int FiringCount = 100_000;
+    private const int SpreadMs = 1_000;
+    private const int MinDueMs = 250; // after the scheduling loop (and any collection it causes) is over
+
+    private static readonly MetricInfo s_schedule = new("schedule+cancel", "ns/timer", Better.Lower);
+    private static readonly MetricInfo s_alloc = new("alloc", "B/timer", Better.Lower, NoiseFloor: 0.5);
+    private static readonly MetricInfo s_p50 = new("p50 late", "ms", Better.Lower, NoiseFloor: 0.01);
+    private static readonly MetricInfo s_p99 = new("p99 late", "ms", Better.Lower, NoiseFloor: 0.01);
+    private static readonly MetricInfo s_max = new("max late", "ms", Better.Lower, NoiseFloor: 0.01);
+    private static readonly MetricInfo s_early = new("early", "timers", Better.Lower);
+
+    public string Id => "timers";
+
+    public string Description =>
+        $"schedule+cancel {ScheduleCount:N0} timers; {FiringCount:N0} timers firing over {SpreadMs / 1000} s: lateness, idle and with the pool saturated";
+
+    public IReadOnlyList<string> Variants { get; } = ["schedule-cancel", "lateness", "saturated"];
+
+    public IReadOnlyList<MetricInfo> Metrics { get; } = [s_schedule, s_alloc, s_p50, s_p99, s_max, s_early];
+
+    public IReadOnlyList<MetricInfo> MetricsFor(string variant) =>
+        variant == "schedule-cancel" ? [s_schedule, s_alloc] : [s_p50, s_p99, s_max, s_early];
+
+    public string HeadlineMetric => "p99 late";
+
+    public Measurement Run(IPoolUnderTest pool, string variant, bool full)
+    {
+        switch (variant)
+        {
+            case "schedule-cancel":
+                Warmup.Repeat(() => ScheduleAndCancel(pool, ScheduleCount / 10));
+                return ScheduleAndCancel(pool, ScheduleCount);
+            case "lateness":
+            case "saturated":
+                bool saturate = variant == "saturated";
+                PoolWarmup.StartThreads(pool, Environment.ProcessorCount);
+                Warmup.Repeat(() => Fire(pool, FiringCount / 10, SpreadMs / 10, saturate));
+                return Fire(pool, FiringCount, SpreadMs, saturate);
+            default:
+                throw new ArgumentException($"Unknown variant '{variant}'.", nameof(variant));
+        }
+    }
+
+    private static Measurement ScheduleAndCancel(IPoolUnderTest pool, int count)
+    {
+        var timers = new ITimer[count];
+        TimerCallback callback = s_nothing;
+        GcSnapshot.CollectFully();
+        GcSnapshot before = GcSnapshot.Take();
+        long start = Stopwatch.GetTimestamp();
+        for (int i = 0; i < timers.Length; i++)
+        {
+            timers[i] = pool.CreateTimer(callback, null, TimeSpan.FromMilliseconds(30_000 + (i & 4095)), Timeout.InfiniteTimeSpan);
+        }
+        for (int i = 0; i < timers.Length; i++)
+        {
+            timers[i].Dispose();
+        }
+        long end = Stopwatch.GetTimestamp();
+        GcSnapshot used = GcSnapshot.Take() - before;
+        return new Measurement()
+            .Set(s_schedule.Name, Stopwatch.GetElapsedTime(start, end).TotalNanoseconds / count)
+            .Set(s_alloc.Name, (double)(used.AllocatedBytes - (long)IntPtr.Size * count) / count); // minus the array
+    }
+
+    private static Measurement Fire(IPoolUnderTest pool, int count, int spreadMs, bool saturate)
+    {
+        var run = new FiringRun(count);
+        var probes = new Probe[count];
+        var random = new Random(12345);
+        for (int i = 0; i < count; i++)
+        {
+            probes[i] = new Probe(run, MinDueMs + random.Next(spreadMs));
+        }
+        var timers = new ITimer[count];
+        Saturation? load = saturate ? Saturation.Start(pool) : null;
+        try
+        {
+            TimerCallback callback = s_probe;
+            for (int i = 0; i < count; i++)
+            {
+                Probe probe = probes[i];
+                probe.Scheduled = Stopwatch.GetTimestamp();
+                timers[i] = pool.CreateTimer(callback, probe, TimeSpan.FromMilliseconds(probe.DueMs), Timeout.InfiniteTimeSpan);
+            }
+            Waits.OrThrow(run.Done, $"{count:N0} timers to fire");
+        }
+        finally
+        {
+            load?.Stop();
+        }
+        foreach (ITimer timer in timers)
+        {
+            timer.Dispose();
+        }
+        var late = new double[count];
+        int early = 0;
+        for (int i = 0; i < count; i++)
+        {
+            Probe probe = probes[i];
+            late[i] = Stopwatch.GetElapsedTime(probe.Scheduled, probe.Fired).TotalMilliseconds - probe.DueMs;
+            if (late[i] < 0)
+            {
+                early++;
+            }
+        }
+        Array.Sort(late);
+        return new Measurement()
+            .Set(s_p50.Name, Stats.Percentile(late, 50))
+            .Set(s_p99.Name, Stats.Percentile(late, 99))
+            .Set(s_max.Name, late[^1])
+            .Set(s_early.Name, early);
+    }
+
+    private static readonly TimerCallback s_nothing = static _ => { };
+
+    private static readonly TimerCallback s_probe = static state =>
+    {
+        var probe = (Probe)state!;
+        probe.Fired = Stopwatch.GetTimestamp();
+        if (Interlocked.Decrement(ref probe.Run.Remaining) == 0)
+        {
+            probe.Run.Done.Set();
+        }
+    };
+
+    private sealed class FiringRun(int count)
+    {
+        public readonly ManualResetEventSlim Done = new(false);
+        public int Remaining = count;
+    }
+
+    private sealed class Probe(FiringRun run, int dueMs)
+    {
+        public readonly FiringRun Run = run;
+        public readonly int DueMs = dueMs;
+        public long Scheduled;
+        public long Fired;
+    }
+
+    /// <summary>CPU-bound 1 ms items, 4 per core, each queueing itself again (from outside the worker's local queue) until stopped.</summary>
+    private sealed class Saturation
+    {
+        private static readonly long s_itemTicks = Stopwatch.Frequency / 1000;
+        private readonly IPoolUnderTest _pool;
+        private readonly ManualResetEventSlim _drained = new(false);
+        private volatile bool _stop;
+        private int _live;
+
+        private Saturation(IPoolUnderTest pool) => _pool = pool;
+
+        public static Saturation Start(IPoolUnderTest pool)
+        {
+            var load = new Saturation(pool);
+            int items = 4 * Environment.ProcessorCount;
+            load._live = items;
+            for (int i = 0; i < items; i++)
+            {
+                pool.UnsafeQueue(s_spin, load, preferLocal: false);
+            }
+            Thread.Sleep(50); // let the backlog form before the first timer
+            return load;
+        }
+
+        public void Stop()
+        {
+            _stop = true;
+            Waits.OrThrow(_drained, "the saturating items to stop");
+        }
+
+        private static readonly Action<object?> s_spin = Spin;
+
+        private static void Spin(object? boxed)
+        {
+            var load = (Saturation)boxed!;
+            long until = Stopwatch.GetTimestamp() + s_itemTicks;
+            while (Stopwatch.GetTimestamp() < until)
+            {
+                Thread.SpinWait(20);
+            }
+            if (load._stop)
+            {
+                if (Interlocked.Decrement(ref load._live) == 0)
+                {
+                    load._drained.Set();
+                }
+                return;
+            }
+            load._pool.UnsafeQueue(s_spin, load, preferLocal: false);
+        }
+    }
+}
