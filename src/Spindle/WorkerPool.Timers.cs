@@ -82,6 +82,9 @@ public sealed partial class WorkerPool
     /// <summary>Whether the pool's timer thread exists (it starts with the first timer; tests and diagnostics).</summary>
     internal bool HasTimerThread => Volatile.Read(ref _timerThread) is not null;
 
+    /// <summary>Whether the pool's timer thread is running (tests: shutdown joins it).</summary>
+    internal bool TimerThreadIsAlive => Volatile.Read(ref _timerThread)?.IsAlive == true;
+
     /// <summary>
     /// Creates a timer on this pool: <paramref name="callback"/> runs on a worker of the pool with
     /// <paramref name="state"/> after <paramref name="dueTime"/>, then every <paramref name="period"/>. The timer holds

@@ -69,13 +69,29 @@ internal sealed class WaitThread : IDisposable
     {
         lock (_waitLock)
         {
-            if (Exiting)
+            if (registration.WaitThread != this)
             {
-                return; // nothing of it left to remove (a run-once registration that fired)
+                return; // its slot is released already (a run-once registration that fired, or a disposed handle)
+            }
+            ReleaseSlotLocked(registration);
+            if (_pendingAdds.Remove(registration))
+            {
+                return; // never reached the wait array
             }
             _pendingRemovals.Add(registration);
         }
         Wake();
+    }
+
+    /// <summary>
+    /// Caller holds the wait lock: the registration stops counting against this thread's 63 (exactly once: whoever
+    /// clears <see cref="RegisteredWait.WaitThread"/> does it). Its wait-array slot, if any, goes at the next change.
+    /// </summary>
+    private void ReleaseSlotLocked(RegisteredWait registration)
+    {
+        Debug.Assert(Monitor.IsEntered(_waitLock) && registration.WaitThread == this);
+        registration.WaitThread = null;
+        Reserved--;
     }
 
     /// <summary>Shutdown: wake the thread so it sees its (unregistered) registrations go.</summary>
@@ -151,19 +167,14 @@ internal sealed class WaitThread : IDisposable
         {
             foreach (RegisteredWait removal in _pendingRemovals)
             {
-                if (RemoveLocal(removal) || _pendingAdds.Remove(removal))
-                {
-                    Reserved--;
-                    changed = true;
-                }
+                changed |= RemoveLocal(removal);
             }
             _pendingRemovals.Clear();
             foreach (RegisteredWait add in _pendingAdds)
             {
                 if (add.IsUnregistered)
                 {
-                    Reserved--;
-                    continue;
+                    continue; // its Unregister releases the slot (RequestRemoval)
                 }
                 _registrations[_count] = add;
                 _deadlines[_count] = DeadlineFor(add, Environment.TickCount64);
@@ -272,10 +283,14 @@ internal sealed class WaitThread : IDisposable
     /// <summary>A run-once registration fired: it stops being watched (its Unregister later finds nothing to remove).</summary>
     private void DropSlot(int slot)
     {
+        RegisteredWait registration = _registrations[slot];
         lock (_waitLock)
         {
             RemoveAt(slot); // the wait array is rebuilt by the ApplyChanges that precedes the next wait
-            Reserved--;
+            if (registration.WaitThread == this)
+            {
+                ReleaseSlotLocked(registration);
+            }
         }
     }
 
@@ -299,7 +314,10 @@ internal sealed class WaitThread : IDisposable
                 lock (_waitLock)
                 {
                     RemoveAt(i);
-                    Reserved--;
+                    if (registration.WaitThread == this)
+                    {
+                        ReleaseSlotLocked(registration);
+                    }
                 }
                 registration.UnregisterCore(null);
             }

@@ -1,0 +1,395 @@
+using System;
+using System.Collections.Concurrent;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.Linq;
+using System.Threading;
+using System.Threading.Tasks;
+using Xunit;
+
+namespace Spindle.Tests;
+
+/// <summary>Pool timers: firing, periods, Change and Dispose, races, ordering, context, the TimeProvider, shutdown, bad input.</summary>
+public sealed class WorkerPoolTimerTests
+{
+    private static readonly AsyncLocal<string?> s_flowed = new();
+
+    private static WorkerPool NewPool(Action<WorkerPoolOptions>? configure = null)
+    {
+        var options = new WorkerPoolOptions
+        {
+            Name = nameof(WorkerPoolTimerTests),
+            ExceptionPolicy = UnhandledExceptionPolicy.Report,
+        };
+        configure?.Invoke(options);
+        return new WorkerPool(options);
+    }
+
+    [Fact]
+    public void OneShotTimer_FiresOnceOnAWorkerOfThePool_NeverBeforeItsDueTime()
+    {
+        using var pool = NewPool();
+        using var fired = new ManualResetEventSlim();
+        int count = 0;
+        WorkerPool? current = null;
+        long elapsedTicks = 0;
+        long start = Stopwatch.GetTimestamp();
+        using ITimer timer = pool.CreateTimer(state =>
+        {
+            elapsedTicks = Stopwatch.GetTimestamp() - start;
+            current = WorkerPool.Current;
+            Assert.Equal("state", state);
+            Interlocked.Increment(ref count);
+            fired.Set();
+        }, "state", TimeSpan.FromMilliseconds(30), Timeout.InfiniteTimeSpan);
+        Waits.For(fired, "the timer");
+        Assert.True(elapsedTicks >= TimeSpan.FromMilliseconds(30).TotalSeconds * Stopwatch.Frequency, $"fired after {elapsedTicks * 1000.0 / Stopwatch.Frequency} ms");
+        Assert.Same(pool, current);
+        Waits.Never(() => Volatile.Read(ref count) > 1, "a one-shot timer firing twice");
+        Assert.Equal(0, pool.ScheduledTimerCount);
+    }
+
+    [Fact]
+    public void ManyTimers_EveryOneFiresExactlyOnce_NoneEarly()
+    {
+        const int timers = 5_000;
+        using var pool = NewPool();
+        var ledger = new int[timers];
+        var early = 0;
+        using var all = new CountdownEvent(timers);
+        var list = new List<ITimer>();
+        var random = new Random(7);
+        for (int i = 0; i < timers; i++)
+        {
+            int index = i;
+            int dueMs = random.Next(0, 200);
+            long dueAt = Stopwatch.GetTimestamp() + dueMs * Stopwatch.Frequency / 1000;
+            list.Add(pool.CreateTimer(_ =>
+            {
+                if (Stopwatch.GetTimestamp() < dueAt)
+                {
+                    Interlocked.Increment(ref early);
+                }
+                Interlocked.Increment(ref ledger[index]);
+                all.Signal();
+            }, null, TimeSpan.FromMilliseconds(dueMs), Timeout.InfiniteTimeSpan));
+        }
+        Waits.For(all, "every timer");
+        Waits.Never(() => ledger.Any(c => Volatile.Read(ref c) > 1), "a timer firing twice");
+        Assert.All(ledger, c => Assert.Equal(1, c));
+        Assert.Equal(0, early);
+        Assert.True(pool.HasTimerThread);
+        Assert.Equal(0, pool.ScheduledTimerCount);
+        list.ForEach(t => t.Dispose());
+    }
+
+    [Fact]
+    public void PeriodicTimer_FiresRepeatedly_UntilDisposed()
+    {
+        using var pool = NewPool();
+        int count = 0;
+        using var five = new CountdownEvent(5);
+        ITimer timer = pool.CreateTimer(_ =>
+        {
+            Interlocked.Increment(ref count);
+            if (five.CurrentCount > 0)
+            {
+                five.Signal();
+            }
+        }, null, TimeSpan.FromMilliseconds(1), TimeSpan.FromMilliseconds(5));
+        Waits.For(five, "five periods");
+        timer.Dispose();
+        Thread.Sleep(20); // a firing that had started may still finish
+        int afterDispose = Volatile.Read(ref count);
+        Waits.Never(() => Volatile.Read(ref count) != afterDispose, "a firing after Dispose returned");
+        Assert.Equal(0, pool.ScheduledTimerCount);
+    }
+
+    [Fact]
+    public void Change_Reschedules_Stops_AndReturnsFalseOnceDisposed()
+    {
+        using var pool = NewPool();
+        int count = 0;
+        using var fired = new SemaphoreSlim(0);
+        ITimer timer = pool.CreateTimer(_ => { Interlocked.Increment(ref count); fired.Release(); }, null, Timeout.InfiniteTimeSpan, Timeout.InfiniteTimeSpan);
+        Waits.Never(() => Volatile.Read(ref count) > 0, "a timer created stopped firing");
+
+        Assert.True(timer.Change(TimeSpan.FromMilliseconds(5), Timeout.InfiniteTimeSpan));
+        Waits.For(fired, "the started timer");
+
+        Assert.True(timer.Change(TimeSpan.FromHours(1), Timeout.InfiniteTimeSpan));
+        Assert.Equal(1, pool.ScheduledTimerCount);
+        Assert.True(timer.Change(TimeSpan.Zero, Timeout.InfiniteTimeSpan)); // moved earlier: fires now
+        Waits.For(fired, "the timer moved earlier");
+
+        Assert.True(timer.Change(TimeSpan.FromHours(1), TimeSpan.FromHours(1)));
+        Assert.True(timer.Change(Timeout.InfiniteTimeSpan, Timeout.InfiniteTimeSpan)); // stopped
+        Assert.Equal(0, pool.ScheduledTimerCount);
+
+        timer.Dispose();
+        timer.Dispose(); // idempotent
+        Assert.False(timer.Change(TimeSpan.Zero, Timeout.InfiniteTimeSpan));
+        Waits.Never(() => Volatile.Read(ref count) > 2, "a disposed timer firing");
+    }
+
+    [Fact]
+    public async Task DisposeAsync_CancelsTheTimer()
+    {
+        using var pool = NewPool();
+        int count = 0;
+        ITimer timer = pool.CreateTimer(_ => Interlocked.Increment(ref count), null, TimeSpan.FromMilliseconds(50), Timeout.InfiniteTimeSpan);
+        await timer.DisposeAsync();
+        Waits.Never(() => Volatile.Read(ref count) > 0, "a timer disposed before its due time firing");
+    }
+
+    [Fact]
+    public void Dispose_DropsAFiringThatIsQueuedButNotStarted()
+    {
+        using var pool = NewPool(o => { o.MinThreads = 1; o.MaxThreads = 1; });
+        using var gate = new ManualResetEventSlim();
+        using var blocked = new ManualResetEventSlim();
+        int count = 0;
+        pool.QueueUserWorkItem(_ => { blocked.Set(); gate.Wait(Waits.MustHappen); }, null);
+        Waits.For(blocked, "the only worker to be busy");
+        ITimer timer = pool.CreateTimer(_ => Interlocked.Increment(ref count), null, TimeSpan.Zero, Timeout.InfiniteTimeSpan);
+        Waits.Until(() => pool.PendingWorkItemCount == 1 && pool.ScheduledTimerCount == 0, "the firing to be queued");
+        timer.Dispose();
+        gate.Set();
+        Waits.Until(() => pool.PendingWorkItemCount == 0, "the queue to drain");
+        Waits.Never(() => Volatile.Read(ref count) > 0, "a firing of a disposed timer");
+    }
+
+    [Fact]
+    public void DisposeRacingTheFiring_EachTimerRunsAtMostOnce_AndNoneIsLeftScheduled()
+    {
+        const int rounds = 2_000;
+        using var pool = NewPool(o => { o.MinThreads = 2; o.MaxThreads = 2; });
+        var runs = new int[rounds];
+        var timers = new ITimer[rounds];
+        for (int i = 0; i < rounds; i++)
+        {
+            int index = i;
+            timers[i] = pool.CreateTimer(_ => Interlocked.Increment(ref runs[index]), null, TimeSpan.FromMilliseconds(i % 3), Timeout.InfiniteTimeSpan);
+            if (i % 4 != 0)
+            {
+                Thread.SpinWait(i % 700);
+            }
+            timers[(i * 7) % (i + 1)].Dispose(); // this round's timer or an earlier one, at various delays
+        }
+        foreach (ITimer timer in timers)
+        {
+            timer.Dispose();
+        }
+        Waits.Until(() => pool.PendingWorkItemCount == 0, "the queued firings to drain");
+        Assert.Equal(0, pool.ScheduledTimerCount);
+        Assert.All(runs, r => Assert.InRange(r, 0, 1));
+    }
+
+    [Fact]
+    public void TimersOnAOneThreadPool_FireInDueOrder()
+    {
+        using var pool = NewPool(o => { o.MinThreads = 1; o.MaxThreads = 1; });
+        var order = new ConcurrentQueue<int>();
+        using var all = new CountdownEvent(10);
+        using var gate = new ManualResetEventSlim();
+        // Hold the only worker until every timer is due, so all ten wait in the ready list together.
+        pool.QueueUserWorkItem(_ => gate.Wait(Waits.MustHappen), null);
+        var timers = new ITimer[10];
+        for (int i = 9; i >= 0; i--) // created latest-due first: the order must come from the due times
+        {
+            int id = i;
+            timers[i] = pool.CreateTimer(_ => { order.Enqueue(id); all.Signal(); }, null, TimeSpan.FromMilliseconds(10 + 10 * i), Timeout.InfiniteTimeSpan);
+        }
+        // The due tick each timer got (a slow first call can shift the early-created ones later than planned).
+        long[] due = timers.Select(t => ((Spindle.Timers.TimerNode)t).When).ToArray();
+        Thread.Sleep(150);
+        gate.Set();
+        Waits.For(all, "the ten timers");
+        int[] fired = order.ToArray();
+        for (int k = 1; k < fired.Length; k++)
+        {
+            Assert.True(due[fired[k - 1]] <= due[fired[k]], $"fired {string.Join(",", fired)} with due ticks {string.Join(",", due)}");
+        }
+        Array.ForEach(timers, t => t.Dispose());
+    }
+
+    [Fact]
+    public void TimerCallbacks_JumpTheQueue_OfABusyPool()
+    {
+        using var pool = NewPool(o => { o.MinThreads = 1; o.MaxThreads = 1; });
+        using var fired = new ManualResetEventSlim();
+        long backlogLeftWhenFired = -1;
+        int backlogDone = 0;
+        const int backlog = 1_000;
+        for (int i = 0; i < backlog; i++)
+        {
+            pool.QueueUserWorkItem(_ =>
+            {
+                Thread.Sleep(0);
+                Thread.SpinWait(5_000);
+                Interlocked.Increment(ref backlogDone);
+            }, null);
+        }
+        using ITimer timer = pool.CreateTimer(_ =>
+        {
+            backlogLeftWhenFired = backlog - Volatile.Read(ref backlogDone);
+            fired.Set();
+        }, null, TimeSpan.FromMilliseconds(1), Timeout.InfiniteTimeSpan);
+        Waits.For(fired, "the timer");
+        Waits.Until(() => Volatile.Read(ref backlogDone) == backlog, "the backlog");
+        // The timer ran as soon as it was due, ahead of the backlog queued before it (with a 1 ms due time it cannot
+        // have waited for 1,000 items, unless timers were queued behind ordinary work).
+        Assert.True(backlogLeftWhenFired > 0, "the timer ran only after the whole backlog");
+    }
+
+    [Fact]
+    public void Callback_FlowsTheExecutionContext_WhenThePoolDoes()
+    {
+        using var flowing = NewPool();
+        using var notFlowing = NewPool(o => o.FlowExecutionContext = false);
+        s_flowed.Value = "caller";
+        try
+        {
+            foreach ((WorkerPool pool, string? expected) in new[] { (flowing, "caller"), (notFlowing, (string?)null) })
+            {
+                string? seen = "unset";
+                using var fired = new ManualResetEventSlim();
+                using ITimer timer = pool.CreateTimer(_ => { seen = s_flowed.Value; fired.Set(); }, null, TimeSpan.FromMilliseconds(1), Timeout.InfiniteTimeSpan);
+                Waits.For(fired, "the timer");
+                Assert.Equal(expected, seen);
+            }
+        }
+        finally
+        {
+            s_flowed.Value = null;
+        }
+    }
+
+    [Fact]
+    public void ThrowingCallback_FollowsTheExceptionPolicy()
+    {
+        using var pool = NewPool();
+        using var reported = new ManualResetEventSlim();
+        Exception? seen = null;
+        pool.UnhandledException += (_, e) => { seen = e.Exception; e.Handled = true; reported.Set(); };
+        using ITimer timer = pool.CreateTimer(_ => throw new InvalidOperationException("boom"), null, TimeSpan.Zero, Timeout.InfiniteTimeSpan);
+        Waits.For(reported, "the exception report");
+        Assert.Equal("boom", Assert.IsType<InvalidOperationException>(seen).Message);
+    }
+
+    [Fact]
+    public void ManyTimers_HoldNoThreadOfTheirOwn()
+    {
+        using var pool = NewPool(o => { o.MinThreads = 1; o.MaxThreads = 1; });
+        Assert.False(pool.HasTimerThread); // started by the first timer only
+        var timers = Enumerable.Range(0, 10_000)
+            .Select(i => pool.CreateTimer(static _ => { }, null, TimeSpan.FromHours(1), Timeout.InfiniteTimeSpan))
+            .ToList();
+        Assert.Equal(10_000, pool.ScheduledTimerCount);
+        Assert.True(pool.HasTimerThread); // the one timer thread of the pool
+        Assert.True(pool.ThreadCount <= 1);
+        Assert.Equal(0, pool.DedicatedThreadCount);
+        Assert.Equal(0, pool.WaitThreadCount);
+        timers.ForEach(t => t.Dispose());
+        Assert.Equal(0, pool.ScheduledTimerCount);
+    }
+
+    [Fact]
+    public void Dispose_WithTimersOutstanding_RunsNoCallbackAfterItReturns_AndStopsTheTimerThread()
+    {
+        var pool = NewPool();
+        int count = 0;
+        var timers = Enumerable.Range(0, 1_000)
+            .Select(i => pool.CreateTimer(_ => Interlocked.Increment(ref count), null, TimeSpan.FromMilliseconds(i % 20), TimeSpan.FromMilliseconds(1)))
+            .ToList();
+        Waits.Until(() => Volatile.Read(ref count) > 100, "the timers to be firing");
+        Assert.True(pool.TimerThreadIsAlive);
+        pool.Dispose();
+        int atDispose = Volatile.Read(ref count);
+        Assert.False(pool.TimerThreadIsAlive);
+        Assert.Equal(0, pool.ScheduledTimerCount);
+        Waits.Never(() => Volatile.Read(ref count) != atDispose, "a timer callback after Dispose returned");
+        Assert.All(timers, t => Assert.False(t.Change(TimeSpan.Zero, Timeout.InfiniteTimeSpan)));
+        Assert.Throws<ObjectDisposedException>(() => pool.CreateTimer(_ => { }, null, TimeSpan.Zero, Timeout.InfiniteTimeSpan));
+        Assert.Throws<ObjectDisposedException>(() => pool.TimeProvider.CreateTimer(_ => { }, null, TimeSpan.Zero, Timeout.InfiniteTimeSpan));
+    }
+
+    [Fact]
+    public void BadInput_IsRejectedAtTheCall()
+    {
+        using var pool = NewPool();
+        Assert.Throws<ArgumentNullException>("callback", () => pool.CreateTimer(null!, null, TimeSpan.Zero, Timeout.InfiniteTimeSpan));
+        Assert.Throws<ArgumentOutOfRangeException>("dueTime", () => pool.CreateTimer(_ => { }, null, TimeSpan.FromMilliseconds(-2), Timeout.InfiniteTimeSpan));
+        Assert.Throws<ArgumentOutOfRangeException>("period", () => pool.CreateTimer(_ => { }, null, TimeSpan.Zero, TimeSpan.FromMilliseconds(-5)));
+        Assert.Throws<ArgumentOutOfRangeException>("dueTime", () => pool.CreateTimer(_ => { }, null, TimeSpan.FromDays(60), Timeout.InfiniteTimeSpan));
+        Assert.Equal(0, pool.ScheduledTimerCount);
+        using ITimer timer = pool.CreateTimer(_ => { }, null, TimeSpan.FromHours(1), Timeout.InfiniteTimeSpan);
+        Assert.Throws<ArgumentOutOfRangeException>("dueTime", () => timer.Change(TimeSpan.FromMilliseconds(-3), TimeSpan.Zero));
+        Assert.Equal(1, pool.ScheduledTimerCount); // the failed Change left the timer as it was
+    }
+
+    [Fact]
+    public async Task TimeProvider_DrivesTaskDelay_OnThePoolsTimers()
+    {
+        using var pool = NewPool();
+        TimeProvider provider = pool.TimeProvider;
+        Assert.Same(provider, pool.TimeProvider);
+        long start = Stopwatch.GetTimestamp();
+        await Task.Delay(TimeSpan.FromMilliseconds(20), provider);
+        Assert.True(Stopwatch.GetElapsedTime(start) >= TimeSpan.FromMilliseconds(20));
+        Assert.True(pool.HasTimerThread, "Task.Delay did not use the pool's timers");
+    }
+
+    [Fact]
+    public void TimeProvider_CancellationTokenSourceTimeout_Fires()
+    {
+        using var pool = NewPool();
+        using var cts = new CancellationTokenSource(TimeSpan.FromMilliseconds(10), pool.TimeProvider);
+        WorkerPool? current = null;
+        using var cancelled = new ManualResetEventSlim();
+        cts.Token.Register(() => { current = WorkerPool.Current; cancelled.Set(); });
+        Waits.For(cancelled, "the timed cancellation");
+        Assert.Same(pool, current); // the timer callback, and so the cancellation, ran on the pool
+    }
+
+    [Fact]
+    public void TimeProvider_CreateTimer_FollowsTheITimerContract()
+    {
+        using var pool = NewPool();
+        TimeProvider provider = pool.TimeProvider;
+        int count = 0;
+        using var fired = new SemaphoreSlim(0);
+        ITimer timer = provider.CreateTimer(s => { Assert.Equal(42, s); Interlocked.Increment(ref count); fired.Release(); }, 42, Timeout.InfiniteTimeSpan, Timeout.InfiniteTimeSpan);
+        Waits.Never(() => Volatile.Read(ref count) > 0, "a timer created with an infinite due time firing");
+        Assert.True(timer.Change(TimeSpan.FromMilliseconds(1), TimeSpan.FromMilliseconds(2)));
+        Waits.For(fired, "the first period");
+        Waits.For(fired, "the second period");
+        Assert.True(timer.Change(Timeout.InfiniteTimeSpan, Timeout.InfiniteTimeSpan));
+        Thread.Sleep(10);
+        int stopped = Volatile.Read(ref count);
+        Waits.Never(() => Volatile.Read(ref count) > stopped, "a stopped timer firing");
+        timer.Dispose();
+        Assert.False(timer.Change(TimeSpan.Zero, Timeout.InfiniteTimeSpan));
+        Assert.Throws<ArgumentNullException>("callback", () => provider.CreateTimer(null!, null, TimeSpan.Zero, TimeSpan.Zero));
+        Assert.Throws<ArgumentOutOfRangeException>("period", () => provider.CreateTimer(_ => { }, null, TimeSpan.Zero, TimeSpan.FromMilliseconds(-2)));
+        Assert.Equal(TimeProvider.System.GetUtcNow().Year, provider.GetUtcNow().Year); // time itself is the system's
+    }
+
+    [Fact]
+    public void SlowPeriodicCallback_DoesNotPileUpFirings()
+    {
+        using var pool = NewPool(o => { o.MinThreads = 1; o.MaxThreads = 1; });
+        using var gate = new ManualResetEventSlim();
+        int count = 0;
+        // The only worker is blocked for 100 ms while a 1 ms periodic timer comes due about 100 times.
+        pool.QueueUserWorkItem(_ => gate.Wait(Waits.MustHappen), null);
+        using ITimer timer = pool.CreateTimer(_ => Interlocked.Increment(ref count), null, TimeSpan.FromMilliseconds(1), TimeSpan.FromMilliseconds(1));
+        Thread.Sleep(100);
+        timer.Change(Timeout.InfiniteTimeSpan, Timeout.InfiniteTimeSpan);
+        gate.Set();
+        Waits.Until(() => pool.PendingWorkItemCount == 0, "the worker to catch up");
+        Thread.Sleep(20);
+        // Firings that came due while the previous one was still queued merged into it: at most one was waiting.
+        Assert.True(Volatile.Read(ref count) <= 2, $"{count} firings ran after the stall");
+    }
+}
