@@ -65,7 +65,12 @@ public sealed partial class WorkerPool
     // Monitor-thread-only state of the starvation detector.
     private long _lastCompleted;
     private long _lastProgressAt;        // Stopwatch timestamp of the last tick that saw an item complete
-    private TimeSpan _cpuAtLastProgress;  // process CPU time at that tick
+    // Process CPU time and timestamp when the monitor began judging the current stall (0: not yet). Read lazily, only
+    // while a stall or a boost is being judged: Environment.CpuUsage is getrusage, which sums over every thread of the
+    // process under a kernel lock, so reading it on every tick with progress costs a lot in a process with a thousand
+    // threads (wait threads, say) and contends with their wake-ups.
+    private TimeSpan _cpuAtStallStart;
+    private long _stallStartAt;
     private double _completionGapMs;      // moving average of the time between ticks that saw completions
     private long _lastInjectionAt;        // 0: nothing injected in the current stall
     private int _ramp = 1;
@@ -154,7 +159,7 @@ public sealed partial class WorkerPool
     {
         int interval = MonitorTickMs;
         _lastProgressAt = Stopwatch.GetTimestamp();
-        _cpuAtLastProgress = Environment.CpuUsage.TotalTime;
+        _stallStartAt = 0;
         while (_state == StateRunning)
         {
             long now = Stopwatch.GetTimestamp();
@@ -185,7 +190,6 @@ public sealed partial class WorkerPool
     private void ResetProgress(long now)
     {
         _lastProgressAt = now;
-        _cpuAtLastProgress = Environment.CpuUsage.TotalTime;
         _lastInjectionAt = 0;
         _ramp = 1;
     }
@@ -214,18 +218,42 @@ public sealed partial class WorkerPool
         bool pending = AnyWorkVisible();
         bool starving = pending && !progress && idle == 0 && Volatile.Read(ref _searching.Value) == 0;
         bool saturated = false;
+        bool judged = true;
         if (starving || _starvationBoost > 0)
         {
-            double sinceProgressMs = Stopwatch.GetElapsedTime(_lastProgressAt, now).TotalMilliseconds;
-            double cpuMs = (Environment.CpuUsage.TotalTime - _cpuAtLastProgress).TotalMilliseconds;
-            int cores = Environment.ProcessorCount;
-            saturated = sinceProgressMs > 0 && cpuMs / sinceProgressMs >= cores - 0.5;
+            if (_stallStartAt == 0)
+            {
+                // First look at this stall: take the CPU baseline now and judge from the next tick (1 ms later).
+                _stallStartAt = now;
+                _cpuAtStallStart = Environment.CpuUsage.TotalTime;
+                judged = false;
+            }
+            else
+            {
+                double windowMs = Stopwatch.GetElapsedTime(_stallStartAt, now).TotalMilliseconds;
+                TimeSpan cpu = Environment.CpuUsage.TotalTime;
+                double cpuMs = (cpu - _cpuAtStallStart).TotalMilliseconds;
+                int cores = Environment.ProcessorCount;
+                saturated = windowMs > 0 && cpuMs / windowMs >= cores - 0.5;
+                if (windowMs >= 100)
+                {
+                    _stallStartAt = now; // a rolling window while a long stall or boost lasts
+                    _cpuAtStallStart = cpu;
+                }
+            }
         }
-        if (starving)
+        else
+        {
+            _stallStartAt = 0;
+        }
+        if (starving && judged)
         {
             long since = _lastInjectionAt != 0 ? _lastInjectionAt : _lastProgressAt;
             double stalledMs = Stopwatch.GetElapsedTime(since, now).TotalMilliseconds;
-            double allowance = saturated
+            // Saturated by long CPU-bound items, only items that never end justify threads, so the allowance is long.
+            // Not for fired timers: a timer callback waiting behind such items gets a thread after the short allowance,
+            // so timers stay punctual however long the running items are.
+            double allowance = saturated && !UrgentWorkMayBeWaiting
                 ? Math.Max(SaturatedStallMs, 4 * _completionGapMs)
                 : (_lastInjectionAt == 0 ? StallThresholdMs : MonitorTickMs);
             if (stalledMs >= allowance)

@@ -10,8 +10,9 @@ namespace Spindle.Compare.Scenarios;
 /// <summary>
 /// Clifton's counting test: 10 items, queued at once on a fresh pool, each spin counting until a shared flag is set by
 /// a one-second <see cref="System.Threading.Timer"/>. A pool that waits for items to finish before adding threads
-/// starts the last items late (and on the built-in pool, whose timer callbacks need a pool thread, the timer fires
-/// late too). <c>plain</c>: ordinary queueing; <c>long-running</c>: Spindle's <c>WorkItemOptions.LongRunning</c>
+/// starts the last items late; the one-second timer is each pool's own (<see cref="System.Threading.Timer"/> on the
+/// built-in pool, <c>WorkerPool.CreateTimer</c> on Spindle), and its callback needs a thread of that pool, so it fires
+/// late too when the pool does not make room for it. <c>plain</c>: ordinary queueing; <c>long-running</c>: Spindle's <c>WorkItemOptions.LongRunning</c>
 /// against <c>TaskCreationOptions.LongRunning</c>.
 /// </summary>
 /// <remarks>
@@ -62,7 +63,8 @@ internal sealed class LongRunningScenario : IScenario
         var run = new CountingRun(flagSet: warmup && !longRunning, releaseWhenAllStarted: warmup && longRunning);
         long start = Stopwatch.GetTimestamp();
         using SeriesRecorder? recorder = warmup ? null : SeriesRecorder.Start(pool, start);
-        using var timer = new Timer(static state => ((CountingRun)state!).Fire(), run, Timeout.Infinite, Timeout.Infinite);
+        // Each pool's own timer: System.Threading.Timer on the built-in pool, WorkerPool.CreateTimer on Spindle.
+        using ITimer timer = pool.CreateTimer(static state => ((CountingRun)state!).Fire(), run, Timeout.InfiniteTimeSpan, Timeout.InfiniteTimeSpan);
         if (!warmup)
         {
             run.TimerStart = Stopwatch.GetTimestamp();

@@ -32,6 +32,7 @@ internal sealed class WaitThread : IDisposable
     private WaitHandle[] _handles;
     private int _count;
     private bool _handlesDirty;
+    private volatile bool _changesPending;
 
     public WaitThread(WorkerPool pool, object waitLock, string name)
     {
@@ -60,6 +61,7 @@ internal sealed class WaitThread : IDisposable
         registration.WaitThread = this;
         _pendingAdds.Add(registration);
         Reserved++;
+        _changesPending = true;
     }
 
     /// <summary>Hands the thread a change it must apply (after <see cref="AddLocked"/> or <see cref="RequestRemoval"/>).</summary>
@@ -79,6 +81,7 @@ internal sealed class WaitThread : IDisposable
                 return; // never reached the wait array
             }
             _pendingRemovals.Add(registration);
+            _changesPending = true;
         }
         Wake();
     }
@@ -97,6 +100,7 @@ internal sealed class WaitThread : IDisposable
     /// <summary>Shutdown: wake the thread so it sees its (unregistered) registrations go.</summary>
     public void Wake()
     {
+        _changesPending = true; // let the thread look at the lock-protected state (shutdown, idle exit)
         try
         {
             _changed.Set();
@@ -163,8 +167,20 @@ internal sealed class WaitThread : IDisposable
     private bool ApplyChanges(bool idleExpired)
     {
         bool changed = _handlesDirty;
+        // The common case, a wait after a signal, takes no lock: a thousand wait threads woken at once would otherwise
+        // queue on the pool's wait lock. Writers set the flag under the lock before waking the thread, and the thread
+        // clears it under the lock before reading what they wrote, so no change is missed.
+        if (!_changesPending && !idleExpired)
+        {
+            if (changed)
+            {
+                RebuildHandles();
+            }
+            return true;
+        }
         lock (_waitLock)
         {
+            _changesPending = false;
             foreach (RegisteredWait removal in _pendingRemovals)
             {
                 changed |= RemoveLocal(removal);
@@ -192,16 +208,21 @@ internal sealed class WaitThread : IDisposable
         }
         if (changed)
         {
-            _handlesDirty = false;
-            var handles = new WaitHandle[_count + 1];
-            handles[0] = _changed;
-            for (int i = 0; i < _count; i++)
-            {
-                handles[i + 1] = _registrations[i].Handle!;
-            }
-            _handles = handles;
+            RebuildHandles();
         }
         return true;
+    }
+
+    private void RebuildHandles()
+    {
+        _handlesDirty = false;
+        var handles = new WaitHandle[_count + 1];
+        handles[0] = _changed;
+        for (int i = 0; i < _count; i++)
+        {
+            handles[i + 1] = _registrations[i].Handle!;
+        }
+        _handles = handles;
     }
 
     private bool RemoveLocal(RegisteredWait registration)
