@@ -10,6 +10,7 @@ namespace Spindle.Tests;
 /// throwing) from several producers. Zero lost items; after warm-up the thread count and the managed heap stay
 /// bounded. The per-commit run lasts about a second; <c>SPINDLE_STRESS=1</c> runs it for a minute.
 /// </summary>
+[Collection(ProcessWideMeasurementCollection.Name)]
 public sealed class SoakTests
 {
     [Fact]

@@ -1,0 +1,13 @@
+using Xunit;
+
+namespace Spindle.Tests;
+
+/// <summary>
+/// Tests that judge process-wide figures (the managed heap size): xUnit runs this collection alone, after the parallel
+/// ones, so that other tests' allocations do not count against them.
+/// </summary>
+[CollectionDefinition(Name, DisableParallelization = true)]
+public sealed class ProcessWideMeasurementCollection
+{
+    public const string Name = "Process-wide measurements";
+}
