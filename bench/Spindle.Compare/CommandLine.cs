@@ -19,6 +19,10 @@ internal sealed class CommandLine
 
     public string? JsonPath { get; private set; }
 
+    public string? MarkdownPath { get; private set; }
+
+    public string? OutputDirectory { get; private set; }
+
     public TimeSpan Timeout { get; private set; } = TimeSpan.FromSeconds(120);
 
     public bool List { get; private set; }
@@ -84,6 +88,20 @@ internal sealed class CommandLine
                     }
                     parsed.JsonPath = path;
                     break;
+                case "--markdown":
+                    if (!TryValue(args, ref i, out string? markdown, out error))
+                    {
+                        return false;
+                    }
+                    parsed.MarkdownPath = markdown;
+                    break;
+                case "--out":
+                    if (!TryValue(args, ref i, out string? directory, out error))
+                    {
+                        return false;
+                    }
+                    parsed.OutputDirectory = directory;
+                    break;
                 case "--list":
                     parsed.List = true;
                     break;
@@ -114,7 +132,10 @@ internal sealed class CommandLine
         writer.WriteLine("  --full              bigger counts and more runs (default: quick mode)");
         writer.WriteLine("  --runs N            runs per pool (default: 5 quick, 7 full, 3 for long-running and blocking-burst;");
         writer.WriteLine("                      the median is reported)");
-        writer.WriteLine("  --json FILE         also write the results as JSON");
+        writer.WriteLine("  --json FILE         write the results as JSON to FILE, with the SVG plots beside it");
+        writer.WriteLine("  --markdown FILE     write the results table (with machine, OS, .NET, cores, date) as Markdown");
+        writer.WriteLine("  --out DIR           write compare.json, results.md and the plots into DIR");
+        writer.WriteLine("                      (a run of every scenario writes them to bench/results/latest by default)");
         writer.WriteLine("  --timeout SECONDS   per child process (default: 120)");
         writer.WriteLine("  --list              list the scenarios and their variants");
         writer.WriteLine("  --help, -h          this text");

@@ -59,7 +59,14 @@ internal static class Program
             ? ScenarioCatalog.All
             : ScenarioCatalog.All.Where(s => options.Scenarios.Contains(s.Id, StringComparer.OrdinalIgnoreCase)).ToList();
 
-        WriteMachineFacts(options.Full, runs, options.Timeout);
+        var facts = MachineFacts.Collect(options.Full, runs, options.Timeout);
+        Console.WriteLine($"Spindle.Compare: Spindle WorkerPool vs {string.Join(", ", PoolKind.All.Where(p => p != PoolKind.Spindle).Select(p => p.DisplayName))}");
+        facts.Write(Console.Out);
+        foreach (string peer in Peers.Unavailable)
+        {
+            Console.WriteLine($"  Peer:     {peer}");
+        }
+        Console.WriteLine();
         var total = Stopwatch.StartNew();
         var cases = new List<CaseResult>();
         var failures = new List<string>();
@@ -92,13 +99,15 @@ internal static class Program
 
         List<ReportRow> rows = ReportRow.Build(cases);
         Console.WriteLine();
-        ConsoleTable.Write(Console.Out, rows);
-        if (options.JsonPath is not null)
+        ConsoleTable.Write(Console.Out, rows.Where(r => !r.IsProcessMetric).ToList());
+        Console.WriteLine();
+        ProcessTable.Write(Console.Out, rows);
+        foreach (string peer in Peers.Unavailable)
         {
-            JsonReport.Write(options.JsonPath, rows);
-            Console.WriteLine($"JSON written to {Path.GetFullPath(options.JsonPath)}");
+            Console.WriteLine($"Not measured: {peer}.");
         }
-        Console.WriteLine($"Finished in {FormatDuration(total.Elapsed)}.");
+        Console.WriteLine();
+        WriteFiles(options, rows, cases, facts);        Console.WriteLine($"Finished in {FormatDuration(total.Elapsed)}.");
         if (failures.Count > 0)
         {
             Console.WriteLine();
@@ -119,16 +128,54 @@ internal static class Program
         return $"{metric.Name} {ReportRow.Format(measurement.Values[metric.Name])} {metric.Unit}";
     }
 
-    private static void WriteMachineFacts(bool full, int runs, TimeSpan timeout)
+    /// <summary>
+    /// JSON (with the plots beside it) and Markdown: where the options say, and for a run of every scenario also into
+    /// the default directory (bench/results/latest under the repository, when the program finds it).
+    /// </summary>
+    private static void WriteFiles(CommandLine options, List<ReportRow> rows, List<CaseResult> cases, MachineFacts facts)
     {
-        Console.WriteLine("Spindle.Compare: Spindle WorkerPool vs the built-in ThreadPool");
-        Console.WriteLine($"  OS:       {RuntimeInformation.OSDescription} ({RuntimeInformation.OSArchitecture})");
-        Console.WriteLine($"  .NET:     {RuntimeInformation.FrameworkDescription}");
-        Console.WriteLine($"  Cores:    {Environment.ProcessorCount}");
-        Console.WriteLine($"  Date:     {DateTimeOffset.Now.ToString("yyyy-MM-dd HH:mm:ss zzz", Formats.Culture)}");
-        Console.WriteLine($"  Mode:     {(full ? "full" : "quick")}, {runs} run(s) per pool (fewer where a scenario says so), one child process per run, "
-            + $"pools alternating; workstation non-concurrent GC; child timeout {timeout.TotalSeconds:F0} s");
-        Console.WriteLine();
+        string? directory = options.OutputDirectory ?? (options.Scenarios.Count == 0 ? FindDefaultOutputDirectory() : null);
+        string? jsonPath = options.JsonPath ?? (directory is null ? null : Path.Combine(directory, "compare.json"));
+        string? markdownPath = options.MarkdownPath ?? (directory is null ? null : Path.Combine(directory, "results.md"));
+        List<string> plots = [];
+        if (jsonPath is not null)
+        {
+            string jsonDirectory = Path.GetDirectoryName(Path.GetFullPath(jsonPath))!;
+            Directory.CreateDirectory(jsonDirectory);
+            JsonReport.Write(jsonPath, rows);
+            Console.WriteLine($"JSON written to {Path.GetFullPath(jsonPath)}");
+            string prefix = options.JsonPath is null ? "" : Path.GetFileNameWithoutExtension(jsonPath) + ".";
+            plots = SvgPlots.Write(jsonDirectory, prefix, rows, cases);
+            Console.WriteLine($"Plots written to {jsonDirectory}: {string.Join(", ", plots)}");
+            if (markdownPath is not null)
+            {
+                // Plot links relative to the Markdown file.
+                string markdownDirectory = Path.GetDirectoryName(Path.GetFullPath(markdownPath))!;
+                plots = plots.Select(p => Path.GetRelativePath(markdownDirectory, Path.Combine(jsonDirectory, p)).Replace('\\', '/')).ToList();
+            }
+        }
+        if (markdownPath is not null)
+        {
+            Directory.CreateDirectory(Path.GetDirectoryName(Path.GetFullPath(markdownPath))!);
+            MarkdownReport.Write(markdownPath, rows, facts, Peers.Unavailable, plots);
+            Console.WriteLine($"Markdown written to {Path.GetFullPath(markdownPath)}");
+        }
+    }
+
+    /// <summary>bench/results/latest of the repository this program was built from or is run in, if either is found.</summary>
+    private static string? FindDefaultOutputDirectory()
+    {
+        foreach (string start in new[] { Directory.GetCurrentDirectory(), AppContext.BaseDirectory })
+        {
+            for (DirectoryInfo? dir = new(start); dir is not null; dir = dir.Parent)
+            {
+                if (Directory.Exists(Path.Combine(dir.FullName, "bench", "Spindle.Compare")))
+                {
+                    return Path.Combine(dir.FullName, "bench", "results", "latest");
+                }
+            }
+        }
+        return null;
     }
 
     private static string FormatDuration(TimeSpan elapsed) =>

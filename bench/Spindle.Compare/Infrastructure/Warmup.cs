@@ -30,5 +30,6 @@ internal static class Warmup
             rounds++;
         }
         Thread.Sleep(100);
+        ProcessMeter.MarkMeasuredStart();
     }
 }

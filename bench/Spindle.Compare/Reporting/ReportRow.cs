@@ -36,6 +36,9 @@ internal sealed class ReportRow(string scenario, string variant, MetricInfo metr
 
     public MetricInfo Metric { get; } = metric;
 
+    /// <summary>Whether this is one of the process-wide figures every case reports (<see cref="ProcessMeter"/>).</summary>
+    public bool IsProcessMetric => Metric.Name.StartsWith(ProcessMeter.Prefix, StringComparison.Ordinal);
+
     /// <summary>One entry per pool, in <see cref="PoolKind.All"/> order.</summary>
     public IReadOnlyList<PoolFigures> Pools { get; } = pools;
 
@@ -76,7 +79,7 @@ internal sealed class ReportRow(string scenario, string variant, MetricInfo metr
         {
             Dictionary<PoolKind, List<List<double[]>>> series = PoolKind.All.ToDictionary(pool => pool, result.Series);
             bool first = series.Values.Any(runs => runs.Count != 0);
-            foreach (MetricInfo metric in result.Scenario.MetricsFor(result.Variant))
+            foreach (MetricInfo metric in result.Scenario.MetricsFor(result.Variant).Concat(ProcessMeter.Metrics))
             {
                 PoolFigures[] pools = PoolKind.All.Select(pool => new PoolFigures(pool, result.Values(pool, metric.Name))).ToArray();
                 rows.Add(new ReportRow(result.Scenario.Id, result.Variant, metric, pools) { Series = first ? series : null });

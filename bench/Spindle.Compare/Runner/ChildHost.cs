@@ -1,6 +1,7 @@
 using System;
 using System.Linq;
 using System.Text.Json;
+using Spindle.Compare.Infrastructure;
 using Spindle.Compare.Pools;
 using Spindle.Compare.Scenarios;
 
@@ -29,8 +30,10 @@ internal static class ChildHost
         Measurement measurement;
         try
         {
+            ProcessMeter.MarkMeasuredStart(); // restarted by the warm-up, if the scenario has one
             pool = kind.Create(scenario.GetPoolSettings(variant));
             measurement = scenario.Run(pool, variant, full);
+            ProcessMeter.Finish(measurement);
             if (pool.Fault is { } fault)
             {
                 throw new InvalidOperationException("A work item threw.", fault);
@@ -43,7 +46,7 @@ internal static class ChildHost
         }
 
         var result = new ChildResult { Threads = pool.ThreadCount, Series = measurement.Series };
-        foreach (MetricInfo metric in scenario.MetricsFor(variant))
+        foreach (MetricInfo metric in scenario.MetricsFor(variant).Concat(ProcessMeter.Metrics))
         {
             if (!measurement.Values.TryGetValue(metric.Name, out double value) || !double.IsFinite(value))
             {

@@ -5,6 +5,7 @@ using System.Linq;
 using System.Reflection;
 using System.Text.Json;
 using System.Threading.Tasks;
+using Spindle.Compare.Infrastructure;
 using Spindle.Compare.Pools;
 using Spindle.Compare.Scenarios;
 
@@ -76,7 +77,7 @@ internal static class ChildProcess
             return Failed($"exit code {exitCode}{Tail(errors)}", stopwatch);
         }
         var measurement = new Measurement { Series = result.Series };
-        foreach (MetricInfo metric in scenario.MetricsFor(variant))
+        foreach (MetricInfo metric in scenario.MetricsFor(variant).Concat(ProcessMeter.Metrics))
         {
             if (!result.Metrics.TryGetValue(metric.Name, out double value))
             {

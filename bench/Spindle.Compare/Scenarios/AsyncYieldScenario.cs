@@ -75,7 +75,7 @@ internal sealed class AsyncYieldScenario : IScenario
         long end = Stopwatch.GetTimestamp();
         GcSnapshot used = GcSnapshot.Take() - before;
         long total = (long)Tasks * yields;
-        return new Measurement()
+        return new Measurement { Items = total }
             .Set("yields", total / Stopwatch.GetElapsedTime(start, end).TotalSeconds)
             .Set("alloc", (double)used.AllocatedBytes / total);
     }

@@ -63,7 +63,7 @@ internal sealed class BlockingBurstScenario : IScenario
             return new Measurement();
         }
         List<double[]> series = recorder!.Finish();
-        return new Measurement { Series = series }
+        return new Measurement { Series = series, Items = Items }
             .Set("complete", Stopwatch.GetElapsedTime(start, run.CompletedAt).TotalMilliseconds)
             .Set("peak threads", recorder.PeakThreads)
             .Set("time to peak", recorder.TimeToPeakMs);

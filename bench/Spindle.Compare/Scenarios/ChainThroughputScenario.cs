@@ -79,7 +79,7 @@ internal sealed class ChainThroughputScenario : IScenario
         recorder.Finish();
 
         double seconds = (end - start) / (double)Stopwatch.Frequency;
-        return new Measurement()
+        return new Measurement { Items = items }
             .Set("throughput", items / seconds)
             .Set("alloc", (double)used.AllocatedBytes / items)
             .Set("peak threads", recorder.PeakThreads);

@@ -51,6 +51,7 @@ internal sealed class IdleCpuScenario : IScenario
         Thread.Sleep(s_warmupIdle);
         GcSnapshot.CollectFully();
         Thread.Sleep(100);
+        ProcessMeter.MarkMeasuredStart();
 
         int executedBefore = Volatile.Read(ref state.Executed);
         long processStart = CpuClock.ProcessNanoseconds();
@@ -66,7 +67,7 @@ internal sealed class IdleCpuScenario : IScenario
             throw new InvalidOperationException($"Only {executed:N0} of {queued:N0} items ran within the idle second.");
         }
         double poolCpuNs = (processEnd - processStart) - (producerEnd - producerStart);
-        return new Measurement().Set("pool cpu", poolCpuNs / 1_000_000.0);
+        return new Measurement { Items = queued }.Set("pool cpu", poolCpuNs / 1_000_000.0);
     }
 
     /// <summary>Queues one item per period until <paramref name="duration"/> has passed; returns how many.</summary>

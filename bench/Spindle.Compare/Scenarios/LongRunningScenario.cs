@@ -87,7 +87,7 @@ internal sealed class LongRunningScenario : IScenario
             return new Measurement();
         }
         List<double[]> series = recorder!.Finish();
-        return new Measurement { Series = series }
+        return new Measurement { Series = series, Items = Items }
             .Set("all started", Stopwatch.GetElapsedTime(start, run.AllStartedAt).TotalMilliseconds)
             .Set("timer late", Stopwatch.GetElapsedTime(run.TimerStart, run.FiredAt).TotalMilliseconds - s_timer.TotalMilliseconds)
             .Set("count", Interlocked.Read(ref run.Count) / 1e6)

@@ -13,6 +13,9 @@ internal sealed class Measurement
     /// </summary>
     public List<double[]>? Series { get; set; }
 
+    /// <summary>How many items (tasks, callbacks, timers, …) the measured run handled, for per-item process figures; 0: unknown.</summary>
+    public long Items { get; set; }
+
     public Measurement Set(string metric, double value)
     {
         Values[metric] = value;

@@ -97,7 +97,7 @@ internal sealed class PingPongScenario : IScenario
         body();
         long end = Stopwatch.GetTimestamp();
         GcSnapshot used = GcSnapshot.Take() - before;
-        return new Measurement()
+        return new Measurement { Items = hops }
             .Set("hop", Pacer.ToNanoseconds(end - start) / hops)
             .Set("alloc", (double)used.AllocatedBytes / hops);
     }

@@ -94,7 +94,7 @@ internal sealed class QueueDrainScenario : IScenario
         {
             throw new InvalidOperationException($"{state.ContextErrors:N0} items did not see the flowed ExecutionContext.");
         }
-        return new Measurement()
+        return new Measurement { Items = items }
             .Set("queue", Pacer.ToMilliseconds(queued - start))
             .Set("drain", Pacer.ToMilliseconds(end - queued))
             .Set("total", Pacer.ToMilliseconds(end - start))

@@ -67,6 +67,7 @@ internal sealed class RegisteredWaitsScenario : IScenario
         {
             RunRound(registrations, run);
         }
+        ProcessMeter.MarkMeasuredStart();
         int rounds = full ? FullRounds : QuickRounds;
         var times = new double[rounds];
         for (int i = 0; i < rounds; i++)
@@ -78,7 +79,7 @@ internal sealed class RegisteredWaitsScenario : IScenario
         {
             registration.Unregister();
         }
-        return new Measurement()
+        return new Measurement { Items = (long)rounds * (Registrations / Stride) }
             .Set("round", Stats.Median(times))
             .Set("extra threads", Math.Max(0, extraThreads))
             .Set("register", registerMs);

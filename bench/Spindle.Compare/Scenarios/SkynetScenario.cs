@@ -63,7 +63,7 @@ internal sealed class SkynetScenario : IScenario
         {
             tasks += level;
         }
-        return new Measurement()
+        return new Measurement { Items = tasks }
             .Set("time", Stopwatch.GetElapsedTime(start, end).TotalMilliseconds)
             .Set("alloc", (double)used.AllocatedBytes / tasks);
     }

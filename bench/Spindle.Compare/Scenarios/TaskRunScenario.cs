@@ -65,7 +65,7 @@ internal sealed class TaskRunScenario : IScenario
         long end = Stopwatch.GetTimestamp();
         GcSnapshot used = GcSnapshot.Take() - before;
         Array.Clear(tasks);
-        return new Measurement()
+        return new Measurement { Items = count }
             .Set("throughput", count / Stopwatch.GetElapsedTime(start, end).TotalSeconds)
             .Set("alloc", (double)used.AllocatedBytes / count);
     }

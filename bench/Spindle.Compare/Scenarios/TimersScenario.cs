@@ -83,7 +83,7 @@ internal sealed class TimersScenario : IScenario
         }
         long end = Stopwatch.GetTimestamp();
         GcSnapshot used = GcSnapshot.Take() - before;
-        return new Measurement()
+        return new Measurement { Items = count }
             .Set(s_schedule.Name, Stopwatch.GetElapsedTime(start, end).TotalNanoseconds / count)
             .Set(s_alloc.Name, (double)(used.AllocatedBytes - (long)IntPtr.Size * count) / count); // minus the array
     }
@@ -130,7 +130,7 @@ internal sealed class TimersScenario : IScenario
             }
         }
         Array.Sort(late);
-        return new Measurement()
+        return new Measurement { Items = count }
             .Set(s_p50.Name, Stats.Percentile(late, 50))
             .Set(s_p99.Name, Stats.Percentile(late, 99))
             .Set(s_max.Name, late[^1])

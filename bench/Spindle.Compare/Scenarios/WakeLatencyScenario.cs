@@ -47,7 +47,7 @@ internal sealed class WakeLatencyScenario : IScenario
 
         double[] latencies = Sample(pool, state, full ? FullSamples : QuickSamples, new Random(42));
         Array.Sort(latencies);
-        return new Measurement()
+        return new Measurement { Items = latencies.Length }
             .Set("p50", Stats.Percentile(latencies, 50))
             .Set("p99", Stats.Percentile(latencies, 99));
     }

@@ -1,0 +1,113 @@
+using System;
+using System.Diagnostics;
+using System.Globalization;
+using System.IO;
+using System.Threading;
+using Spindle.Compare.Scenarios;
+
+namespace Spindle.Compare.Infrastructure;
+
+/// <summary>
+/// Process-wide figures of a child run's measured part, reported for every scenario and pool: wall time, process CPU
+/// time, peak thread count, allocated bytes (per item when the scenario says how many items it ran) and collections
+/// per generation.
+/// </summary>
+/// <remarks>
+/// The measured part starts when the warm-up ends (<see cref="Warmup.Repeat"/> calls <see cref="MarkMeasuredStart"/>;
+/// scenarios with a warm-up of their own call it themselves), or at the start of the child for a scenario that has
+/// none, and ends when the scenario returns. A sampler thread reads the process's thread count every 2 ms meanwhile
+/// (from <c>/proc/self/status</c> on Linux, <see cref="Process.Threads"/> elsewhere).
+/// </remarks>
+internal static class ProcessMeter
+{
+    /// <summary>The process metrics, in report order. Their names start with "process " so reports can set them apart.</summary>
+    public static readonly MetricInfo[] Metrics =
+    [
+        new("process wall", "ms", Better.Lower),
+        new("process cpu", "ms", Better.Lower),
+        new("process peak threads", "threads", Better.Lower),
+        new("process alloc", "B/item", Better.Lower, NoiseFloor: 0.5),
+        new("process gen0", "collections", Better.Lower),
+        new("process gen1", "collections", Better.Lower),
+        new("process gen2", "collections", Better.Lower),
+    ];
+
+    public const string Prefix = "process ";
+
+    private static long s_startTimestamp;
+    private static long s_startCpu;
+    private static GcSnapshot s_startGc;
+    private static int s_peakThreads;
+    private static volatile bool s_sampling;
+    private static Thread? s_sampler;
+
+    /// <summary>Starts (or restarts) the measured part now.</summary>
+    public static void MarkMeasuredStart()
+    {
+        s_startGc = GcSnapshot.Take();
+        s_startCpu = CpuClock.ProcessNanoseconds();
+        Volatile.Write(ref s_peakThreads, ReadThreadCount());
+        s_startTimestamp = Stopwatch.GetTimestamp();
+        if (s_sampler is null)
+        {
+            s_sampling = true;
+            s_sampler = new Thread(Sample, 64 * 1024) { IsBackground = true, Name = "process meter" };
+            s_sampler.Start();
+        }
+    }
+
+    /// <summary>Ends the measured part and adds the process metrics to <paramref name="measurement"/>.</summary>
+    public static void Finish(Measurement measurement)
+    {
+        long end = Stopwatch.GetTimestamp();
+        long cpu = CpuClock.ProcessNanoseconds();
+        GcSnapshot gc = GcSnapshot.Take() - s_startGc;
+        s_sampling = false;
+        int peak = Math.Max(Volatile.Read(ref s_peakThreads), ReadThreadCount());
+        measurement
+            .Set(Metrics[0].Name, Stopwatch.GetElapsedTime(s_startTimestamp, end).TotalMilliseconds)
+            .Set(Metrics[1].Name, (cpu - s_startCpu) / 1e6)
+            .Set(Metrics[2].Name, peak)
+            .Set(Metrics[3].Name, measurement.Items is > 0 and var items ? (double)gc.AllocatedBytes / items : gc.AllocatedBytes)
+            .Set(Metrics[4].Name, gc.Gen0)
+            .Set(Metrics[5].Name, gc.Gen1)
+            .Set(Metrics[6].Name, gc.Gen2);
+    }
+
+    private static void Sample()
+    {
+        while (s_sampling)
+        {
+            int threads = ReadThreadCount();
+            int peak = Volatile.Read(ref s_peakThreads);
+            if (threads > peak)
+            {
+                Interlocked.CompareExchange(ref s_peakThreads, threads, peak);
+            }
+            Thread.Sleep(2);
+        }
+    }
+
+    /// <summary>The process's thread count: one small read of /proc on Linux.</summary>
+    private static int ReadThreadCount()
+    {
+        if (OperatingSystem.IsLinux())
+        {
+            try
+            {
+                foreach (string line in File.ReadLines("/proc/self/status"))
+                {
+                    if (line.StartsWith("Threads:", StringComparison.Ordinal))
+                    {
+                        return int.Parse(line.AsSpan(8).Trim(), NumberStyles.None, CultureInfo.InvariantCulture);
+                    }
+                }
+            }
+            catch (IOException)
+            {
+            }
+        }
+        using var process = Process.GetCurrentProcess();
+        return process.Threads.Count;
+    }
+}

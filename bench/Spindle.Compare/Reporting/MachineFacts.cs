@@ -1,0 +1,53 @@
+using System;
+using System.IO;
+using System.Runtime.InteropServices;
+using Spindle.Compare.Infrastructure;
+
+namespace Spindle.Compare.Reporting;
+
+/// <summary>Where and how a comparison ran: printed at the start and written into the Markdown report.</summary>
+internal sealed record MachineFacts(string Machine, string Os, string Dotnet, int Cores, DateTimeOffset Date, string Mode)
+{
+    public static MachineFacts Collect(bool full, int runs, TimeSpan timeout) => new(
+        ReadCpuModel(),
+        $"{RuntimeInformation.OSDescription} ({RuntimeInformation.OSArchitecture})",
+        RuntimeInformation.FrameworkDescription,
+        Environment.ProcessorCount,
+        DateTimeOffset.Now,
+        $"{(full ? "full" : "quick")}, {runs} run(s) per pool (fewer where a scenario says so), one child process per run, "
+            + $"pools alternating; workstation non-concurrent GC; child timeout {timeout.TotalSeconds:F0} s");
+
+    public string DateText => Date.ToString("yyyy-MM-dd HH:mm:ss zzz", Formats.Culture);
+
+    public void Write(TextWriter writer)
+    {
+        writer.WriteLine($"  Machine:  {Machine}");
+        writer.WriteLine($"  OS:       {Os}");
+        writer.WriteLine($"  .NET:     {Dotnet}");
+        writer.WriteLine($"  Cores:    {Cores}");
+        writer.WriteLine($"  Date:     {DateText}");
+        writer.WriteLine($"  Mode:     {Mode}");
+    }
+
+    /// <summary>The CPU model from /proc/cpuinfo on Linux; the architecture elsewhere.</summary>
+    private static string ReadCpuModel()
+    {
+        if (OperatingSystem.IsLinux())
+        {
+            try
+            {
+                foreach (string line in File.ReadLines("/proc/cpuinfo"))
+                {
+                    if (line.StartsWith("model name", StringComparison.Ordinal) && line.IndexOf(':') is int colon and > 0)
+                    {
+                        return line[(colon + 1)..].Trim();
+                    }
+                }
+            }
+            catch (IOException)
+            {
+            }
+        }
+        return RuntimeInformation.ProcessArchitecture.ToString();
+    }
+}

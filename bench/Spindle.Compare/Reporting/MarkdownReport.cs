@@ -1,0 +1,89 @@
+using System.Collections.Generic;
+using System.IO;
+using System.Linq;
+using System.Text;
+using Spindle.Compare.Pools;
+
+namespace Spindle.Compare.Reporting;
+
+/// <summary>
+/// The report as Markdown (<c>--markdown FILE</c>): where and how it ran, the results table (medians, ratio, spreads),
+/// the process figures, and the peers that could not be measured.
+/// </summary>
+internal static class MarkdownReport
+{
+    public static void Write(string path, IReadOnlyList<ReportRow> rows, MachineFacts facts, IReadOnlyList<string> unavailablePeers, IReadOnlyList<string> plots)
+    {
+        var text = new StringBuilder();
+        text.AppendLine("# Spindle comparison results");
+        text.AppendLine();
+        text.AppendLine("| | |");
+        text.AppendLine("| --- | --- |");
+        text.AppendLine($"| machine | {facts.Machine} |");
+        text.AppendLine($"| OS | {facts.Os} |");
+        text.AppendLine($"| .NET | {facts.Dotnet} |");
+        text.AppendLine($"| cores | {facts.Cores} |");
+        text.AppendLine($"| date | {facts.DateText} |");
+        text.AppendLine($"| mode | {facts.Mode} |");
+        text.AppendLine();
+        text.AppendLine($"Ratio: how many times better {PoolKind.RatioSubject.DisplayName} is than {PoolKind.RatioBaseline.DisplayName} on the medians "
+            + "(> 1: Spindle wins). Spread: min .. max of the runs.");
+        text.AppendLine();
+
+        var header = new List<string> { "scenario", "variant", "metric", "better" };
+        header.AddRange(PoolKind.All.Select(pool => pool.DisplayName));
+        header.Add("ratio");
+        header.AddRange(PoolKind.All.Select(pool => pool.DisplayName + " spread"));
+        AppendRow(text, header);
+        AppendRow(text, header.Select((_, i) => i >= 4 ? "---:" : "---"));
+        foreach (ReportRow row in rows.Where(r => !r.IsProcessMetric))
+        {
+            var cells = new List<string> { row.Scenario, row.Variant, $"{row.Metric.Name} ({row.Metric.Unit})", row.Metric.Better == Scenarios.Better.Lower ? "lower" : "higher" };
+            cells.AddRange(row.Pools.Select(p => p.Median is { } median ? ReportRow.Format(median) : "n/a"));
+            cells.Add(ConsoleTable.FormatRatio(row.Ratio));
+            cells.AddRange(row.Pools.Select(p => p.Min is { } min ? $"{ReportRow.Format(min)} .. {ReportRow.Format(p.Max!.Value)}" : "n/a"));
+            AppendRow(text, cells);
+        }
+
+        List<string[]> process = ProcessTable.Lines(rows);
+        if (process.Count > 0)
+        {
+            text.AppendLine();
+            text.AppendLine("## Process figures");
+            text.AppendLine();
+            text.AppendLine("The measured part of each run (after the warm-up), medians over the runs; alloc per item handled.");
+            text.AppendLine();
+            AppendRow(text, ProcessTable.Header);
+            AppendRow(text, ProcessTable.Header.Select((_, i) => i >= 3 ? "---:" : "---"));
+            foreach (string[] line in process)
+            {
+                AppendRow(text, line);
+            }
+        }
+
+        if (unavailablePeers.Count > 0)
+        {
+            text.AppendLine();
+            text.AppendLine("## Peers not measured");
+            text.AppendLine();
+            foreach (string peer in unavailablePeers)
+            {
+                text.AppendLine($"- {peer}");
+            }
+        }
+        if (plots.Count > 0)
+        {
+            text.AppendLine();
+            text.AppendLine("## Plots");
+            text.AppendLine();
+            foreach (string plot in plots)
+            {
+                text.AppendLine($"![{Path.GetFileNameWithoutExtension(plot)}]({plot})");
+            }
+        }
+        File.WriteAllText(path, text.ToString());
+    }
+
+    private static void AppendRow(StringBuilder text, IEnumerable<string> cells) =>
+        text.Append("| ").Append(string.Join(" | ", cells.Select(c => c.Replace("|", "\\|", System.StringComparison.Ordinal)))).AppendLine(" |");
+}

@@ -1,0 +1,71 @@
+using System;
+using System.Collections.Generic;
+using System.IO;
+using System.Linq;
+using Spindle.Compare.Infrastructure;
+using Spindle.Compare.Pools;
+
+namespace Spindle.Compare.Reporting;
+
+/// <summary>
+/// The process figures of every case (<see cref="ProcessMeter"/>), one line per case and pool: medians over the runs
+/// of the measured part's wall time, CPU time, peak thread count, allocation per item and collections.
+/// </summary>
+internal static class ProcessTable
+{
+    public static readonly string[] Header = ["scenario", "variant", "pool", "wall (ms)", "cpu (ms)", "cpu/wall", "peak threads", "alloc (B/item)", "gen0", "gen1", "gen2"];
+
+    /// <summary>The table's cells, one array per line.</summary>
+    public static List<string[]> Lines(IReadOnlyList<ReportRow> rows)
+    {
+        var lines = new List<string[]>();
+        foreach (IGrouping<(string Scenario, string Variant), ReportRow> caseRows in rows.Where(r => r.IsProcessMetric).GroupBy(r => (r.Scenario, r.Variant)))
+        {
+            Dictionary<string, ReportRow> byMetric = caseRows.ToDictionary(r => r.Metric.Name);
+            bool first = true;
+            foreach (PoolKind pool in PoolKind.All)
+            {
+                string Cell(int metric) => byMetric[ProcessMeter.Metrics[metric].Name].For(pool).Median is { } value ? ReportRow.Format(value) : "n/a";
+                double? wall = byMetric[ProcessMeter.Metrics[0].Name].For(pool).Median;
+                double? cpu = byMetric[ProcessMeter.Metrics[1].Name].For(pool).Median;
+                lines.Add(
+                [
+                    first ? caseRows.Key.Scenario : "",
+                    first ? caseRows.Key.Variant : "",
+                    pool.DisplayName,
+                    Cell(0),
+                    Cell(1),
+                    wall is > 0 && cpu is { } c ? (c / wall.Value).ToString("F2", Formats.Culture) : "n/a",
+                    Cell(2),
+                    Cell(3),
+                    Cell(4),
+                    Cell(5),
+                    Cell(6),
+                ]);
+                first = false;
+            }
+        }
+        return lines;
+    }
+
+    public static void Write(TextWriter writer, IReadOnlyList<ReportRow> rows)
+    {
+        List<string[]> lines = Lines(rows);
+        if (lines.Count == 0)
+        {
+            return;
+        }
+        int[] widths = Header.Select((h, column) => Math.Max(h.Length, lines.Max(line => line[column].Length))).ToArray();
+        writer.WriteLine("Process figures of the measured part of each run (after the warm-up; medians over the runs; alloc per item"
+            + " handled, or in total where a scenario counts no items):");
+        writer.WriteLine(Render(Header, widths));
+        writer.WriteLine(string.Join("-+-", widths.Select(width => new string('-', width))));
+        foreach (string[] line in lines)
+        {
+            writer.WriteLine(Render(line, widths));
+        }
+    }
+
+    private static string Render(string[] cells, int[] widths) =>
+        string.Join(" | ", cells.Select((cell, column) => column >= 3 ? cell.PadLeft(widths[column]) : cell.PadRight(widths[column]))).TrimEnd();
+}
