@@ -15,8 +15,9 @@ namespace Spindle.Compare.Infrastructure;
 /// <remarks>
 /// The measured part starts when the warm-up ends (<see cref="Warmup.Repeat"/> calls <see cref="MarkMeasuredStart"/>;
 /// scenarios with a warm-up of their own call it themselves), or at the start of the child for a scenario that has
-/// none, and ends when the scenario returns. A sampler thread reads the process's thread count every 2 ms meanwhile
-/// (from <c>/proc/self/status</c> on Linux, <see cref="Process.Threads"/> elsewhere).
+/// none, and ends when the scenario returns. A sampler thread reads the process's thread count every 10 ms meanwhile
+/// (from <c>/proc/self/status</c> on Linux, <see cref="Process.Threads"/> elsewhere), except in scenarios that measure
+/// the process's CPU time or wake-up latency (<see cref="IScenario.AllowsThreadSampling"/>).
 /// </remarks>
 internal static class ProcessMeter
 {
@@ -41,6 +42,9 @@ internal static class ProcessMeter
     private static volatile bool s_sampling;
     private static Thread? s_sampler;
 
+    /// <summary>Set by the child before the scenario runs: false keeps the sampler thread from starting.</summary>
+    public static bool SamplingAllowed { get; set; } = true;
+
     /// <summary>Starts (or restarts) the measured part now.</summary>
     public static void MarkMeasuredStart()
     {
@@ -48,7 +52,7 @@ internal static class ProcessMeter
         s_startCpu = CpuClock.ProcessNanoseconds();
         Volatile.Write(ref s_peakThreads, ReadThreadCount());
         s_startTimestamp = Stopwatch.GetTimestamp();
-        if (s_sampler is null)
+        if (s_sampler is null && SamplingAllowed)
         {
             s_sampling = true;
             s_sampler = new Thread(Sample, 64 * 1024) { IsBackground = true, Name = "process meter" };
@@ -84,7 +88,7 @@ internal static class ProcessMeter
             {
                 Interlocked.CompareExchange(ref s_peakThreads, threads, peak);
             }
-            Thread.Sleep(2);
+            Thread.Sleep(10);
         }
     }
 

@@ -34,6 +34,13 @@ internal interface IScenario
     /// </summary>
     int? MaxDefaultRuns => null;
 
+    /// <summary>
+    /// Whether the process meter may sample the thread count while the scenario runs (a thread waking every 10 ms).
+    /// False for scenarios that measure the process's own CPU time or wake-up latency, which that thread would disturb;
+    /// their peak thread count is then read at the start and end of the measured part only.
+    /// </summary>
+    bool AllowsThreadSampling => true;
+
     /// <summary>How the pool should be configured for <paramref name="variant"/>.</summary>
     PoolSettings GetPoolSettings(string variant) => PoolSettings.Default;
 

@@ -30,6 +30,8 @@ internal sealed class IdleCpuScenario : IScenario
         new("pool cpu", "ms", Better.Lower),
     ];
 
+    public bool AllowsThreadSampling => false;
+
     public string HeadlineMetric => "pool cpu";
 
     public Measurement Run(IPoolUnderTest pool, string variant, bool full)

@@ -32,6 +32,8 @@ internal sealed class WakeLatencyScenario : IScenario
         new("p99", "us", Better.Lower),
     ];
 
+    public bool AllowsThreadSampling => false;
+
     public string HeadlineMetric => "p50";
 
     public Measurement Run(IPoolUnderTest pool, string variant, bool full)
