@@ -12,11 +12,15 @@ internal readonly record struct GcSnapshot(long AllocatedBytes, int Gen0, int Ge
     public static GcSnapshot operator -(GcSnapshot end, GcSnapshot start) =>
         new(end.AllocatedBytes - start.AllocatedBytes, end.Gen0 - start.Gen0, end.Gen1 - start.Gen1, end.Gen2 - start.Gen2);
 
-    /// <summary>Full blocking collection, so a timed region starts from a clean heap.</summary>
+    /// <summary>
+    /// Full blocking collection, so a timed region starts from a clean heap. The process meter's measured part restarts
+    /// after it, so that these forced collections are not counted as the workload's.
+    /// </summary>
     public static void CollectFully()
     {
         GC.Collect(GC.MaxGeneration, GCCollectionMode.Forced, blocking: true, compacting: true);
         GC.WaitForPendingFinalizers();
         GC.Collect(GC.MaxGeneration, GCCollectionMode.Forced, blocking: true, compacting: true);
+        ProcessMeter.MarkMeasuredStart();
     }
 }
