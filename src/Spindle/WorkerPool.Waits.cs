@@ -77,10 +77,11 @@ public sealed partial class WorkerPool
                 // Started under the lock (once per 63 registrations), so that shutdown never finds an unstarted thread
                 // to join. The new thread's first step takes the lock, so it simply waits for this call to finish.
                 target = new WaitThread(this, _waitLock, $"{_threadNamePrefix} wait {_waitThreads.Count + 1}");
-                target.AddLocked(registration);
-                TrackLocked(registration);
+                // If the thread cannot be started, nothing has been recorded yet and the exception reaches the caller.
                 target.Thread.UnsafeStart(target);
                 _waitThreads.Add(target);
+                target.AddLocked(registration);
+                TrackLocked(registration);
                 return registration;
             }
             target.AddLocked(registration);

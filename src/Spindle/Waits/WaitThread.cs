@@ -32,7 +32,7 @@ internal sealed class WaitThread : IDisposable
     private WaitHandle[] _handles;
     private int _count;
     private bool _handlesDirty;
-    private volatile bool _changesPending;
+    private volatile bool _changesPending = true; // the first pass always looks at the pending adds, under the lock
 
     public WaitThread(WorkerPool pool, object waitLock, string name)
     {
