@@ -185,7 +185,21 @@ public sealed partial class WorkerPool
             _timerBlocker = blocker;
             _timerThread = thread;
         }
-        thread.UnsafeStart(this);
+        try
+        {
+            thread.UnsafeStart(this);
+        }
+        catch
+        {
+            // No thread: forget it, so that shutdown does not join it and the next schedule tries again (the wheel
+            // keeps the timers; workers between items still expire them, see AssistTimers).
+            lock (_timerLock)
+            {
+                _timerThread = null;
+                _timerThreadDeadline = long.MaxValue;
+            }
+            throw;
+        }
     }
 
     private void TimerThreadMain()
