@@ -65,7 +65,8 @@ internal static class ConsoleTable
         double r => r.ToString("F2", Formats.Culture) + "x",
     };
 
-    private static string Render(string[] cells, int[] widths, int numericFrom) =>
+    /// <summary>One line of a text table: cells padded to the column widths, right-aligned from <paramref name="numericFrom"/> on.</summary>
+    internal static string Render(string[] cells, int[] widths, int numericFrom) =>
         string.Join(" | ", cells.Select((cell, column) => column >= numericFrom ? cell.PadLeft(widths[column]) : cell.PadRight(widths[column])))
             .TrimEnd();
 }

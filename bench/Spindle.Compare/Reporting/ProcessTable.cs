@@ -13,6 +13,8 @@ namespace Spindle.Compare.Reporting;
 /// </summary>
 internal static class ProcessTable
 {
+    private const int NumericFrom = 3;
+
     public static readonly string[] Header = ["scenario", "variant", "pool", "wall (ms)", "cpu (ms)", "cpu/wall", "peak threads", "alloc (B/item)", "gen0", "gen1", "gen2"];
 
     /// <summary>The table's cells, one array per line.</summary>
@@ -58,14 +60,11 @@ internal static class ProcessTable
         int[] widths = Header.Select((h, column) => Math.Max(h.Length, lines.Max(line => line[column].Length))).ToArray();
         writer.WriteLine("Process figures of the measured part of each run (after the warm-up; medians over the runs; alloc per item"
             + " handled, or in total where a scenario counts no items):");
-        writer.WriteLine(Render(Header, widths));
+        writer.WriteLine(ConsoleTable.Render(Header, widths, NumericFrom));
         writer.WriteLine(string.Join("-+-", widths.Select(width => new string('-', width))));
         foreach (string[] line in lines)
         {
-            writer.WriteLine(Render(line, widths));
+            writer.WriteLine(ConsoleTable.Render(line, widths, NumericFrom));
         }
     }
-
-    private static string Render(string[] cells, int[] widths) =>
-        string.Join(" | ", cells.Select((cell, column) => column >= 3 ? cell.PadLeft(widths[column]) : cell.PadRight(widths[column]))).TrimEnd();
 }
