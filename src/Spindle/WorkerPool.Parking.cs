@@ -162,7 +162,12 @@ public sealed partial class WorkerPool
 
     private bool TryStealOrTakeGlobal(Worker self, out WorkItemEntry item)
     {
-        if ((UrgentWorkMayBeWaiting && TryTakeUrgent(out item)) || self.TryTakeGlobalBatch(out item))
+        if (UrgentWorkMayBeWaiting && TryTakeUrgent(out item))
+        {
+            self.NoteTimerCallback();
+            return true;
+        }
+        if (self.TryTakeGlobalBatch(out item))
         {
             return true;
         }

@@ -83,6 +83,7 @@ public sealed partial class WorkerPool
         private int _timerCountdown = TimerCheckIdleInterval;
         private int _timerInterval = 1;
         private long _lastTimerCheck;
+        private bool _ranTimerCallback;
         private List<Timers.TimerNode>? _expiredTimers;
         private string? _threadName;
         private CultureInfo? _culture;
@@ -161,6 +162,13 @@ public sealed partial class WorkerPool
             }
         }
 
+        /// <summary>The worker is about to run a timer callback: look at the deadline again right after it.</summary>
+        public void NoteTimerCallback()
+        {
+            _ranTimerCallback = true;
+            _timerCountdown = 1;
+        }
+
         /// <summary>Items between looks at the timer deadline while the pool has no timer scheduled.</summary>
         private const int TimerCheckIdleInterval = 64;
 
@@ -182,11 +190,20 @@ public sealed partial class WorkerPool
                 _timerCountdown = TimerCheckIdleInterval; // no timer: no clock read
                 return;
             }
-            if (_lastTimerCheck != 0)
+            if (_ranTimerCallback)
             {
+                // Timer callbacks are short and say nothing about the items around them: judging the interval from them
+                // would stretch it across the next long items (a burst of callbacks followed by 1 ms items once left
+                // the next look hundreds of milliseconds away). Look after every item until ordinary work is timed again.
+                _ranTimerCallback = false;
+                _timerInterval = 1;
+            }
+            else if (_lastTimerCheck != 0)
+            {
+                // Shrinks at once, grows at most fourfold per look, so items that turn long are noticed soon.
                 long elapsed = now - _lastTimerCheck;
-                long interval = elapsed <= 0 ? 1024 : _timerInterval * s_timerCheckTicks / elapsed;
-                _timerInterval = (int)Math.Clamp(interval, 1, 1024);
+                long interval = elapsed <= 0 ? 4L * _timerInterval : _timerInterval * s_timerCheckTicks / elapsed;
+                _timerInterval = (int)Math.Clamp(interval, 1, Math.Min(4L * _timerInterval, 1024));
             }
             _lastTimerCheck = now;
             _timerCountdown = _timerInterval;
@@ -198,6 +215,7 @@ public sealed partial class WorkerPool
             // Timer callbacks first (WorkerPool.Timers.cs): one load of a line written only when timers fire.
             if (Pool.UrgentWorkMayBeWaiting && Pool.TryTakeUrgent(out item))
             {
+                NoteTimerCallback();
                 return true;
             }
             if (++_tick >= FairnessInterval)
