@@ -15,11 +15,8 @@ internal static class ConsoleTable
 {
     public static void Write(TextWriter writer, IReadOnlyList<ReportRow> rows)
     {
-        var header = new List<string> { "scenario", "variant", "metric", "better" };
-        header.AddRange(PoolKind.All.Select(pool => pool.DisplayName));
-        header.Add("ratio");
-        header.AddRange(PoolKind.All.Select(pool => pool.DisplayName + " spread"));
-        int numericFrom = 4; // columns from here on are right-aligned
+        List<string> header = Header();
+        int numericFrom = NumericFrom;
 
         var lines = new List<string[]>();
         string? lastCase = null;
@@ -28,17 +25,7 @@ internal static class ConsoleTable
             string caseKey = row.Scenario + "\0" + row.Variant;
             bool sameCase = caseKey == lastCase;
             lastCase = caseKey;
-            var cells = new List<string>
-            {
-                sameCase ? "" : row.Scenario,
-                sameCase ? "" : row.Variant,
-                $"{row.Metric.Name} ({row.Metric.Unit})",
-                row.Metric.Better == Scenarios.Better.Lower ? "lower" : "higher",
-            };
-            cells.AddRange(row.Pools.Select(p => p.Median is { } median ? ReportRow.Format(median) : "n/a"));
-            cells.Add(FormatRatio(row.Ratio));
-            cells.AddRange(row.Pools.Select(p => p.Min is { } min ? $"{ReportRow.Format(min)} .. {ReportRow.Format(p.Max!.Value)}" : "n/a"));
-            lines.Add(cells.ToArray());
+            lines.Add(Cells(row, showCase: !sameCase).ToArray());
         }
 
         int[] widths = new int[header.Count];
@@ -56,6 +43,35 @@ internal static class ConsoleTable
         writer.WriteLine($"Figures are medians over the runs. ratio = how many times better {PoolKind.RatioSubject.DisplayName} is than "
             + $"{PoolKind.RatioBaseline.DisplayName} ({PoolKind.RatioBaseline.DisplayName} / {PoolKind.RatioSubject.DisplayName} when lower is better, "
             + $"the inverse when higher is better); > 1 means {PoolKind.RatioSubject.DisplayName} wins. spread = min .. max of the runs.");
+    }
+
+    /// <summary>Columns from this one on hold figures (right-aligned).</summary>
+    internal const int NumericFrom = 4;
+
+    /// <summary>The results table's header: case, metric, one median column per pool, the ratio, one spread column per pool.</summary>
+    internal static List<string> Header()
+    {
+        var header = new List<string> { "scenario", "variant", "metric", "better" };
+        header.AddRange(PoolKind.All.Select(pool => pool.DisplayName));
+        header.Add("ratio");
+        header.AddRange(PoolKind.All.Select(pool => pool.DisplayName + " spread"));
+        return header;
+    }
+
+    /// <summary>One row's cells under <see cref="Header"/>; the scenario and variant are left blank unless <paramref name="showCase"/>.</summary>
+    internal static List<string> Cells(ReportRow row, bool showCase)
+    {
+        var cells = new List<string>
+        {
+            showCase ? row.Scenario : "",
+            showCase ? row.Variant : "",
+            $"{row.Metric.Name} ({row.Metric.Unit})",
+            row.Metric.Better == Scenarios.Better.Lower ? "lower" : "higher",
+        };
+        cells.AddRange(row.Pools.Select(p => p.Median is { } median ? ReportRow.Format(median) : "n/a"));
+        cells.Add(FormatRatio(row.Ratio));
+        cells.AddRange(row.Pools.Select(p => p.Min is { } min ? $"{ReportRow.Format(min)} .. {ReportRow.Format(p.Max!.Value)}" : "n/a"));
+        return cells;
     }
 
     public static string FormatRatio(double? ratio) => ratio switch

@@ -30,19 +30,12 @@ internal static class MarkdownReport
             + "(> 1: Spindle wins). Spread: min .. max of the runs.");
         text.AppendLine();
 
-        var header = new List<string> { "scenario", "variant", "metric", "better" };
-        header.AddRange(PoolKind.All.Select(pool => pool.DisplayName));
-        header.Add("ratio");
-        header.AddRange(PoolKind.All.Select(pool => pool.DisplayName + " spread"));
+        List<string> header = ConsoleTable.Header();
         AppendRow(text, header);
-        AppendRow(text, header.Select((_, i) => i >= 4 ? "---:" : "---"));
+        AppendRow(text, header.Select((_, i) => i >= ConsoleTable.NumericFrom ? "---:" : "---"));
         foreach (ReportRow row in rows.Where(r => !r.IsProcessMetric))
         {
-            var cells = new List<string> { row.Scenario, row.Variant, $"{row.Metric.Name} ({row.Metric.Unit})", row.Metric.Better == Scenarios.Better.Lower ? "lower" : "higher" };
-            cells.AddRange(row.Pools.Select(p => p.Median is { } median ? ReportRow.Format(median) : "n/a"));
-            cells.Add(ConsoleTable.FormatRatio(row.Ratio));
-            cells.AddRange(row.Pools.Select(p => p.Min is { } min ? $"{ReportRow.Format(min)} .. {ReportRow.Format(p.Max!.Value)}" : "n/a"));
-            AppendRow(text, cells);
+            AppendRow(text, ConsoleTable.Cells(row, showCase: true));
         }
 
         List<string[]> process = ProcessTable.Lines(rows);

@@ -238,6 +238,22 @@ internal sealed class WaitThread : IDisposable
         return false;
     }
 
+    /// <summary>
+    /// Thread only: stops watching slot <paramref name="slot"/> (a run-once registration that fired, a disposed handle)
+    /// and releases its accounting unless its Unregister already did. The wait array is rebuilt before the next wait.
+    /// </summary>
+    private void DropLocal(int slot, RegisteredWait registration)
+    {
+        lock (_waitLock)
+        {
+            RemoveAt(slot);
+            if (registration.WaitThread == this)
+            {
+                ReleaseSlotLocked(registration);
+            }
+        }
+    }
+
     /// <summary>Removes slot <paramref name="i"/> from the local arrays (the handle array is rebuilt by the caller's next ApplyChanges).</summary>
     private void RemoveAt(int i)
     {
@@ -271,7 +287,7 @@ internal sealed class WaitThread : IDisposable
         registration.Fire(timedOut: false);
         if (registration.ExecuteOnlyOnce)
         {
-            DropSlot(slot);
+            DropLocal(slot, registration); // a run-once registration fired: its later Unregister finds nothing to remove
         }
         else
         {
@@ -292,25 +308,11 @@ internal sealed class WaitThread : IDisposable
             registration.Fire(timedOut: true);
             if (registration.ExecuteOnlyOnce)
             {
-                DropSlot(i);
+                DropLocal(i, registration);
             }
             else
             {
                 _deadlines[i] = DeadlineFor(registration, now);
-            }
-        }
-    }
-
-    /// <summary>A run-once registration fired: it stops being watched (its Unregister later finds nothing to remove).</summary>
-    private void DropSlot(int slot)
-    {
-        RegisteredWait registration = _registrations[slot];
-        lock (_waitLock)
-        {
-            RemoveAt(slot); // the wait array is rebuilt by the ApplyChanges that precedes the next wait
-            if (registration.WaitThread == this)
-            {
-                ReleaseSlotLocked(registration);
             }
         }
     }
@@ -332,14 +334,7 @@ internal sealed class WaitThread : IDisposable
             }
             if (disposed)
             {
-                lock (_waitLock)
-                {
-                    RemoveAt(i);
-                    if (registration.WaitThread == this)
-                    {
-                        ReleaseSlotLocked(registration);
-                    }
-                }
+                DropLocal(i, registration);
                 registration.UnregisterCore(null);
             }
         }
