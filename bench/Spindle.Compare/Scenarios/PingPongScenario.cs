@@ -14,7 +14,8 @@ namespace Spindle.Compare.Scenarios;
 /// which counts a hop and queues the other from inside the pool (preferLocal: true, the way continuations are queued).
 /// <c>channel</c>: a capacity-1 bounded channel between a consumer item that runs on the pool and blocks synchronously
 /// while the channel is empty, and a producer that writes one value per queued item. The channel completes the
-/// consumer's wait inline (synchronous continuations), so no other pool takes part; when the channel is full the
+/// consumer's wait inline (synchronous continuations, and an inline context for a wait that completes while its
+/// continuation is being registered), so no other pool takes part; when the channel is full the
 /// producer asks to be called back when there is room and is then queued again on the pool under test (only the
 /// consumer blocks a pool thread: Spindle's fixed-size pool does not add threads). A hop is one value delivered.
 /// </summary>
@@ -127,6 +128,36 @@ internal sealed class PingPongScenario : IScenario
         }
     }
 
+    /// <summary>
+    /// Registers <paramref name="continuation"/> on a channel wait so that it runs inline on whichever thread completes
+    /// the wait. Awaiting (or <c>AsTask</c>) would do that too, except when the wait completes during the registration:
+    /// the channel then hands the continuation to the built-in ThreadPool, which would bring a second pool, spinning
+    /// on the same cores, into a Spindle run. A synchronization context whose Post runs the callback at once, current
+    /// while registering, covers that case as well (the channel posts to a captured context).
+    /// </summary>
+    private static void OnCompletedInline(ValueTask<bool> wait, Action continuation)
+    {
+        SynchronizationContext? previous = SynchronizationContext.Current;
+        SynchronizationContext.SetSynchronizationContext(InlineContext.Instance);
+        try
+        {
+            wait.GetAwaiter().UnsafeOnCompleted(continuation);
+        }
+        finally
+        {
+            SynchronizationContext.SetSynchronizationContext(previous);
+        }
+    }
+
+    private sealed class InlineContext : SynchronizationContext
+    {
+        public static readonly InlineContext Instance = new();
+
+        public override void Post(SendOrPostCallback d, object? state) => d(state);
+
+        public override SynchronizationContext CreateCopy() => this;
+    }
+
     private sealed class ChannelRun
     {
         public readonly IPoolUnderTest Pool;
@@ -153,8 +184,18 @@ internal sealed class PingPongScenario : IScenario
     }
 
     /// <summary>Runs once, on one pool thread, blocking it while the channel is empty.</summary>
-    private sealed class ConsumerItem(ChannelRun run) : PoolWorkItem
+    private sealed class ConsumerItem : PoolWorkItem
     {
+        private readonly ChannelRun run;
+        private readonly ManualResetEventSlim _readable = new(false);
+        private readonly Action _setReadable;
+
+        public ConsumerItem(ChannelRun run)
+        {
+            this.run = run;
+            _setReadable = _readable.Set;
+        }
+
         public override void Execute()
         {
             ChannelReader<int> reader = run.Channel.Reader;
@@ -169,8 +210,13 @@ internal sealed class PingPongScenario : IScenario
                     continue;
                 }
                 ValueTask<bool> wait = reader.WaitToReadAsync();
-                bool more = wait.IsCompletedSuccessfully ? wait.Result : wait.AsTask().GetAwaiter().GetResult();
-                if (!more)
+                if (!wait.IsCompleted)
+                {
+                    _readable.Reset();
+                    OnCompletedInline(wait, _setReadable);
+                    _readable.Wait();
+                }
+                if (!wait.Result)
                 {
                     break;
                 }
@@ -214,7 +260,7 @@ internal sealed class PingPongScenario : IScenario
                     return; // completed channel: nothing more to write
                 }
                 _pendingWait = wait;
-                wait.GetAwaiter().UnsafeOnCompleted(_onWritable);
+                OnCompletedInline(wait, _onWritable);
                 return;
             }
             if (++_next < _run.Total)
