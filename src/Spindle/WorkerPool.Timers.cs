@@ -1,6 +1,7 @@
 using System;
 using System.Collections.Generic;
 using System.Diagnostics;
+using System.Numerics;
 using System.Threading;
 using Spindle.Parking;
 using Spindle.Queues;
@@ -18,25 +19,27 @@ namespace Spindle;
 // fires, never behind a backlog.
 //
 // Who writes what:
-// - The wheel, every PoolTimer's wheel fields (When, links, due timestamp, period) and _timerThreadDeadline are
+// - The wheel, every PoolTimer's wheel fields (When, links, period) and _timerThreadDeadline are
 //   written under _timerLock only (by schedulers, Change, Dispose and the timer thread).
 // - _timerThreadDeadline is the tick the timer thread is about to sleep until (long.MaxValue: no deadline). A scheduler
 //   that inserts an entry due earlier signals the thread's blocker and lowers the field, so one wake serves a burst of
 //   earlier inserts. The thread publishes the field under the lock before it sleeps, and the blocker keeps a signal sent
 //   between that publication and the sleep, so no earlier insert is missed.
-// - PoolTimer._firePending (atomics): set by the timer thread when it queues a firing, cleared by the worker just
+// - PoolTimer's fire-pending flag (atomics): set by the timer thread when it queues a firing, cleared by the worker just
 //   before the callback runs. A timer whose previous firing has not started is not queued again (firings coalesce, so
 //   a saturated pool never accumulates a backlog of one periodic timer).
 public sealed partial class WorkerPool
 {
     private readonly Lock _timerLock = new();
     private readonly TimingWheel _wheel = new();
-    // The ready list: fired timers waiting for a worker, oldest first, linked through PoolTimer.NextReady (a timer is in
-    // it at most once, see _firePending), so firing allocates nothing. Guarded by _readyLock; appended to by the timer
-    // thread, a whole batch per lock, and taken from one timer at a time by workers.
+    // The ready list: fired timers waiting for a worker, oldest first, in a growable ring (a timer is in it at most once,
+    // see its fire-pending flag, so the ring never outgrows the number of timers and, once grown, firing allocates
+    // nothing). Guarded by _readyLock; appended to by the timer thread, a whole batch per lock, and taken from one timer
+    // at a time by workers.
     private readonly Lock _readyLock = new();
-    private PoolTimer? _readyHead;
-    private PoolTimer? _readyTail;
+    private PoolTimer?[] _ready = new PoolTimer?[16];
+    private int _readyStart;
+    private int _readyCount;
     private bool _readyClosed;
     private readonly long _timerEpoch = Stopwatch.GetTimestamp();
     private ThreadBlocker? _timerBlocker;
@@ -130,7 +133,7 @@ public sealed partial class WorkerPool
     /// <summary>The wheel tick that has fully begun at <paramref name="timestamp"/>.</summary>
     private long FloorTick(long timestamp) => Math.Max(0, (timestamp - _timerEpoch) / s_ticksPerWheelTick);
 
-    private long TickStart(long tick) => _timerEpoch + tick * s_ticksPerWheelTick;
+    internal long TickStart(long tick) => _timerEpoch + tick * s_ticksPerWheelTick;
 
     /// <summary>
     /// Schedules or reschedules <paramref name="timer"/> (caller holds <see cref="_timerLock"/>): due at the Stopwatch
@@ -336,29 +339,17 @@ public sealed partial class WorkerPool
     /// </summary>
     private int AppendReady(List<TimerNode> expired)
     {
-        PoolTimer? first = null;
-        PoolTimer? last = null;
+        // Claim the firings first (outside the ready lock), compacting the claimed timers to the front of the list.
         int count = 0;
-        foreach (TimerNode node in expired)
+        for (int i = 0; i < expired.Count; i++)
         {
-            var timer = (PoolTimer)node;
-            if (!timer.TryMarkFirePending())
+            var timer = (PoolTimer)expired[i];
+            if (timer.TryMarkFirePending())
             {
-                continue; // its previous firing has not started yet: this one merges into it
-            }
-            timer.NextReady = null;
-            if (last is null)
-            {
-                first = timer;
-            }
-            else
-            {
-                last.NextReady = timer;
-            }
-            last = timer;
-            count++;
+                expired[count++] = timer;
+            } // otherwise its previous firing has not started yet: this one merges into it
         }
-        if (first is null)
+        if (count == 0)
         {
             return 0;
         }
@@ -370,17 +361,30 @@ public sealed partial class WorkerPool
                 Interlocked.Add(ref _urgentPending.Value, -count);
                 return 0; // shutting down: the pool's timers are gone with it
             }
-            if (_readyTail is null)
+            if (_readyCount + count > _ready.Length)
             {
-                _readyHead = first;
+                GrowReadyLocked(_readyCount + count);
             }
-            else
+            int mask = _ready.Length - 1;
+            for (int i = 0; i < count; i++)
             {
-                _readyTail.NextReady = first;
+                _ready[(_readyStart + _readyCount + i) & mask] = (PoolTimer)expired[i];
             }
-            _readyTail = last;
+            _readyCount += count;
         }
         return count;
+    }
+
+    private void GrowReadyLocked(int needed)
+    {
+        var grown = new PoolTimer?[(int)BitOperations.RoundUpToPowerOf2((uint)needed)];
+        int mask = _ready.Length - 1;
+        for (int i = 0; i < _readyCount; i++)
+        {
+            grown[i] = _ready[(_readyStart + i) & mask];
+        }
+        _ready = grown;
+        _readyStart = 0;
     }
 
     /// <summary>Wakes workers for <paramref name="count"/> newly ready timers (called outside the timer lock).</summary>
@@ -401,22 +405,20 @@ public sealed partial class WorkerPool
     /// <summary>Takes the oldest fired timer, as a work item.</summary>
     internal bool TryTakeUrgent(out WorkItemEntry item)
     {
-        PoolTimer? timer;
+        PoolTimer timer;
         lock (_readyLock)
         {
-            timer = _readyHead;
-            if (timer is null)
+            if (_readyCount == 0)
             {
                 item = default;
                 return false;
             }
-            _readyHead = timer.NextReady;
-            if (_readyHead is null)
-            {
-                _readyTail = null;
-            }
+            ref PoolTimer? slot = ref _ready[_readyStart];
+            timer = slot!;
+            slot = null; // the ring keeps no fired timer alive
+            _readyStart = (_readyStart + 1) & (_ready.Length - 1);
+            _readyCount--;
         }
-        timer.NextReady = null;
         Interlocked.Decrement(ref _urgentPending.Value);
         item = timer.CreateFireEntry();
         return true;

@@ -29,6 +29,26 @@ public sealed partial class WorkerPool
     // ExecutionContext.Run because a worker runs in it between items.
     private static ExecutionContext? s_defaultContext;
 
+    /// <summary>Whether <paramref name="context"/> is the runtime's default ExecutionContext (no AsyncLocal values).</summary>
+    internal static bool IsDefaultContext(ExecutionContext context) =>
+        ReferenceEquals(context, Volatile.Read(ref s_defaultContext) ?? ProbeDefaultContext());
+
+    /// <summary>
+    /// Learns the default context before any worker has started (a worker learns it as it starts): a thread started
+    /// without flowing its creator's context runs in it. Once per process, and only if a pool creates a timer before
+    /// any of its workers exists.
+    /// </summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private static ExecutionContext ProbeDefaultContext()
+    {
+        ExecutionContext? captured = null;
+        var probe = new Thread(() => captured = ExecutionContext.Capture(), 64 * 1024) { IsBackground = true, Name = "Spindle context probe" };
+        probe.UnsafeStart(); // UnsafeStart: the probe does not run in this thread's context
+        probe.Join();
+        Interlocked.CompareExchange(ref s_defaultContext, captured, null);
+        return s_defaultContext!;
+    }
+
     /// <summary>One worker thread: its ring, its blocker, its counters and its dispatch loop.</summary>
     internal sealed class Worker
     {

@@ -106,6 +106,62 @@ public sealed class WorkerPoolTimerTests
     }
 
     [Fact]
+    public void PeriodicTimer_WithAFractionalPeriod_NeverFiresAheadOfItsSchedule()
+    {
+        // Periods are rounded up to the wheel's milliseconds: the k-th firing may come later than due + k * period,
+        // never earlier.
+        using var pool = NewPool();
+        const int Firings = 12;
+        TimeSpan due = TimeSpan.FromMilliseconds(3);
+        TimeSpan period = TimeSpan.FromMilliseconds(2.5);
+        var fired = new long[Firings];
+        int count = 0;
+        using var done = new ManualResetEventSlim(false);
+        long created = Stopwatch.GetTimestamp();
+        ITimer timer = pool.CreateTimer(_ =>
+        {
+            int k = Interlocked.Increment(ref count) - 1;
+            if (k < Firings)
+            {
+                fired[k] = Stopwatch.GetTimestamp();
+                if (k == Firings - 1)
+                {
+                    done.Set();
+                }
+            }
+        }, null, due, period);
+        Waits.For(done, $"{Firings} periodic firings");
+        timer.Dispose();
+        for (int k = 0; k < Firings; k++)
+        {
+            TimeSpan elapsed = Stopwatch.GetElapsedTime(created, fired[k]);
+            Assert.True(elapsed >= due + k * period, $"Firing {k} came {elapsed.TotalMilliseconds:F3} ms after creation, before its schedule.");
+        }
+    }
+
+    [Fact]
+    public void TimerOnAPoolWithoutWorkers_FlowsTheContextOnlyWhenThereIsOne()
+    {
+        using var pool = NewPool(o => o.MinThreads = 0);
+        string? seenWithout = "unset";
+        string? seenWith = null;
+        using var both = new CountdownEvent(2);
+        using ITimer plain = pool.CreateTimer(_ => { seenWithout = s_flowed.Value; both.Signal(); }, null, TimeSpan.FromMilliseconds(1), Timeout.InfiniteTimeSpan);
+        s_flowed.Value = "flowed to the timer";
+        try
+        {
+            using ITimer flowing = pool.CreateTimer(_ => { seenWith = s_flowed.Value; both.Signal(); }, null, TimeSpan.FromMilliseconds(1), Timeout.InfiniteTimeSpan);
+            Waits.For(both, "both timers");
+        }
+        finally
+        {
+            s_flowed.Value = null;
+        }
+        Assert.Null(seenWithout);
+        Assert.Equal("flowed to the timer", seenWith);
+    }
+
+    [Fact]
     public void Change_Reschedules_Stops_AndReturnsFalseOnceDisposed()
     {
         using var pool = NewPool();

@@ -11,40 +11,46 @@ namespace Spindle.Timers;
 /// by the pool's <see cref="WorkerPool.TimeProvider"/>): one object, an entry of the pool's timing wheel.
 /// </summary>
 /// <remarks>
-/// Protocol (see also WorkerPool.Timers.cs): the wheel links, <see cref="_dueTimestamp"/>, <see cref="_period"/> and
-/// <see cref="_disposed"/> are written under the pool's timer lock. <see cref="_disposed"/> is also read without the
-/// lock by <see cref="Fire"/>: a firing already queued when the timer is disposed sees the flag and does nothing, so
-/// once <see cref="Dispose"/> returns no callback starts (one that had started may still be running).
+/// <para>Kept small (80 bytes on 64-bit, with the wheel links), because a server keeps one per outstanding timeout and
+/// the collector copies every one that survives a gen0 collection: no due timestamp (a periodic timer's next firing is
+/// computed from the wheel tick it fired in), the ExecutionContext folded into the callback field when one flows, the
+/// ready list outside the object, and one flags word.</para>
+/// <para>Protocol (see also WorkerPool.Timers.cs): the wheel links and <see cref="_period"/> are written under the pool's
+/// timer lock. <see cref="_flags"/> is changed only by atomic operations: <see cref="DisposedFlag"/> is set by
+/// <see cref="Dispose"/> (under the lock) and read without the lock by <see cref="Fire"/>, so a firing already queued
+/// when the timer is disposed does nothing, and once <see cref="Dispose"/> returns no callback starts (one that had
+/// started may still be running). <see cref="FirePendingFlag"/> is set by whoever expires the timer (under the lock) and
+/// cleared by the worker just before the callback runs.</para>
 /// </remarks>
 internal sealed class PoolTimer : TimerNode, ITimer
 {
+    private const int FirePendingFlag = 1;
+    private const int DisposedFlag = 2;
+
     private static readonly Action<object?> s_fire = static timer => ((PoolTimer)timer!).Fire();
 
     private readonly WorkerPool _pool;
-    private readonly TimerCallback _callback;
+    private readonly object _callback; // a TimerCallback, or a ContextualCallback when an ExecutionContext flows
     private readonly object? _state;
-    private readonly ExecutionContext? _context;
-    private long _dueTimestamp;
     private long _period;
-    private volatile bool _disposed;
-    private int _firePending;
-
-    /// <summary>The next timer of the pool's ready list (guarded by the pool's ready-list lock).</summary>
-    internal PoolTimer? NextReady;
+    private int _flags;
 
     internal PoolTimer(WorkerPool pool, TimerCallback callback, object? state, ExecutionContext? context)
     {
         _pool = pool;
-        _callback = callback;
+        // The default context (no AsyncLocal values) is what a worker runs in between items: it needs no wrapper.
+        _callback = context is null || WorkerPool.IsDefaultContext(context) ? callback : new ContextualCallback(callback, context);
         _state = state;
-        _context = context;
     }
+
+    private bool IsDisposed => (Volatile.Read(ref _flags) & DisposedFlag) != 0;
 
     /// <summary>
     /// Restarts the timer: first firing after <paramref name="dueTime"/> (<see cref="Timeout.InfiniteTimeSpan"/> stops
     /// it), then every <paramref name="period"/> (<see cref="Timeout.InfiniteTimeSpan"/> or zero: once). A firing already
     /// queued still runs. Returns false, changing nothing, once the timer or its pool has been disposed.
     /// </summary>
+    /// <remarks>Periodic firings fall on the pool's millisecond wheel ticks: a period is rounded up to whole milliseconds.</remarks>
     public bool Change(TimeSpan dueTime, TimeSpan period)
     {
         long due = ToStopwatchTicks(dueTime, nameof(dueTime));
@@ -58,7 +64,7 @@ internal sealed class PoolTimer : TimerNode, ITimer
         bool startThread;
         lock (_pool.TimerLock)
         {
-            if (_disposed || _pool.TimersStoppedLocked)
+            if (IsDisposed || _pool.TimersStoppedLocked)
             {
                 return false;
             }
@@ -69,8 +75,7 @@ internal sealed class PoolTimer : TimerNode, ITimer
                 return true;
             }
             long now = Stopwatch.GetTimestamp();
-            _dueTimestamp = now + dueTicks;
-            startThread = _pool.ScheduleLocked(this, _dueTimestamp, now);
+            startThread = _pool.ScheduleLocked(this, now + dueTicks, now);
         }
         if (startThread)
         {
@@ -84,7 +89,7 @@ internal sealed class PoolTimer : TimerNode, ITimer
     {
         lock (_pool.TimerLock)
         {
-            _disposed = true;
+            Interlocked.Or(ref _flags, DisposedFlag);
             _pool.UnscheduleLocked(this);
         }
     }
@@ -96,34 +101,58 @@ internal sealed class PoolTimer : TimerNode, ITimer
         return default;
     }
 
-    /// <summary>Timer thread, under the timer lock, after the wheel expired this timer: schedules its next period.</summary>
+    /// <summary>
+    /// Caller holds the timer lock, after the wheel expired this timer at tick <see cref="TimerNode.When"/>: schedules its
+    /// next period, counted from the start of that tick (at or after the due time, so never early).
+    /// </summary>
     internal void OnExpiredLocked(long nowTimestamp)
     {
-        if (_period > 0 && !_disposed)
+        if (_period > 0 && !IsDisposed)
         {
-            long next = _dueTimestamp + _period;
+            long next = _pool.TickStart(When) + _period;
             if (next <= nowTimestamp)
             {
                 next = nowTimestamp + _period; // fell behind by a period or more: skip the missed firings
             }
-            _dueTimestamp = next;
             _pool.ScheduleLocked(this, next, nowTimestamp);
         }
     }
 
-    /// <summary>Timer thread: claims the right to queue a firing (false while a previous firing is still queued).</summary>
-    internal bool TryMarkFirePending() => !_disposed && Interlocked.Exchange(ref _firePending, 1) == 0;
+    /// <summary>Claims the right to queue a firing: false once disposed, or while a previous firing is still queued.</summary>
+    internal bool TryMarkFirePending()
+    {
+        int flags = Volatile.Read(ref _flags);
+        while (flags == 0)
+        {
+            int seen = Interlocked.CompareExchange(ref _flags, FirePendingFlag, 0);
+            if (seen == 0)
+            {
+                return true;
+            }
+            flags = seen;
+        }
+        return false; // disposed, or a firing is pending
+    }
 
-    internal WorkItemEntry CreateFireEntry() => new(s_fire, this, _context);
+    internal WorkItemEntry CreateFireEntry() =>
+        new(s_fire, this, (_callback as ContextualCallback)?.Context);
 
     private void Fire()
     {
         // Cleared before the callback: a firing that comes due while the callback runs is queued, as with Timer.
-        Volatile.Write(ref _firePending, 0);
-        if (!_disposed)
+        int flags = Interlocked.And(ref _flags, ~FirePendingFlag);
+        if ((flags & DisposedFlag) == 0)
         {
-            _callback(_state);
+            TimerCallback callback = _callback as TimerCallback ?? ((ContextualCallback)_callback).Callback;
+            callback(_state);
         }
+    }
+
+    /// <summary>The callback of a timer created where an ExecutionContext flows, with that context.</summary>
+    private sealed class ContextualCallback(TimerCallback callback, ExecutionContext context)
+    {
+        public readonly TimerCallback Callback = callback;
+        public readonly ExecutionContext Context = context;
     }
 
     /// <summary>Converts a due time or period to Stopwatch ticks (-1: infinite), validating it as <see cref="Timer"/> does.</summary>
