@@ -166,7 +166,7 @@ internal sealed class PoolTimer : TimerNode, ITimer
         {
             throw new ArgumentOutOfRangeException(paramName, value, "The time must be non-negative or Timeout.InfiniteTimeSpan.");
         }
-        if (value.TotalMilliseconds > MaxMilliseconds)
+        if (value.Ticks > MaxMilliseconds * TimeSpan.TicksPerMillisecond)
         {
             throw new ArgumentOutOfRangeException(paramName, value, $"The time must be at most {MaxMilliseconds} ms.");
         }
