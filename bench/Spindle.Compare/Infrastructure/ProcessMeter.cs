@@ -48,16 +48,18 @@ internal static class ProcessMeter
     /// <summary>Starts (or restarts) the measured part now.</summary>
     public static void MarkMeasuredStart()
     {
-        s_startGc = GcSnapshot.Take();
-        s_startCpu = CpuClock.ProcessNanoseconds();
-        Volatile.Write(ref s_peakThreads, ReadThreadCount());
-        s_startTimestamp = Stopwatch.GetTimestamp();
+        // The sampler starts before the snapshots: Thread.Start waits (yielding) until the new thread runs, which on
+        // busy cores can take a while, and that wait is no part of what is measured.
         if (s_sampler is null && SamplingAllowed)
         {
             s_sampling = true;
             s_sampler = new Thread(Sample, 64 * 1024) { IsBackground = true, Name = "process meter" };
             s_sampler.Start();
         }
+        s_startGc = GcSnapshot.Take();
+        s_startCpu = CpuClock.ProcessNanoseconds();
+        Volatile.Write(ref s_peakThreads, ReadThreadCount());
+        s_startTimestamp = Stopwatch.GetTimestamp();
     }
 
     /// <summary>Ends the measured part and adds the process metrics to <paramref name="measurement"/>.</summary>
