@@ -186,22 +186,22 @@ internal sealed class PingPongScenario : IScenario
     /// <summary>Runs once, on one pool thread, blocking it while the channel is empty.</summary>
     private sealed class ConsumerItem : PoolWorkItem
     {
-        private readonly ChannelRun run;
+        private readonly ChannelRun _run;
         private readonly ManualResetEventSlim _readable = new(false);
         private readonly Action _setReadable;
 
         public ConsumerItem(ChannelRun run)
         {
-            this.run = run;
+            _run = run;
             _setReadable = _readable.Set;
         }
 
         public override void Execute()
         {
-            ChannelReader<int> reader = run.Channel.Reader;
+            ChannelReader<int> reader = _run.Channel.Reader;
             int received = 0;
             long sum = 0;
-            while (received < run.Total)
+            while (received < _run.Total)
             {
                 if (reader.TryRead(out int value))
                 {
@@ -221,9 +221,9 @@ internal sealed class PingPongScenario : IScenario
                     break;
                 }
             }
-            run.Received = received;
-            run.Sum = sum;
-            run.Done.Set();
+            _run.Received = received;
+            _run.Sum = sum;
+            _run.Done.Set();
         }
     }
 

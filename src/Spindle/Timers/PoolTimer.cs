@@ -119,20 +119,8 @@ internal sealed class PoolTimer : TimerNode, ITimer
     }
 
     /// <summary>Claims the right to queue a firing: false once disposed, or while a previous firing is still queued.</summary>
-    internal bool TryMarkFirePending()
-    {
-        int flags = Volatile.Read(ref _flags);
-        while (flags == 0)
-        {
-            int seen = Interlocked.CompareExchange(ref _flags, FirePendingFlag, 0);
-            if (seen == 0)
-            {
-                return true;
-            }
-            flags = seen;
-        }
-        return false; // disposed, or a firing is pending
-    }
+    internal bool TryMarkFirePending() =>
+        Volatile.Read(ref _flags) == 0 && Interlocked.CompareExchange(ref _flags, FirePendingFlag, 0) == 0;
 
     internal WorkItemEntry CreateFireEntry() =>
         new(s_fire, this, (_callback as ContextualCallback)?.Context);
