@@ -140,6 +140,39 @@ public sealed class WorkerPoolTimerTests
     }
 
     [Fact]
+    public void LongTimers_PlacedWithTheCoarseClock_NeverFireEarly()
+    {
+        // Delays from MinDelayTicks up are placed from the coarse clock's upper bound (where it is on): each timer still
+        // fires no earlier than its delay after the call, and at most the margin plus the wheel's slack later.
+        using var pool = NewPool();
+        TimeSpan due = TimeSpan.FromSeconds(Math.Min(Math.Max(2.0, (double)Spindle.Timers.CoarseClock.MinDelayTicks / Stopwatch.Frequency), 3.0));
+        const int Timers = 20;
+        var fired = new long[Timers];
+        var created = new long[Timers];
+        using var all = new CountdownEvent(Timers);
+        var timers = new ITimer[Timers];
+        for (int i = 0; i < Timers; i++)
+        {
+            int index = i;
+            created[i] = Stopwatch.GetTimestamp();
+            timers[i] = pool.CreateTimer(_ =>
+            {
+                fired[index] = Stopwatch.GetTimestamp();
+                all.Signal();
+            }, null, due + TimeSpan.FromMilliseconds(i * 0.37), Timeout.InfiniteTimeSpan);
+            Thread.SpinWait(2_000 * i); // spread the calls across the coarse clock's ticks
+        }
+        Waits.For(all, $"{Timers} long timers");
+        for (int i = 0; i < Timers; i++)
+        {
+            timers[i].Dispose();
+            TimeSpan elapsed = Stopwatch.GetElapsedTime(created[i], fired[i]);
+            TimeSpan wanted = due + TimeSpan.FromMilliseconds(i * 0.37);
+            Assert.True(elapsed >= wanted, $"Timer {i} fired {elapsed.TotalMilliseconds:F3} ms after it was created, before its {wanted.TotalMilliseconds:F3} ms.");
+        }
+    }
+
+    [Fact]
     public void TimerOnAPoolWithoutWorkers_FlowsTheContextOnlyWhenThereIsOne()
     {
         using var pool = NewPool(o => o.MinThreads = 0);

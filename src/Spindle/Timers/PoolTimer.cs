@@ -11,11 +11,12 @@ namespace Spindle.Timers;
 /// by the pool's <see cref="WorkerPool.TimeProvider"/>): one object, an entry of the pool's timing wheel.
 /// </summary>
 /// <remarks>
-/// <para>Kept small (80 bytes on 64-bit, with the wheel links), because a server keeps one per outstanding timeout and
-/// the collector copies every one that survives a gen0 collection: no due timestamp (a periodic timer's next firing is
-/// computed from the wheel tick it fired in), the ExecutionContext folded into the callback field when one flows, the
-/// ready list outside the object, and one flags word.</para>
-/// <para>Protocol (see also WorkerPool.Timers.cs): the wheel links and <see cref="_period"/> are written under the pool's
+/// <para>Kept small (72 bytes on 64-bit, with the wheel links), because a server keeps one per outstanding timeout, each
+/// one is fresh memory to the allocator and the collector copies every one that survives a gen0 collection: no due
+/// timestamp (a periodic timer's next firing is computed from the wheel tick it fired in), the due tick and the wheel
+/// slot in one word, the period in whole milliseconds, the ExecutionContext folded into the callback field when one
+/// flows, the ready list outside the object, and one flags word.</para>
+/// <para>Protocol (see also WorkerPool.Timers.cs): the wheel links and <see cref="_periodMs"/> are written under the pool's
 /// timer lock. <see cref="_flags"/> is changed only by atomic operations: <see cref="DisposedFlag"/> is set by
 /// <see cref="Dispose"/> (under the lock) and read without the lock by <see cref="Fire"/>, so a firing already queued
 /// when the timer is disposed does nothing, and once <see cref="Dispose"/> returns no callback starts (one that had
@@ -32,7 +33,7 @@ internal sealed class PoolTimer : TimerNode, ITimer
     private readonly WorkerPool _pool;
     private readonly object _callback; // a TimerCallback, or a ContextualCallback when an ExecutionContext flows
     private readonly object? _state;
-    private long _period;
+    private uint _periodMs; // 0: one-shot
     private int _flags;
 
     internal PoolTimer(WorkerPool pool, TimerCallback callback, object? state, ExecutionContext? context)
@@ -50,7 +51,9 @@ internal sealed class PoolTimer : TimerNode, ITimer
     /// it), then every <paramref name="period"/> (<see cref="Timeout.InfiniteTimeSpan"/> or zero: once). A firing already
     /// queued still runs. Returns false, changing nothing, once the timer or its pool has been disposed.
     /// </summary>
-    /// <remarks>Periodic firings fall on the pool's millisecond wheel ticks: a period is rounded up to whole milliseconds.</remarks>
+    /// <remarks>Periodic firings fall on the pool's millisecond wheel ticks: a period is rounded up to whole milliseconds.
+    /// On Linux a due time of 2 s or more is measured from the kernel's coarse clock and may fire up to one kernel tick
+    /// plus 1 ms late, never early (see <see cref="WorkerPool.CreateTimer"/>).</remarks>
     public bool Change(TimeSpan dueTime, TimeSpan period)
     {
         long due = ToStopwatchTicks(dueTime, nameof(dueTime));
@@ -61,6 +64,22 @@ internal sealed class PoolTimer : TimerNode, ITimer
     /// <summary>Stopwatch ticks; -1 for infinite.</summary>
     internal bool Change(long dueTicks, long periodTicks)
     {
+        // The clock is read before the lock: the delay counts from the call. A long delay is placed with the coarse
+        // clock (see CoarseClock): due from an upper bound of now, so never early, while the wheel catches up only to a
+        // lower bound of now, so no other timer is pushed back.
+        long now = 0, due = 0;
+        if (dueTicks >= 0)
+        {
+            if (dueTicks >= CoarseClock.MinDelayTicks && CoarseClock.TryRead(out now, out long upper))
+            {
+                due = upper + dueTicks;
+            }
+            else
+            {
+                now = Stopwatch.GetTimestamp();
+                due = now + dueTicks;
+            }
+        }
         bool startThread;
         lock (_pool.TimerLock)
         {
@@ -69,13 +88,12 @@ internal sealed class PoolTimer : TimerNode, ITimer
                 return false;
             }
             _pool.UnscheduleLocked(this);
-            _period = periodTicks > 0 ? periodTicks : 0;
+            _periodMs = PeriodToMilliseconds(periodTicks);
             if (dueTicks < 0)
             {
                 return true;
             }
-            long now = Stopwatch.GetTimestamp();
-            startThread = _pool.ScheduleLocked(this, now + dueTicks, now);
+            startThread = _pool.ScheduleLocked(this, due, now);
         }
         if (startThread)
         {
@@ -107,12 +125,12 @@ internal sealed class PoolTimer : TimerNode, ITimer
     /// </summary>
     internal void OnExpiredLocked(long nowTimestamp)
     {
-        if (_period > 0 && !IsDisposed)
+        if (_periodMs != 0 && !IsDisposed)
         {
-            long next = _pool.TickStart(When) + _period;
+            long next = _pool.TickStart(When + _periodMs);
             if (next <= nowTimestamp)
             {
-                next = nowTimestamp + _period; // fell behind by a period or more: skip the missed firings
+                next = nowTimestamp + _periodMs * WorkerPool.s_ticksPerWheelTick; // fell behind by a period or more: skip the missed firings
             }
             _pool.ScheduleLocked(this, next, nowTimestamp);
         }
@@ -141,6 +159,18 @@ internal sealed class PoolTimer : TimerNode, ITimer
     {
         public readonly TimerCallback Callback = callback;
         public readonly ExecutionContext Context = context;
+    }
+
+    /// <summary>A period in Stopwatch ticks (zero or negative: none) as whole wheel ticks (milliseconds), rounded up.</summary>
+    private static uint PeriodToMilliseconds(long periodTicks)
+    {
+        if (periodTicks <= 0)
+        {
+            return 0;
+        }
+        long ms = (periodTicks + WorkerPool.s_ticksPerWheelTick - 1) / WorkerPool.s_ticksPerWheelTick;
+        Debug.Assert(ms <= MaxMilliseconds, "Periods are validated to at most MaxMilliseconds.");
+        return (uint)ms;
     }
 
     /// <summary>Converts a due time or period to Stopwatch ticks (-1: infinite), validating it as <see cref="Timer"/> does.</summary>

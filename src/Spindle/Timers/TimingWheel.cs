@@ -6,19 +6,45 @@ using System.Numerics;
 namespace Spindle.Timers;
 
 /// <summary>An entry of a <see cref="TimingWheel"/>: intrusive links, so scheduling and cancelling allocate nothing.</summary>
-/// <remarks>Every field is owned by the wheel and only touched under the lock that guards it.</remarks>
+/// <remarks>
+/// Every field is owned by the wheel and only touched under the lock that guards it. The due tick and the slot share one
+/// word (a pool keeps one timer object per outstanding timeout, so each word counts): the tick in the low 48 bits (ticks
+/// are milliseconds since the pool started, so 2^48 lasts 8,900 years), the slot index plus one in the high 16 bits
+/// (zero: not in the wheel).
+/// </remarks>
 internal abstract class TimerNode
 {
-    /// <summary>The tick (wheel milliseconds) at or after which the entry expires.</summary>
-    internal long When;
+    private const int SlotShift = 48;
+    private const long WhenMask = (1L << SlotShift) - 1;
 
-    /// <summary>Level × 64 + slot of the list holding the entry; -1 when it is not in the wheel.</summary>
-    internal int SlotIndex = -1;
+    private long _whenAndSlot;
 
     internal TimerNode? Previous;
     internal TimerNode? Next;
 
-    internal bool IsScheduled => SlotIndex >= 0;
+    /// <summary>The tick (wheel milliseconds) at or after which the entry expires.</summary>
+    internal long When
+    {
+        get => _whenAndSlot & WhenMask;
+        set
+        {
+            Debug.Assert(value is >= 0 and <= WhenMask, "A wheel tick fits in 48 bits.");
+            _whenAndSlot = (_whenAndSlot & ~WhenMask) | value;
+        }
+    }
+
+    /// <summary>Level × 64 + slot of the list holding the entry; -1 when it is not in the wheel.</summary>
+    internal int SlotIndex
+    {
+        get => (int)((ulong)_whenAndSlot >> SlotShift) - 1;
+        set
+        {
+            Debug.Assert(value is >= -1 and < TimingWheel.Levels * TimingWheel.SlotsPerLevel, "A slot index is -1 or a slot of the wheel.");
+            _whenAndSlot = (_whenAndSlot & WhenMask) | ((long)(value + 1) << SlotShift);
+        }
+    }
+
+    internal bool IsScheduled => (ulong)_whenAndSlot >> SlotShift != 0;
 }
 
 /// <summary>
