@@ -107,9 +107,10 @@ public sealed partial class WorkerPool
     /// so a busy pool never piles up firings of one timer.</para>
     /// <para>A periodic timer is rescheduled from its previous due time (no drift); if the pool fell more than a period
     /// behind, the missed firings are skipped. Periods are rounded up to whole milliseconds.</para>
-    /// <para>On Linux, a <paramref name="dueTime"/> of 2 s or more is measured from the kernel's coarse clock, which is
-    /// several times cheaper to read: the timer may fire up to one kernel tick plus 1 ms later than requested (under
-    /// 0.5% of the delay), never earlier.</para>
+    /// <para>On Linux, a long <paramref name="dueTime"/> (200 times the margin below: about 4.2 s with the usual 250 Hz
+    /// kernels) is measured from the kernel's coarse clock, which is several times cheaper to read, plus a margin of five
+    /// kernel ticks and 1 ms (21 ms at 250 Hz): the timer may fire up to that much later than requested (under 0.5% of
+    /// the delay), never earlier.</para>
     /// </remarks>
     /// <exception cref="ArgumentNullException"><paramref name="callback"/> is null.</exception>
     /// <exception cref="ArgumentOutOfRangeException"><paramref name="dueTime"/> or <paramref name="period"/> is negative
@@ -348,7 +349,7 @@ public sealed partial class WorkerPool
         for (int i = 0; i < expired.Count; i++)
         {
             var timer = (PoolTimer)expired[i];
-            if (timer.TryMarkFirePending())
+            if (timer.TryMarkFirePendingLocked())
             {
                 expired[count++] = timer;
             } // otherwise its previous firing has not started yet: this one merges into it

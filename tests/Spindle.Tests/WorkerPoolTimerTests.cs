@@ -145,7 +145,9 @@ public sealed class WorkerPoolTimerTests
         // Delays from MinDelayTicks up are placed from the coarse clock's upper bound (where it is on): each timer still
         // fires no earlier than its delay after the call, and at most the margin plus the wheel's slack later.
         using var pool = NewPool();
-        TimeSpan due = TimeSpan.FromSeconds(Math.Min(Math.Max(2.0, (double)Spindle.Timers.CoarseClock.MinDelayTicks / Stopwatch.Frequency), 3.0));
+        TimeSpan due = TimeSpan.FromSeconds(Spindle.Timers.CoarseClock.IsEnabled
+            ? Math.Min((double)Spindle.Timers.CoarseClock.MinDelayTicks / Stopwatch.Frequency, 11.0)
+            : 2.0);
         const int Timers = 20;
         var fired = new long[Timers];
         var created = new long[Timers];

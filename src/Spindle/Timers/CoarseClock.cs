@@ -10,16 +10,18 @@ namespace Spindle.Timers;
 /// <see cref="Environment.TickCount64"/> reads the kernel's coarse monotonic clock (<c>CLOCK_MONOTONIC_COARSE</c>, a
 /// memory read in the vDSO, about 5 ns here) where <see cref="Stopwatch"/> reads the precise one (<c>CLOCK_MONOTONIC</c>,
 /// about 25 ns in a VM). Both count from the same origin; the coarse one is the precise one as of the kernel's last
-/// tick, so it trails it by at most one tick (its resolution), plus the millisecond that TickCount64 truncates.
+/// timekeeping update, normally made every tick (its resolution), and TickCount64 truncates it to milliseconds.
 /// </summary>
 /// <remarks>
-/// <para>Used only for timers due in <see cref="MinDelayTicks"/> or more, where the margin (one kernel tick plus one
-/// millisecond, about 5 ms with the usual 250 Hz kernels) is under 0.5% of the delay: such a timer may fire that much
-/// later than one placed with the precise clock, and still never fires early. Elsewhere (other systems, or a clock
-/// whose resolution or origin is not as expected) it is off and every timer reads the precise clock.</para>
-/// <para>The bound rests on the kernel updating its coarse clock every tick. The pool's timer thread checks it each time
-/// it wakes (<see cref="Verify"/>) and switches the coarse clock off for good if it ever trails by more than the margin
-/// (a kernel whose timekeeping stalled, for instance a virtual CPU held by the host).</para>
+/// <para>Margin: five ticks plus one millisecond (21 ms with the usual 250 Hz kernels). Measured on a loaded 2-core VM,
+/// the coarse clock trailed by at most one tick plus 1.06 ms (5.06 ms); the kernel itself lets the timekeeping fall up
+/// to five ticks behind before another CPU takes it over, which is what a virtual CPU held by its host can cause. Used
+/// only for timers due in <see cref="MinDelayTicks"/> or more (200 margins, so under 0.5% of the delay: about 4.2 s at
+/// 250 Hz), which may fire up to the margin later than one placed with the precise clock, and never early. Elsewhere
+/// (other systems, or a clock whose resolution or origin is not as expected) it is off and every timer reads the
+/// precise clock.</para>
+/// <para>The pool's timer thread checks the bound each time it wakes (<see cref="Verify"/>) and switches the coarse clock
+/// off for good if it ever trails by more than the margin.</para>
 /// </remarks>
 internal static unsafe partial class CoarseClock
 {
@@ -32,7 +34,7 @@ internal static unsafe partial class CoarseClock
     /// <summary>How far the coarse clock may trail the precise one, in Stopwatch ticks (0 when the clock is off).</summary>
     internal static readonly long MarginTicks;
 
-    /// <summary>The shortest delay placed with the coarse clock, in Stopwatch ticks: two seconds, or 200 margins.</summary>
+    /// <summary>The shortest delay placed with the coarse clock, in Stopwatch ticks: 200 margins, and at least two seconds.</summary>
     internal static readonly long MinDelayTicks = long.MaxValue;
 
     static CoarseClock()
@@ -58,7 +60,7 @@ internal static unsafe partial class CoarseClock
         {
             return; // not a kernel tick of 100 Hz or faster: leave it alone
         }
-        long margin = resolutionTicks + s_ticksPerMillisecond;
+        long margin = 5 * resolutionTicks + s_ticksPerMillisecond;
         // Same origin? The coarse reading must lie within the margin below the precise readings around it.
         long before = Stopwatch.GetTimestamp();
         long coarse = Environment.TickCount64 * s_ticksPerMillisecond;

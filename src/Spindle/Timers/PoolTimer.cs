@@ -1,5 +1,7 @@
 using System;
 using System.Diagnostics;
+using System.Diagnostics.CodeAnalysis;
+using System.Runtime.CompilerServices;
 using System.Threading;
 using System.Threading.Tasks;
 using Spindle.Queues;
@@ -11,40 +13,42 @@ namespace Spindle.Timers;
 /// by the pool's <see cref="WorkerPool.TimeProvider"/>): one object, an entry of the pool's timing wheel.
 /// </summary>
 /// <remarks>
-/// <para>Kept small (72 bytes on 64-bit, with the wheel links), because a server keeps one per outstanding timeout, each
+/// <para>Kept small (64 bytes on 64-bit, with the wheel links), because a server keeps one per outstanding timeout, each
 /// one is fresh memory to the allocator and the collector copies every one that survives a gen0 collection: no due
-/// timestamp (a periodic timer's next firing is computed from the wheel tick it fired in), the due tick and the wheel
-/// slot in one word, the period in whole milliseconds, the ExecutionContext folded into the callback field when one
-/// flows, the ready list outside the object, and one flags word.</para>
-/// <para>Protocol (see also WorkerPool.Timers.cs): the wheel links and <see cref="_periodMs"/> are written under the pool's
-/// timer lock. <see cref="_flags"/> is changed only by atomic operations: <see cref="DisposedFlag"/> is set by
-/// <see cref="Dispose"/> (under the lock) and read without the lock by <see cref="Fire"/>, so a firing already queued
-/// when the timer is disposed does nothing, and once <see cref="Dispose"/> returns no callback starts (one that had
-/// started may still be running). <see cref="FirePendingFlag"/> is set by whoever expires the timer (under the lock) and
-/// cleared by the worker just before the callback runs.</para>
+/// timestamp (a periodic timer's next firing is computed from the wheel tick it fired in), the due tick, the wheel slot
+/// and the two flags in one word (<see cref="TimerNode"/>), and the ready list outside the object. What only some
+/// timers need, a period or an ExecutionContext with values, lives in a companion object that takes the callback's
+/// place (<see cref="Companion"/>).</para>
+/// <para>Protocol (see also WorkerPool.Timers.cs and TimerNode): the wheel fields and <see cref="_callback"/> are written
+/// under the pool's timer lock. <see cref="DisposedFlag"/> is set by <see cref="Dispose"/> (under the lock) and read
+/// without the lock by <see cref="Fire"/>, so a firing already queued when the timer is disposed does nothing, and once
+/// <see cref="Dispose"/> returns no callback starts (one that had started may still be running).
+/// <see cref="FirePendingFlag"/> is set by whoever expires the timer (under the lock) and cleared by the worker just
+/// before the callback runs, without the lock: the one write to the word that TimerNode allows outside it.</para>
 /// </remarks>
 internal sealed class PoolTimer : TimerNode, ITimer
 {
-    private const int FirePendingFlag = 1;
-    private const int DisposedFlag = 2;
+    private const long FirePendingFlag = OwnerFlagA;
+    private const long DisposedFlag = OwnerFlagB;
 
     private static readonly Action<object?> s_fire = static timer => ((PoolTimer)timer!).Fire();
 
     private readonly WorkerPool _pool;
-    private readonly object _callback; // a TimerCallback, or a ContextualCallback when an ExecutionContext flows
+    private object _callback; // the TimerCallback, or a Companion when the timer is periodic or an ExecutionContext flows
     private readonly object? _state;
-    private uint _periodMs; // 0: one-shot
-    private int _flags;
 
     internal PoolTimer(WorkerPool pool, TimerCallback callback, object? state, ExecutionContext? context)
     {
         _pool = pool;
-        // The default context (no AsyncLocal values) is what a worker runs in between items: it needs no wrapper.
-        _callback = context is null || WorkerPool.IsDefaultContext(context) ? callback : new ContextualCallback(callback, context);
+        // The default context (no AsyncLocal values) is what a worker runs in between items: it needs no companion.
+        _callback = context is null || WorkerPool.IsDefaultContext(context) ? callback : new Companion(callback, context, 0);
         _state = state;
     }
 
-    private bool IsDisposed => (Volatile.Read(ref _flags) & DisposedFlag) != 0;
+    private bool IsDisposed => (ReadWord() & DisposedFlag) != 0;
+
+    /// <summary>The period in whole milliseconds (0: one-shot). Read under the timer lock.</summary>
+    private uint PeriodMilliseconds => (_callback as Companion)?.PeriodMs ?? 0;
 
     /// <summary>
     /// Restarts the timer: first firing after <paramref name="dueTime"/> (<see cref="Timeout.InfiniteTimeSpan"/> stops
@@ -52,8 +56,8 @@ internal sealed class PoolTimer : TimerNode, ITimer
     /// queued still runs. Returns false, changing nothing, once the timer or its pool has been disposed.
     /// </summary>
     /// <remarks>Periodic firings fall on the pool's millisecond wheel ticks: a period is rounded up to whole milliseconds.
-    /// On Linux a due time of 2 s or more is measured from the kernel's coarse clock and may fire up to one kernel tick
-    /// plus 1 ms late, never early (see <see cref="WorkerPool.CreateTimer"/>).</remarks>
+    /// On Linux a long due time (about 4 s or more) is measured from the kernel's coarse clock and may fire up to about
+    /// 21 ms late, never early (see <see cref="WorkerPool.CreateTimer"/>).</remarks>
     public bool Change(TimeSpan dueTime, TimeSpan period)
     {
         long due = ToStopwatchTicks(dueTime, nameof(dueTime));
@@ -88,7 +92,7 @@ internal sealed class PoolTimer : TimerNode, ITimer
                 return false;
             }
             _pool.UnscheduleLocked(this);
-            _periodMs = PeriodToMilliseconds(periodTicks);
+            SetPeriodLocked(PeriodToMilliseconds(periodTicks));
             if (dueTicks < 0)
             {
                 return true;
@@ -107,7 +111,7 @@ internal sealed class PoolTimer : TimerNode, ITimer
     {
         lock (_pool.TimerLock)
         {
-            Interlocked.Or(ref _flags, DisposedFlag);
+            SetOwnerFlagsLocked(DisposedFlag);
             _pool.UnscheduleLocked(this);
         }
     }
@@ -125,40 +129,70 @@ internal sealed class PoolTimer : TimerNode, ITimer
     /// </summary>
     internal void OnExpiredLocked(long nowTimestamp)
     {
-        if (_periodMs != 0 && !IsDisposed)
+        uint periodMs = PeriodMilliseconds;
+        if (periodMs != 0 && !IsDisposed)
         {
-            long next = _pool.TickStart(When + _periodMs);
+            long next = _pool.TickStart(When + periodMs);
             if (next <= nowTimestamp)
             {
-                next = nowTimestamp + _periodMs * WorkerPool.s_ticksPerWheelTick; // fell behind by a period or more: skip the missed firings
+                next = nowTimestamp + periodMs * WorkerPool.s_ticksPerWheelTick; // fell behind by a period or more: skip the missed firings
             }
             _pool.ScheduleLocked(this, next, nowTimestamp);
         }
     }
 
-    /// <summary>Claims the right to queue a firing: false once disposed, or while a previous firing is still queued.</summary>
-    internal bool TryMarkFirePending() =>
-        Volatile.Read(ref _flags) == 0 && Interlocked.CompareExchange(ref _flags, FirePendingFlag, 0) == 0;
+    /// <summary>
+    /// Caller holds the timer lock: claims the right to queue a firing; false once disposed, or while a previous firing
+    /// is still queued.
+    /// </summary>
+    internal bool TryMarkFirePendingLocked()
+    {
+        if ((ReadWord() & (FirePendingFlag | DisposedFlag)) != 0)
+        {
+            return false;
+        }
+        SetOwnerFlagsLocked(FirePendingFlag);
+        return true;
+    }
 
     internal WorkItemEntry CreateFireEntry() =>
-        new(s_fire, this, (_callback as ContextualCallback)?.Context);
+        new(s_fire, this, (Volatile.Read(ref _callback) as Companion)?.Context);
 
     private void Fire()
     {
         // Cleared before the callback: a firing that comes due while the callback runs is queued, as with Timer.
-        int flags = Interlocked.And(ref _flags, ~FirePendingFlag);
-        if ((flags & DisposedFlag) == 0)
+        long word = ClearOwnerFlagAtomically();
+        if ((word & DisposedFlag) == 0)
         {
-            TimerCallback callback = _callback as TimerCallback ?? ((ContextualCallback)_callback).Callback;
-            callback(_state);
+            object callback = Volatile.Read(ref _callback);
+            (callback as TimerCallback ?? ((Companion)callback).Callback)(_state);
         }
     }
 
-    /// <summary>The callback of a timer created where an ExecutionContext flows, with that context.</summary>
-    private sealed class ContextualCallback(TimerCallback callback, ExecutionContext context)
+    /// <summary>Caller holds the timer lock: records the period, replacing the companion only when it changes.</summary>
+    private void SetPeriodLocked(uint periodMs)
+    {
+        object callback = _callback;
+        var companion = callback as Companion;
+        if ((companion?.PeriodMs ?? 0) == periodMs)
+        {
+            return;
+        }
+        TimerCallback target = companion?.Callback ?? (TimerCallback)callback;
+        ExecutionContext? context = companion?.Context;
+        // A worker may be reading the field (Fire, CreateFireEntry): either object gives the same callback and context.
+        Volatile.Write(ref _callback, periodMs == 0 && context is null ? target : new Companion(target, context, periodMs));
+    }
+
+    /// <summary>
+    /// What only some timers need, kept out of the timer object: the period of a periodic timer, and the
+    /// ExecutionContext of one created where AsyncLocal values flow. Immutable; replaced when the period changes.
+    /// </summary>
+    private sealed class Companion(TimerCallback callback, ExecutionContext? context, uint periodMs)
     {
         public readonly TimerCallback Callback = callback;
-        public readonly ExecutionContext Context = context;
+        public readonly ExecutionContext? Context = context;
+        public readonly uint PeriodMs = periodMs;
     }
 
     /// <summary>A period in Stopwatch ticks (zero or negative: none) as whole wheel ticks (milliseconds), rounded up.</summary>
@@ -174,38 +208,47 @@ internal sealed class PoolTimer : TimerNode, ITimer
     }
 
     /// <summary>Converts a due time or period to Stopwatch ticks (-1: infinite), validating it as <see cref="Timer"/> does.</summary>
+    /// <remarks>Small enough to inline: the throwing paths live in <see cref="ThrowOutOfRange"/>, so the hot path has no
+    /// frame to set up for them.</remarks>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
     internal static long ToStopwatchTicks(TimeSpan value, string paramName)
     {
+        long ticks = value.Ticks;
+        if ((ulong)ticks <= MaxMilliseconds * TimeSpan.TicksPerMillisecond)
+        {
+            return TimeSpanTicksToStopwatchTicks(ticks);
+        }
         if (value == Timeout.InfiniteTimeSpan)
         {
             return -1;
         }
-        if (value < TimeSpan.Zero)
-        {
-            throw new ArgumentOutOfRangeException(paramName, value, "The time must be non-negative or Timeout.InfiniteTimeSpan.");
-        }
-        if (value.Ticks > MaxMilliseconds * TimeSpan.TicksPerMillisecond)
-        {
-            throw new ArgumentOutOfRangeException(paramName, value, $"The time must be at most {MaxMilliseconds} ms.");
-        }
-        return TimeSpanTicksToStopwatchTicks(value.Ticks);
+        ThrowOutOfRange(value, paramName);
+        return 0;
     }
+
+    [DoesNotReturn]
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private static void ThrowOutOfRange(TimeSpan value, string paramName) =>
+        throw new ArgumentOutOfRangeException(paramName, value, value < TimeSpan.Zero
+            ? "The time must be non-negative or Timeout.InfiniteTimeSpan."
+            : $"The time must be at most {MaxMilliseconds} ms.");
 
     // Stopwatch ticks per TimeSpan tick when that is a whole number (100 on Linux, 1 where the frequency is 10 MHz).
     private static readonly long s_stopwatchTicksPerTimeSpanTick =
         Stopwatch.Frequency % TimeSpan.TicksPerSecond == 0 ? Stopwatch.Frequency / TimeSpan.TicksPerSecond : 0;
 
     /// <summary>Converts a non-negative TimeSpan tick count (at most about 49.7 days) to Stopwatch ticks, rounding down.</summary>
-    internal static long TimeSpanTicksToStopwatchTicks(long ticks)
-    {
-        if (s_stopwatchTicksPerTimeSpanTick != 0)
-        {
-            return ticks * s_stopwatchTicksPerTimeSpanTick; // a multiplication, not a 128-bit division per timer
-        }
-        return ticks < long.MaxValue / Stopwatch.Frequency
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    internal static long TimeSpanTicksToStopwatchTicks(long ticks) =>
+        s_stopwatchTicksPerTimeSpanTick != 0
+            ? ticks * s_stopwatchTicksPerTimeSpanTick // a multiplication, not a 128-bit division per timer
+            : ScaleTimeSpanTicks(ticks);
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private static long ScaleTimeSpanTicks(long ticks) =>
+        ticks < long.MaxValue / Stopwatch.Frequency
             ? ticks * Stopwatch.Frequency / TimeSpan.TicksPerSecond
             : (long)((Int128)ticks * Stopwatch.Frequency / TimeSpan.TicksPerSecond);
-    }
 
     /// <summary>The longest due time or period, as for <see cref="Timer"/>.</summary>
     internal const long MaxMilliseconds = 0xFFFFFFFE;

@@ -2,22 +2,38 @@ using System;
 using System.Collections.Generic;
 using System.Diagnostics;
 using System.Numerics;
+using System.Threading;
 
 namespace Spindle.Timers;
 
 /// <summary>An entry of a <see cref="TimingWheel"/>: intrusive links, so scheduling and cancelling allocate nothing.</summary>
 /// <remarks>
-/// Every field is owned by the wheel and only touched under the lock that guards it. The due tick and the slot share one
-/// word (a pool keeps one timer object per outstanding timeout, so each word counts): the tick in the low 48 bits (ticks
-/// are milliseconds since the pool started, so 2^48 lasts 8,900 years), the slot index plus one in the high 16 bits
-/// (zero: not in the wheel).
+/// <para>The links, the due tick and the slot are owned by the wheel and written only under the lock that guards it.
+/// The due tick, the slot and two flags of the entry's owner share one word (a pool keeps one timer object per
+/// outstanding timeout, so each word counts): the tick in bits 0-47 (ticks are milliseconds since the pool started, so
+/// 2^48 lasts 8,900 years), the slot index plus one in bits 48-56 (zero: not in the wheel), and the owner's flags
+/// <see cref="OwnerFlagA"/> and <see cref="OwnerFlagB"/> in bits 57 and 58.</para>
+/// <para>Protocol for the word: every write happens under the lock, except that any thread may clear
+/// <see cref="OwnerFlagA"/> (<see cref="ClearOwnerFlagAtomically"/>), and only while it is set. So a locked write that
+/// finds flag A clear cannot race with anything (A is set only under the lock, which the writer holds) and is a plain
+/// store; one that finds A set may race with its clearing and uses compare-and-swap until it lands on the latest value.
+/// The common paths (schedule and cancel of a timer that is not firing) therefore pay no atomic operation. Reads
+/// outside the lock (<see cref="ReadWord"/>) see either the value before or after any write (<c>Volatile</c> makes
+/// 64-bit accesses atomic on 32-bit platforms too).</para>
 /// </remarks>
 internal abstract class TimerNode
 {
     private const int SlotShift = 48;
     private const long WhenMask = (1L << SlotShift) - 1;
+    private const long SlotMask = 0x1FFL << SlotShift;
 
-    private long _whenAndSlot;
+    /// <summary>An owner flag that any thread may clear (while it is set) without the lock; set only under the lock.</summary>
+    internal const long OwnerFlagA = 1L << 57;
+
+    /// <summary>An owner flag written only under the lock.</summary>
+    internal const long OwnerFlagB = 1L << 58;
+
+    private long _word;
 
     internal TimerNode? Previous;
     internal TimerNode? Next;
@@ -25,26 +41,59 @@ internal abstract class TimerNode
     /// <summary>The tick (wheel milliseconds) at or after which the entry expires.</summary>
     internal long When
     {
-        get => _whenAndSlot & WhenMask;
+        get => Volatile.Read(ref _word) & WhenMask;
         set
         {
             Debug.Assert(value is >= 0 and <= WhenMask, "A wheel tick fits in 48 bits.");
-            _whenAndSlot = (_whenAndSlot & ~WhenMask) | value;
+            StoreLocked(~WhenMask, value);
         }
     }
 
     /// <summary>Level × 64 + slot of the list holding the entry; -1 when it is not in the wheel.</summary>
     internal int SlotIndex
     {
-        get => (int)((ulong)_whenAndSlot >> SlotShift) - 1;
+        get => (int)((Volatile.Read(ref _word) & SlotMask) >> SlotShift) - 1;
         set
         {
             Debug.Assert(value is >= -1 and < TimingWheel.Levels * TimingWheel.SlotsPerLevel, "A slot index is -1 or a slot of the wheel.");
-            _whenAndSlot = (_whenAndSlot & WhenMask) | ((long)(value + 1) << SlotShift);
+            StoreLocked(~SlotMask, (long)(value + 1) << SlotShift);
         }
     }
 
-    internal bool IsScheduled => (ulong)_whenAndSlot >> SlotShift != 0;
+    internal bool IsScheduled => (Volatile.Read(ref _word) & SlotMask) != 0;
+
+    /// <summary>The whole word, for the owner's flags (any thread).</summary>
+    internal long ReadWord() => Volatile.Read(ref _word);
+
+    /// <summary>Under the lock: sets owner flags (<see cref="OwnerFlagA"/>, <see cref="OwnerFlagB"/>).</summary>
+    internal void SetOwnerFlagsLocked(long flags)
+    {
+        Debug.Assert((flags & ~(OwnerFlagA | OwnerFlagB)) == 0, "Only owner flags.");
+        StoreLocked(~0L, flags);
+    }
+
+    /// <summary>Any thread: clears <see cref="OwnerFlagA"/>, returning the word as it was.</summary>
+    internal long ClearOwnerFlagAtomically() => Interlocked.And(ref _word, ~OwnerFlagA);
+
+    /// <summary>Under the lock: keeps the bits of <paramref name="keep"/>, then sets those of <paramref name="bits"/>.</summary>
+    private void StoreLocked(long keep, long bits)
+    {
+        long old = _word;
+        if ((old & OwnerFlagA) == 0)
+        {
+            Volatile.Write(ref _word, (old & keep) | bits); // nothing else writes the word now: see the remarks
+            return;
+        }
+        while (true)
+        {
+            long seen = Interlocked.CompareExchange(ref _word, (old & keep) | bits, old);
+            if (seen == old)
+            {
+                return;
+            }
+            old = seen; // flag A was cleared meanwhile
+        }
+    }
 }
 
 /// <summary>
@@ -70,8 +119,9 @@ internal sealed class TimingWheel
     internal const int Levels = 6;
     internal const long MaxDelay = 1L << 32;
 
-    private readonly TimerNode?[] _heads = new TimerNode?[Levels * SlotsPerLevel];
-    private readonly TimerNode?[] _tails = new TimerNode?[Levels * SlotsPerLevel];
+    // Each slot's list, head and tail side by side (an array of structs: storing a node needs no covariance check, which
+    // an array of the abstract node type would cost on every link and unlink).
+    private readonly SlotList[] _slots = new SlotList[Levels * SlotsPerLevel];
     private readonly ulong[] _occupied = new ulong[Levels];
     private long _elapsed;
     private int _count;
@@ -140,9 +190,9 @@ internal sealed class TimingWheel
         {
             Debug.Assert(deadline >= _elapsed, "The wheel never moves backwards.");
             _elapsed = deadline;
-            TimerNode? node = _heads[slotIndex];
-            _heads[slotIndex] = null;
-            _tails[slotIndex] = null;
+            TimerNode? node = _slots[slotIndex].Head;
+            _slots[slotIndex].Head = null;
+            _slots[slotIndex].Tail = null;
             _occupied[slotIndex >> LevelBits] &= ~(1UL << (slotIndex & (SlotsPerLevel - 1)));
             while (node is not null)
             {
@@ -171,9 +221,9 @@ internal sealed class TimingWheel
     /// <summary>Empties the wheel, adding every entry to <paramref name="removed"/> (in no particular order).</summary>
     public void RemoveAll(List<TimerNode> removed)
     {
-        for (int slotIndex = 0; slotIndex < _heads.Length; slotIndex++)
+        for (int slotIndex = 0; slotIndex < _slots.Length; slotIndex++)
         {
-            TimerNode? node = _heads[slotIndex];
+            TimerNode? node = _slots[slotIndex].Head;
             while (node is not null)
             {
                 TimerNode? next = node.Next;
@@ -183,8 +233,8 @@ internal sealed class TimingWheel
                 removed.Add(node);
                 node = next;
             }
-            _heads[slotIndex] = null;
-            _tails[slotIndex] = null;
+            _slots[slotIndex].Head = null;
+            _slots[slotIndex].Tail = null;
         }
         Array.Clear(_occupied);
         _count = 0;
@@ -229,45 +279,55 @@ internal sealed class TimingWheel
     {
         node.SlotIndex = slotIndex;
         node.Next = null;
-        TimerNode? tail = _tails[slotIndex];
+        ref SlotList slot = ref _slots[slotIndex];
+        TimerNode? tail = slot.Tail;
         node.Previous = tail;
         if (tail is null)
         {
-            _heads[slotIndex] = node;
+            slot.Head = node;
             _occupied[slotIndex >> LevelBits] |= 1UL << (slotIndex & (SlotsPerLevel - 1));
         }
         else
         {
             tail.Next = node;
         }
-        _tails[slotIndex] = node;
+        slot.Tail = node;
     }
 
     private void Unlink(TimerNode node)
     {
         int slotIndex = node.SlotIndex;
-        if (node.Previous is null)
+        ref SlotList slot = ref _slots[slotIndex];
+        TimerNode? previous = node.Previous;
+        TimerNode? next = node.Next;
+        if (previous is null)
         {
-            _heads[slotIndex] = node.Next;
+            slot.Head = next;
         }
         else
         {
-            node.Previous.Next = node.Next;
+            previous.Next = next;
         }
-        if (node.Next is null)
+        if (next is null)
         {
-            _tails[slotIndex] = node.Previous;
+            slot.Tail = previous;
         }
         else
         {
-            node.Next.Previous = node.Previous;
+            next.Previous = previous;
         }
-        if (_heads[slotIndex] is null)
+        if (slot.Head is null)
         {
             _occupied[slotIndex >> LevelBits] &= ~(1UL << (slotIndex & (SlotsPerLevel - 1)));
         }
         node.Previous = null;
         node.Next = null;
         node.SlotIndex = -1;
+    }
+
+    private struct SlotList
+    {
+        public TimerNode? Head;
+        public TimerNode? Tail;
     }
 }
