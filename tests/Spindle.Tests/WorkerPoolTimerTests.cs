@@ -435,10 +435,13 @@ public sealed class WorkerPoolTimerTests
     public void TimeProvider_CancellationTokenSourceTimeout_Fires()
     {
         using var pool = NewPool();
-        using var cts = new CancellationTokenSource(TimeSpan.FromMilliseconds(10), pool.TimeProvider);
+        // The source's timer is the provider's, created stopped; it starts only once the callback is registered (a
+        // registration made after the cancellation would run at once on this thread).
+        using var cts = new CancellationTokenSource(Timeout.InfiniteTimeSpan, pool.TimeProvider);
         WorkerPool? current = null;
         using var cancelled = new ManualResetEventSlim();
         cts.Token.Register(() => { current = WorkerPool.Current; cancelled.Set(); });
+        cts.CancelAfter(TimeSpan.FromMilliseconds(10));
         Waits.For(cancelled, "the timed cancellation");
         Assert.Same(pool, current); // the timer callback, and so the cancellation, ran on the pool
     }
