@@ -224,7 +224,7 @@ public sealed partial class WorkerPool
                     return;
                 }
                 _timerThreadDeadline = long.MinValue; // awake: periodic reschedules below need no signal
-                CoarseClock.Verify(); // the bound that long timers are placed with still holds (a few ns per wake)
+                CoarseClock.Verify(); // the bound that long timers are placed with still holds (two clock reads per wake)
                 long nowTimestamp = Stopwatch.GetTimestamp();
                 readied = AdvanceLocked(nowTimestamp, expired);
                 long now = FloorTick(nowTimestamp);
