@@ -53,7 +53,8 @@ public sealed partial class WorkerPool
     /// <see cref="ExecutionContext"/> when the pool does; exceptions follow the pool's <see cref="ExceptionPolicy"/>.</param>
     /// <param name="state">Passed to <paramref name="callBack"/>.</param>
     /// <param name="timeout">How long each wait lasts before the callback runs with <c>timedOut</c> true and the wait
-    /// starts again; <see cref="Timeout.InfiniteTimeSpan"/> for none. The clock restarts after each signal.</param>
+    /// starts again; <see cref="Timeout.InfiniteTimeSpan"/> for none. The clock restarts after each signal and each
+    /// timeout. A timeout is measured with the precise clock and never comes early.</param>
     /// <param name="executeOnlyOnce">Stop after the first callback.</param>
     /// <returns>The registration; call <see cref="RegisteredWait.Unregister(WaitHandle?)"/> to end it.</returns>
     /// <remarks>Disposing <paramref name="waitObject"/> while it is registered unregisters the registration.</remarks>

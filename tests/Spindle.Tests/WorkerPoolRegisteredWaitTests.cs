@@ -97,6 +97,57 @@ public sealed class WorkerPoolRegisteredWaitTests
         Assert.True(registration.Unregister(null));
     }
 
+    [Theory]
+    [MemberData(nameof(Kinds))]
+    public void Timeouts_NeverComeEarly(string kind)
+    {
+        // Timeouts that are not whole multiples of the coarse clock's tick, started at scattered moments: the n-th
+        // timeout of a repeating registration comes no sooner than n timeouts after the registration call (a repeated
+        // timeout restarts when the previous one is detected, at or after its due time).
+        using var pool = NewPool();
+        const int Registrations = 24;
+        const int FiringsEach = 3;
+        var sources = new Source[Registrations];
+        var registrations = new RegisteredWait[Registrations];
+        var timeouts = new TimeSpan[Registrations];
+        var registered = new long[Registrations];
+        var fired = new long[Registrations, FiringsEach];
+        var counts = new int[Registrations];
+        using var done = new CountdownEvent(Registrations);
+        for (int i = 0; i < Registrations; i++)
+        {
+            int index = i;
+            sources[i] = Source.Create(kind);
+            timeouts[i] = TimeSpan.FromMilliseconds(3 + 7 * i % 41);
+            registered[i] = System.Diagnostics.Stopwatch.GetTimestamp();
+            registrations[i] = sources[i].Register(pool, (_, timedOut) =>
+            {
+                int n = Interlocked.Increment(ref counts[index]) - 1;
+                if (timedOut && n < FiringsEach)
+                {
+                    fired[index, n] = System.Diagnostics.Stopwatch.GetTimestamp();
+                    if (n == FiringsEach - 1)
+                    {
+                        done.Signal();
+                    }
+                }
+            }, null, timeouts[i], once: false);
+            Thread.SpinWait(1_000 * (i % 5)); // scatter the registrations across clock ticks
+        }
+        Waits.For(done, "three timeouts of every registration");
+        for (int i = 0; i < Registrations; i++)
+        {
+            Assert.True(registrations[i].Unregister(null));
+            sources[i].Dispose();
+            for (int n = 0; n < FiringsEach; n++)
+            {
+                TimeSpan elapsed = System.Diagnostics.Stopwatch.GetElapsedTime(registered[i], fired[i, n]);
+                TimeSpan due = (n + 1) * timeouts[i];
+                Assert.True(elapsed >= due, $"{kind}: registration {i}, timeout {n + 1} came {elapsed.TotalMilliseconds:F3} ms after the registration, before {due.TotalMilliseconds} ms.");
+            }
+        }
+    }
+
     private static bool TookASignal(BlockingCollection<bool> calls)
     {
         while (calls.TryTake(out bool timedOut))

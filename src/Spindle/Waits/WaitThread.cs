@@ -193,7 +193,7 @@ internal sealed class WaitThread : IDisposable
                     continue; // its Unregister releases the slot (RequestRemoval)
                 }
                 _registrations[_count] = add;
-                _deadlines[_count] = DeadlineFor(add, Environment.TickCount64);
+                _deadlines[_count] = DeadlineFor(add, NowRoundedUp());
                 _count++;
                 changed = true;
             }
@@ -267,6 +267,15 @@ internal sealed class WaitThread : IDisposable
     private static long DeadlineFor(RegisteredWait registration, long now) =>
         registration.TimeoutMilliseconds < 0 ? long.MaxValue : now + registration.TimeoutMilliseconds;
 
+    // Deadlines are milliseconds of the Stopwatch clock, set from the present rounded up and compared with it rounded
+    // down, so that a timeout never comes early. (Environment.TickCount64 reads the kernel's coarse clock on Linux,
+    // which trails the real time by up to a tick and a millisecond: timeouts measured with it came up to a few ms early.)
+    private static readonly long s_ticksPerMillisecond = Stopwatch.Frequency / 1000;
+
+    private static long NowRoundedUp() => (Stopwatch.GetTimestamp() + s_ticksPerMillisecond - 1) / s_ticksPerMillisecond;
+
+    private static long NowRoundedDown() => Stopwatch.GetTimestamp() / s_ticksPerMillisecond;
+
     private int MillisecondsToNextDeadline()
     {
         long earliest = long.MaxValue;
@@ -278,7 +287,7 @@ internal sealed class WaitThread : IDisposable
         {
             return Timeout.Infinite;
         }
-        return (int)Math.Clamp(earliest - Environment.TickCount64, 0, int.MaxValue - 1);
+        return (int)Math.Clamp(earliest - NowRoundedDown(), 0, int.MaxValue - 1);
     }
 
     private void OnSignalled(int slot)
@@ -291,13 +300,14 @@ internal sealed class WaitThread : IDisposable
         }
         else
         {
-            _deadlines[slot] = DeadlineFor(registration, Environment.TickCount64);
+            _deadlines[slot] = DeadlineFor(registration, NowRoundedUp());
         }
     }
 
     private void FireTimeouts()
     {
-        long now = Environment.TickCount64;
+        long now = NowRoundedDown();
+        long restart = NowRoundedUp(); // repeated timeouts start again from here
         for (int i = _count - 1; i >= 0; i--)
         {
             if (_deadlines[i] > now)
@@ -312,7 +322,7 @@ internal sealed class WaitThread : IDisposable
             }
             else
             {
-                _deadlines[i] = DeadlineFor(registration, now);
+                _deadlines[i] = DeadlineFor(registration, restart);
             }
         }
     }
