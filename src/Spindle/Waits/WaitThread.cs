@@ -272,9 +272,11 @@ internal sealed class WaitThread : IDisposable
     // which trails the real time by up to a tick and a millisecond: timeouts measured with it came up to a few ms early.)
     private static readonly long s_ticksPerMillisecond = Stopwatch.Frequency / 1000;
 
-    private static long NowRoundedUp() => (Stopwatch.GetTimestamp() + s_ticksPerMillisecond - 1) / s_ticksPerMillisecond;
+    private static long NowRoundedUp() => RoundedUp(Stopwatch.GetTimestamp());
 
     private static long NowRoundedDown() => Stopwatch.GetTimestamp() / s_ticksPerMillisecond;
+
+    private static long RoundedUp(long timestamp) => (timestamp + s_ticksPerMillisecond - 1) / s_ticksPerMillisecond;
 
     private int MillisecondsToNextDeadline()
     {
@@ -306,8 +308,9 @@ internal sealed class WaitThread : IDisposable
 
     private void FireTimeouts()
     {
-        long now = NowRoundedDown();
-        long restart = NowRoundedUp(); // repeated timeouts start again from here
+        long timestamp = Stopwatch.GetTimestamp();
+        long now = timestamp / s_ticksPerMillisecond;
+        long restart = RoundedUp(timestamp); // repeated timeouts start again from here
         for (int i = _count - 1; i >= 0; i--)
         {
             if (_deadlines[i] > now)
