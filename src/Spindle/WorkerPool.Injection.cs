@@ -200,7 +200,9 @@ public sealed partial class WorkerPool
         Thread thread;
         lock (_threadLock)
         {
-            if (_threadCount >= _threadTarget || _state != StateRunning || _retryTimer is not null)
+            // During the drain a worker may still be needed (a continuation arriving when every worker had exited or
+            // retired); once the pool has stopped, never.
+            if (_threadCount >= _threadTarget || _stopped || _retryTimer is not null)
             {
                 return false;
             }
@@ -237,6 +239,7 @@ public sealed partial class WorkerPool
         }
         catch (Exception)
         {
+            bool stopped;
             lock (_threadLock)
             {
                 Interlocked.Decrement(ref _injectionCounts[(int)reason]);
@@ -250,8 +253,13 @@ public sealed partial class WorkerPool
                 {
                     Record(ThreadInjectionReason.CreationFailed);
                 }
+                stopped = TryStopLocked();
             }
             Volatile.Write(ref worker.StartState, Worker.StartFailed);
+            if (stopped)
+            {
+                OnStopped(); // the disposing thread sweeps what is left (this thread may be anyone's)
+            }
             return false;
         }
         Volatile.Write(ref worker.StartState, Worker.StartSucceeded);
@@ -352,12 +360,25 @@ public sealed partial class WorkerPool
 
     private void OnWorkerExited(Worker worker)
     {
+        bool stopped;
         lock (_threadLock)
         {
             if (Array.IndexOf(_workers, worker) >= 0)
             {
                 RemoveWorkerLocked(worker);
+                if (_state != StateRunning)
+                {
+                    // Shutdown joins it (it is between here and the end of its thread).
+                    _retiredThreads.Add(worker.Thread!);
+                }
             }
+            stopped = TryStopLocked();
+        }
+        if (stopped)
+        {
+            // The last worker out: what a continuation queued between the others' exit and the stop runs here.
+            OnStopped();
+            SweepLeftovers();
         }
     }
 

@@ -29,14 +29,25 @@ public sealed partial class WorkerPool
 
     internal void EnqueueLongRunning(in WorkItemEntry entry)
     {
+        if (!TryEnqueueLongRunning(entry))
+        {
+            ThrowShutDown();
+        }
+    }
+
+    /// <summary>Hands the item to a dedicated thread; false, having queued nothing, when the pool is shutting down.</summary>
+    internal bool TryEnqueueLongRunning(in WorkItemEntry entry)
+    {
         DedicatedThread? reused = null;
         bool fallback = false;
         lock (_threadLock)
         {
             if (_state != StateRunning)
             {
-                ThrowShutDown();
+                return false;
             }
+            // A running long-running item may still produce continuations: it holds the drain (released after it ran).
+            AcquireDrainHold();
             if (_idleDedicated.Count != 0)
             {
                 reused = _idleDedicated[^1];
@@ -76,16 +87,18 @@ public sealed partial class WorkerPool
         if (reused is not null)
         {
             reused.Blocker.Signal();
-            return;
+            return true;
         }
         if (fallback)
         {
+            ReleaseDrainHold(); // no dedicated thread runs it
             if (!_globalQueue.TryEnqueue(entry))
             {
-                ThrowShutDown(); // shutdown started after the check above: rejected, like any enqueue
+                return false; // shutdown started after the check above: rejected, like any enqueue
             }
             WakeWorkerIfNeeded();
         }
+        return true;
     }
 
     /// <summary>Dedicated threads waiting for an item (tests and diagnostics).</summary>
@@ -249,6 +262,7 @@ public sealed partial class WorkerPool
                 // Undo what the item may have changed, as a worker does between items.
                 RestoreThreadState(_culture!, _uiCulture!);
                 RestoreThreadIdentity(thread, _name, pool._options.UseBackgroundThreads);
+                pool.ReleaseDrainHold();
             }
         }
     }

@@ -227,7 +227,7 @@ public sealed partial class WorkerPool
     {
         Debug.Assert(self.HasNoLocalWork, "A worker parks only with an empty ring and LIFO slot.");
         self.Ring.ReleaseTakenSlots(); // an idle worker must not keep stolen items' state alive
-        if (_state != StateRunning && !AnyWorkVisible())
+        if (_state != StateRunning && MayExitForShutdown())
         {
             return false;
         }
@@ -299,7 +299,9 @@ public sealed partial class WorkerPool
         {
             Interlocked.MemoryBarrier();
         }
-        if ((AnyWorkVisible() || _state != StateRunning) && _idle.TryRemove(self))
+        // A shutting-down pool with a drain hold out parks its idle workers like a running one (continuations may still
+        // come); once the holds are gone it wakes them all, and this look (after the push, a full fence) sees the count.
+        if ((AnyWorkVisible() || (_state != StateRunning && Volatile.Read(ref _drainHolds) == 0)) && _idle.TryRemove(self))
         {
             return false;
         }

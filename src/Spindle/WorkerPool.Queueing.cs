@@ -16,8 +16,10 @@ public sealed partial class WorkerPool
 
     /// <summary>
     /// Queues <paramref name="callBack"/> to run once with <paramref name="state"/>, flowing the caller's
-    /// <see cref="ExecutionContext"/> when <see cref="WorkerPoolOptions.FlowExecutionContext"/> is set. Called from one of
-    /// this pool's workers, the item goes to that worker's local queue.
+    /// <see cref="ExecutionContext"/> when <see cref="WorkerPoolOptions.FlowExecutionContext"/> is set. Like
+    /// <see cref="ThreadPool.QueueUserWorkItem(WaitCallback, object?)"/>, the item goes to the pool's global queue even
+    /// when called from one of its workers; the overloads that take <c>preferLocal</c> or <see cref="WorkItemOptions"/>
+    /// can use the calling worker's local queue instead.
     /// </summary>
     /// <returns>Always <see langword="true"/>.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="callBack"/> is null.</exception>
@@ -25,7 +27,7 @@ public sealed partial class WorkerPool
     public bool QueueUserWorkItem(WaitCallback callBack, object? state)
     {
         ArgumentNullException.ThrowIfNull(callBack);
-        Enqueue(new WorkItemEntry(callBack, state, CaptureContext()), preferLocal: true);
+        Enqueue(new WorkItemEntry(callBack, state, CaptureContext()), preferLocal: false);
         return true;
     }
 
@@ -47,14 +49,18 @@ public sealed partial class WorkerPool
         return true;
     }
 
-    /// <summary>Like <see cref="QueueUserWorkItem(WaitCallback, object?)"/> but never flows the caller's <see cref="ExecutionContext"/>.</summary>
+    /// <summary>
+    /// Like <see cref="QueueUserWorkItem(WaitCallback, object?)"/> (the global queue, as
+    /// <see cref="ThreadPool.UnsafeQueueUserWorkItem(WaitCallback, object?)"/>) but never flows the caller's
+    /// <see cref="ExecutionContext"/>.
+    /// </summary>
     /// <returns>Always <see langword="true"/>.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="callBack"/> is null.</exception>
     /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
     public bool UnsafeQueueUserWorkItem(WaitCallback callBack, object? state)
     {
         ArgumentNullException.ThrowIfNull(callBack);
-        Enqueue(new WorkItemEntry(callBack, state, null), preferLocal: true);
+        Enqueue(new WorkItemEntry(callBack, state, null), preferLocal: false);
         return true;
     }
 
@@ -167,16 +173,29 @@ public sealed partial class WorkerPool
         return new WorkItemEntry(callBack, state, context);
     }
 
-    /// <summary>The single enqueue path: local ring for this pool's workers, global queue otherwise; then wake if needed.</summary>
+    /// <summary>The enqueue path of new work: <see cref="TryEnqueue"/>, throwing when the pool is shutting down.</summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     internal void Enqueue(in WorkItemEntry entry, bool preferLocal)
+    {
+        if (!TryEnqueue(entry, preferLocal))
+        {
+            ThrowShutDown();
+        }
+    }
+
+    /// <summary>
+    /// The single enqueue path: local ring for this pool's workers, global queue otherwise; then wake if needed. Returns
+    /// false, having queued nothing, when the pool is shutting down.
+    /// </summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    internal bool TryEnqueue(in WorkItemEntry entry, bool preferLocal)
     {
         Worker? worker = t_currentWorker;
         if (preferLocal && worker is not null && ReferenceEquals(worker.Pool, this))
         {
             if (_state != StateRunning)
             {
-                ThrowShutDown();
+                return false;
             }
             bool surplus;
             if (entry.Context is null && ReferenceEquals(entry.State, WorkItemEntry.WorkItemMarker))
@@ -202,14 +221,15 @@ public sealed partial class WorkerPool
             {
                 DeferWake(worker);
             }
-            return;
+            return true;
         }
         if (!_globalQueue.TryEnqueue(entry))
         {
-            ThrowShutDown();
+            return false;
         }
         // preferLocal: false (or a caller outside the pool) asks for the item to be shared: wake a helper if needed.
         WakeWorkerIfNeeded();
+        return true;
     }
 
     [DoesNotReturn]

@@ -9,13 +9,12 @@ namespace Spindle;
 // Task integration: the pool's TaskScheduler and SynchronizationContext, the Run methods, and cancellation of queued
 // work (see Tasks/RunWorkItem.cs for the token protocol).
 //
-// Run without a cancellable token starts a Task on the pool's TaskScheduler: the Task object itself is the queued
-// entry, so a Run costs what Task.Run costs (the task and the delegate), and awaits inside come back through the
-// scheduler. With a cancellable token, a Task cannot be cancelled promptly from the outside while it sits in a queue (it
-// notices the token only when a worker picks it up), so Run uses a RunWorkItem instead: a TaskCompletionSource that is
-// also the queued item, cancelled by the token's callback the moment it fires. It runs its delegate with the pool's
-// SynchronizationContext installed, so its awaits come back to the pool too (there TaskScheduler.Current is the default
-// scheduler, since no Task of this pool is running).
+// Every Run overload, with a token or without, has one model: the queued entry is a RunWorkItem (a
+// TaskCompletionSource that is also the work item; RunAsValueTask uses a pooled ValueTaskRunItem), and the delegate runs
+// with the pool's SynchronizationContext installed, so its awaits come back to the pool through Post, which queues
+// without allocating. TaskScheduler.Current inside is TaskScheduler.Default, as inside Task.Run. A cancellable token
+// cancels the item the moment it fires; shutdown with CancelPending cancels it through its task. An async delegate
+// whose task has not completed holds the pool's drain (WorkerPool.Shutdown.cs), so Dispose waits for it too.
 public sealed partial class WorkerPool
 {
     private WorkerPoolTaskScheduler? _taskScheduler;
@@ -54,10 +53,6 @@ public sealed partial class WorkerPool
         {
             return Task.FromCanceled(cancellationToken);
         }
-        if (!cancellationToken.CanBeCanceled)
-        {
-            return StartTask(static (factory, work, scheduler) => factory.StartNew((Action)work, CancellationToken.None, TaskCreationOptions.DenyChildAttach, scheduler), action);
-        }
         return QueueRunItem<VoidResult>(action, RunKind.Action, cancellationToken);
     }
 
@@ -74,11 +69,6 @@ public sealed partial class WorkerPool
         if (cancellationToken.IsCancellationRequested)
         {
             return Task.FromCanceled<TResult>(cancellationToken);
-        }
-        if (!cancellationToken.CanBeCanceled)
-        {
-            return (Task<TResult>)StartTask(static (factory, work, scheduler) =>
-                factory.StartNew((Func<TResult>)work, CancellationToken.None, TaskCreationOptions.DenyChildAttach, scheduler), function);
         }
         return QueueRunItem<TResult>(function, RunKind.Func, cancellationToken);
     }
@@ -100,12 +90,6 @@ public sealed partial class WorkerPool
         {
             return Task.FromCanceled(cancellationToken);
         }
-        if (!cancellationToken.CanBeCanceled)
-        {
-            return ((Task<Task>)StartTask(static (factory, work, scheduler) =>
-                factory.StartNew(static work => ((Func<Task>)work!)() ?? throw NullTaskException(), work,
-                    CancellationToken.None, TaskCreationOptions.DenyChildAttach, scheduler), function)).Unwrap();
-        }
         return QueueRunItem<VoidResult>(function, RunKind.AsyncAction, cancellationToken);
     }
 
@@ -122,12 +106,6 @@ public sealed partial class WorkerPool
         if (cancellationToken.IsCancellationRequested)
         {
             return Task.FromCanceled<TResult>(cancellationToken);
-        }
-        if (!cancellationToken.CanBeCanceled)
-        {
-            return ((Task<Task<TResult>>)StartTask(static (factory, work, scheduler) =>
-                factory.StartNew(static work => ((Func<Task<TResult>>)work!)() ?? throw NullTaskException(), work,
-                    CancellationToken.None, TaskCreationOptions.DenyChildAttach, scheduler), function)).Unwrap();
         }
         return QueueRunItem<TResult>(function, RunKind.AsyncFunc, cancellationToken);
     }
@@ -182,39 +160,18 @@ public sealed partial class WorkerPool
         }
     }
 
-    /// <summary>Starts a task on the pool's scheduler, without flowing the caller's ExecutionContext if the pool says so.</summary>
-    private Task StartTask(Func<TaskFactory, Delegate, System.Threading.Tasks.TaskScheduler, Task> start, Delegate work)
-    {
-        try
-        {
-            if (_flowExecutionContext || ExecutionContext.IsFlowSuppressed())
-            {
-                return start(Task.Factory, work, TaskScheduler);
-            }
-            using (ExecutionContext.SuppressFlow())
-            {
-                return start(Task.Factory, work, TaskScheduler);
-            }
-        }
-        catch (TaskSchedulerException exception) when (exception.InnerException is ObjectDisposedException disposed)
-        {
-            throw disposed; // shutdown started after the check: report it as the other enqueue paths do
-        }
-    }
-
     private Task<TResult> QueueRunItem<TResult>(Delegate work, RunKind kind, CancellationToken cancellationToken)
     {
         var item = new RunWorkItem<TResult>(this, work, kind, cancellationToken);
-        // Registered before the item is queued, so that the registration exists whenever a worker could unregister it.
-        item.RegisterCancellation();
-        try
+        if (cancellationToken.CanBeCanceled)
         {
-            Enqueue(new WorkItemEntry(RunWorkItem<TResult>.RunCallback, item, CaptureContext()), preferLocal: true);
+            // Registered before the item is queued, so that the registration exists whenever a worker could unregister it.
+            item.RegisterCancellation();
         }
-        catch (ObjectDisposedException)
+        if (!TryEnqueue(new WorkItemEntry(RunWorkItem<TResult>.RunCallback, item, CaptureContext()), preferLocal: true))
         {
-            item.CancelByShutdown();
-            throw;
+            item.CancelByShutdown(); // never queued: not counted as cancelled by shutdown, the caller gets the exception
+            ThrowShutDown();
         }
         return item.Task;
     }
@@ -227,14 +184,10 @@ public sealed partial class WorkerPool
         {
             item.RegisterCancellation();
         }
-        try
+        if (!TryEnqueue(new WorkItemEntry(ValueTaskRunItem<TResult>.RunCallback, item, CaptureContext()), preferLocal: true))
         {
-            Enqueue(new WorkItemEntry(ValueTaskRunItem<TResult>.RunCallback, item, CaptureContext()), preferLocal: true);
-        }
-        catch (ObjectDisposedException)
-        {
-            item.CancelByShutdown();
-            throw;
+            item.CancelByShutdown(); // releases the queue's share; the caller never sees the item
+            ThrowShutDown();
         }
         return item;
     }
@@ -250,25 +203,36 @@ public sealed partial class WorkerPool
     }
 
     /// <summary>
-    /// Shutdown with <see cref="ShutdownMode.CancelPending"/> meets an item that has not started. Plain items are dropped
-    /// (and counted); Run items report the cancellation through their task; tasks of the pool's scheduler and posted
-    /// continuations still run, because a Task cannot be cancelled from outside and a dropped continuation would leave
-    /// its awaiting code waiting forever. Returns whether the item must run anyway.
+    /// Shutdown with <see cref="ShutdownMode.CancelPending"/> meets an item that has not started. Plain work items are
+    /// dropped and counted. Run items report the cancellation through their task, and are counted only if this call
+    /// cancelled them (one that its token cancelled already is only skipped). Tasks of the pool's scheduler, posted
+    /// continuations, timer firings and wait callbacks still run: a Task cannot be cancelled from outside, a dropped
+    /// continuation would leave its awaiting code waiting forever, and timers and waits say themselves whether a firing
+    /// still applies. Returns whether the item must run anyway.
     /// </summary>
     private bool CancelPendingItem(in WorkItemEntry item)
     {
+        object? state = item.State;
+        if (state is IShutdownCancellable cancellable) // only the Run items implement it (the interface is internal)
+        {
+            if (cancellable.CancelByShutdown())
+            {
+                Interlocked.Increment(ref _cancelledCount);
+            }
+            return false;
+        }
+        if (state is Timers.PoolTimer or RegisteredWait)
+        {
+            return true;
+        }
         if (_taskScheduler is { } scheduler && ReferenceEquals(item.Callback, scheduler.ExecuteCallback))
         {
             return true;
         }
-        if ((ReferenceEquals(item.State, WorkItemEntry.WorkItemMarker) && item.Callback is WorkerPoolSynchronizationContext.IPostedWork)
+        if ((ReferenceEquals(state, WorkItemEntry.WorkItemMarker) && item.Callback is WorkerPoolSynchronizationContext.IPostedWork)
             || (item.Callback is Action<object?> { Target: WorkerPoolSynchronizationContext.IPostedWork }))
         {
             return true;
-        }
-        if (item.State is IShutdownCancellable cancellable) // only the Run items implement it (the interface is internal)
-        {
-            cancellable.CancelByShutdown();
         }
         Interlocked.Increment(ref _cancelledCount);
         return false;

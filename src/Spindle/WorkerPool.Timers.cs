@@ -45,7 +45,9 @@ public sealed partial class WorkerPool
     private ThreadBlocker? _timerBlocker;
     private Thread? _timerThread;
     private long _timerThreadDeadline = long.MaxValue;
-    private bool _timersStopped;
+    // Set (under _timerLock) when the pool has stopped: the timer thread then exits as soon as the wheel is empty, and
+    // the next schedule starts a new one. Timers outlive the pool's workers: their firings then run elsewhere.
+    private bool _timerThreadMayExit;
     private WorkerPoolTimeProvider? _timeProvider;
 
     // Raised before timers are appended to the ready list and lowered after one is taken, so it is never below the list's
@@ -159,7 +161,7 @@ public sealed partial class WorkerPool
             _timerThreadDeadline = timer.When;
             if (_timerThread is null)
             {
-                return !_timersStopped;
+                return true;
             }
             _timerBlocker!.Signal();
         }
@@ -172,12 +174,9 @@ public sealed partial class WorkerPool
         return _wheel.Remove(timer);
     }
 
-    internal bool TimersStoppedLocked => _timersStopped;
-
     /// <summary>Starts the timer thread (once); called outside <see cref="_timerLock"/>, because a thread start waits a scheduling round.</summary>
     internal void StartTimerThread()
     {
-        ThreadBlocker blocker = ThreadBlocker.Create();
         var thread = new Thread(static state => ((WorkerPool)state!).TimerThreadMain(), 256 * 1024)
         {
             IsBackground = true,
@@ -185,11 +184,11 @@ public sealed partial class WorkerPool
         };
         lock (_timerLock)
         {
-            if (_timerThread is not null || _timersStopped)
+            if (_timerThread is not null)
             {
                 return;
             }
-            _timerBlocker = blocker;
+            _timerBlocker ??= ThreadBlocker.Create(); // one blocker for every timer thread this pool ever runs
             _timerThread = thread;
         }
         try
@@ -219,14 +218,19 @@ public sealed partial class WorkerPool
             int readied;
             lock (_timerLock)
             {
-                if (_timersStopped)
-                {
-                    return;
-                }
                 _timerThreadDeadline = long.MinValue; // awake: periodic reschedules below need no signal
                 CoarseClock.Verify(); // the bound that long timers are placed with still holds (two clock reads per wake)
                 long nowTimestamp = Stopwatch.GetTimestamp();
                 readied = AdvanceLocked(nowTimestamp, expired);
+                if (_timerThreadMayExit && _wheel.Count == 0)
+                {
+                    // The pool has stopped and no timer is left (what fired ran elsewhere, so nothing is readied): exit.
+                    // The next schedule finds no thread and starts one.
+                    Debug.Assert(readied == 0);
+                    _timerThread = null;
+                    _timerThreadDeadline = long.MaxValue;
+                    return;
+                }
                 long now = FloorTick(nowTimestamp);
                 // Never postpone a planned wake-up that is still ahead: when the timer that set it was cancelled, keeping
                 // it costs one spurious wake, while dropping it would make the next scheduler of a later timer signal
@@ -316,10 +320,7 @@ public sealed partial class WorkerPool
         int readied = 0;
         try
         {
-            if (!_timersStopped)
-            {
-                readied = AdvanceLocked(Stopwatch.GetTimestamp(), buffer);
-            }
+            readied = AdvanceLocked(Stopwatch.GetTimestamp(), buffer);
         }
         finally
         {
@@ -359,25 +360,41 @@ public sealed partial class WorkerPool
             return 0;
         }
         Interlocked.Add(ref _urgentPending.Value, count); // before the items become visible: never below the list's length
+        bool closed;
         lock (_readyLock)
         {
-            if (_readyClosed)
+            closed = _readyClosed;
+            if (!closed)
             {
-                Interlocked.Add(ref _urgentPending.Value, -count);
-                return 0; // shutting down: the pool's timers are gone with it
+                AppendReadyLocked(expired, count);
             }
-            if (_readyCount + count > _ready.Length)
-            {
-                GrowReadyLocked(_readyCount + count);
-            }
-            int mask = _ready.Length - 1;
+        }
+        if (closed)
+        {
+            // The pool has stopped: its timers outlive it, and their callbacks run on the built-in pool.
+            Interlocked.Add(ref _urgentPending.Value, -count);
             for (int i = 0; i < count; i++)
             {
-                _ready[(_readyStart + _readyCount + i) & mask] = (PoolTimer)expired[i];
+                RunElsewhere(((PoolTimer)expired[i]).CreateFireEntry());
             }
-            _readyCount += count;
+            return 0;
         }
         return count;
+    }
+
+    private void AppendReadyLocked(List<TimerNode> expired, int count)
+    {
+        Debug.Assert(_readyLock.IsHeldByCurrentThread);
+        if (_readyCount + count > _ready.Length)
+        {
+            GrowReadyLocked(_readyCount + count);
+        }
+        int mask = _ready.Length - 1;
+        for (int i = 0; i < count; i++)
+        {
+            _ready[(_readyStart + _readyCount + i) & mask] = (PoolTimer)expired[i];
+        }
+        _readyCount += count;
     }
 
     private void GrowReadyLocked(int needed)
@@ -429,7 +446,10 @@ public sealed partial class WorkerPool
         return true;
     }
 
-    /// <summary>Shutdown: the ready list accepts no more firings (those in it still run or are cancelled).</summary>
+    /// <summary>
+    /// The pool has stopped: the ready list accepts no more firings (later ones run elsewhere, see AppendReady; those in
+    /// it are swept with the other leftovers).
+    /// </summary>
     private void CloseReadyList()
     {
         lock (_readyLock)
@@ -441,22 +461,13 @@ public sealed partial class WorkerPool
     /// <summary>Fired timers waiting in the ready list (a snapshot).</summary>
     private long ReadyTimerCount => Math.Max(0, Volatile.Read(ref _urgentPending.Value));
 
-    /// <summary>Stops the timer thread and forgets every scheduled timer (shutdown).</summary>
-    private void StopTimers(bool join)
+    /// <summary>The pool has stopped: the timer thread may exit once no timer is scheduled (woken now to look).</summary>
+    private void ReleaseTimerThreadAfterStop()
     {
-        Thread? thread;
         lock (_timerLock)
         {
-            _timersStopped = true;
-            thread = _timerThread;
-            var drained = new List<TimerNode>();
-            _wheel.RemoveAll(drained);
-            Volatile.Write(ref _nextExpiry.Value, long.MaxValue);
+            _timerThreadMayExit = true;
         }
         _timerBlocker?.Signal();
-        if (join && thread is not null && thread != Thread.CurrentThread)
-        {
-            thread.Join();
-        }
     }
 }

@@ -495,7 +495,8 @@ public sealed class WorkerPoolTaskTests
         Assert.Throws<ObjectDisposedException>(() => { _ = pool.Run(() => 1, new CancellationTokenSource().Token); });
         Assert.Throws<ObjectDisposedException>(() => { _ = pool.Run(() => Task.CompletedTask); });
         Assert.Throws<ObjectDisposedException>(() => { _ = pool.RunAsValueTask(() => { }); });
-        Assert.Throws<ObjectDisposedException>(() => pool.SynchronizationContext.Post(_ => { }, null));
-        Assert.Throws<ObjectDisposedException>(() => pool.SynchronizationContext.Send(_ => { }, null));
+        Assert.Throws<ObjectDisposedException>(() => { _ = pool.RunAsValueTask(() => 1, new CancellationTokenSource().Token); });
+        // Posts and sends are continuations, not new work: they never throw (see WorkerPoolContinuationShutdownTests).
+        Assert.Equal(0, pool.RedirectedCallbackCount);
     }
 }

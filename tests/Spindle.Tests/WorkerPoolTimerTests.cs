@@ -386,23 +386,60 @@ public sealed class WorkerPoolTimerTests
     }
 
     [Fact]
-    public void Dispose_WithTimersOutstanding_RunsNoCallbackAfterItReturns_AndStopsTheTimerThread()
+    public void Dispose_WithTimersOutstanding_TheyFireElsewhereUntilDisposed_ThenTheTimerThreadExits()
     {
         var pool = NewPool();
         int count = 0;
+        WorkerPool? firedOn = pool;
         var timers = Enumerable.Range(0, 1_000)
-            .Select(i => pool.CreateTimer(_ => Interlocked.Increment(ref count), null, TimeSpan.FromMilliseconds(i % 20), TimeSpan.FromMilliseconds(1)))
+            .Select(i => pool.CreateTimer(_ =>
+            {
+                Interlocked.Increment(ref count);
+                Volatile.Write(ref firedOn, WorkerPool.Current);
+            }, null, TimeSpan.FromMilliseconds(i % 20), TimeSpan.FromMilliseconds(1)))
             .ToList();
         Waits.Until(() => Volatile.Read(ref count) > 100, "the timers to be firing");
         Assert.True(pool.TimerThreadIsAlive);
         pool.Dispose();
-        int atDispose = Volatile.Read(ref count);
-        Assert.False(pool.TimerThreadIsAlive);
-        Assert.Equal(0, pool.ScheduledTimerCount);
-        Waits.Never(() => Volatile.Read(ref count) != atDispose, "a timer callback after Dispose returned");
-        Assert.All(timers, t => Assert.False(t.Change(TimeSpan.Zero, Timeout.InfiniteTimeSpan)));
+        Assert.Equal(0, pool.ThreadCount);
         Assert.Throws<ObjectDisposedException>(() => pool.CreateTimer(_ => { }, null, TimeSpan.Zero, Timeout.InfiniteTimeSpan));
         Assert.Throws<ObjectDisposedException>(() => pool.TimeProvider.CreateTimer(_ => { }, null, TimeSpan.Zero, Timeout.InfiniteTimeSpan));
+
+        // The timers outlive the pool's workers: their callbacks go on, on the built-in pool, and are counted.
+        int atDispose = Volatile.Read(ref count);
+        Waits.Until(() => Volatile.Read(ref count) > atDispose + 100 && Volatile.Read(ref firedOn) is null, "callbacks after Dispose");
+        Assert.True(pool.RedirectedCallbackCount > 0);
+
+        foreach (ITimer timer in timers)
+        {
+            timer.Dispose();
+        }
+        Assert.Equal(0, pool.ScheduledTimerCount);
+        Waits.Until(() => !pool.TimerThreadIsAlive, "the timer thread exits once no timer is scheduled");
+        int afterDispose = Volatile.Read(ref count);
+        Waits.Never(() => Volatile.Read(ref count) > afterDispose + 1_000, "callbacks go on after every timer was disposed");
+        Assert.All(timers, t => Assert.False(t.Change(TimeSpan.Zero, Timeout.InfiniteTimeSpan)));
+    }
+
+    [Fact]
+    public void TimerChangedAfterThePoolStopped_FiresOnTheBuiltInPool()
+    {
+        var pool = NewPool();
+        using var fired = new ManualResetEventSlim();
+        WorkerPool? firedOn = pool;
+        ITimer timer = pool.CreateTimer(_ =>
+        {
+            firedOn = WorkerPool.Current;
+            fired.Set();
+        }, null, Timeout.InfiniteTimeSpan, Timeout.InfiniteTimeSpan);
+        pool.Dispose();
+        Waits.Until(() => !pool.TimerThreadIsAlive, "the timer thread exits with nothing scheduled");
+        Assert.True(timer.Change(TimeSpan.FromMilliseconds(5), Timeout.InfiniteTimeSpan));
+        Waits.For(fired, "the timer fires");
+        Assert.Null(firedOn);
+        Assert.Equal(1, pool.RedirectedCallbackCount);
+        timer.Dispose();
+        Waits.Until(() => !pool.TimerThreadIsAlive, "the timer thread exits again");
     }
 
     [Fact]

@@ -6,7 +6,12 @@ namespace Spindle.Tasks;
 /// </summary>
 internal interface IShutdownCancellable
 {
-    void CancelByShutdown();
+    /// <summary>
+    /// The pool drops the item's queued entry without running it (shutdown, or an enqueue refused by a pool that is
+    /// shutting down): cancels the item if it has not started and was not cancelled already. Returns whether this call
+    /// cancelled it.
+    /// </summary>
+    bool CancelByShutdown();
 }
 
 /// <summary>The result type of the Run methods that produce no value.</summary>

@@ -15,14 +15,16 @@ internal enum RunKind : byte
 }
 
 /// <summary>
-/// A <c>Run</c> call with a cancellable token: the task it returns and the queued item in one object.
+/// A <c>Run</c> call: the task it returns and the queued item in one object.
 /// </summary>
 /// <remarks>
 /// Protocol: <c>_state</c> goes from Queued to exactly one of Started (a worker, in <see cref="Execute"/>) or Cancelled
-/// (the token's callback), by CAS. The winner owns the outcome: a cancelled item drops its delegate at once (so what it
-/// captured is collectable although the queue still holds this small shell until a worker pops and skips it) and
-/// completes the task as cancelled; a started item unregisters from the token (without waiting for a callback that
-/// lost the race) and runs with the token passed along. So an item either runs or is reported cancelled, never both.
+/// (the token's callback, or the pool dropping the entry at shutdown), by CAS. The winner owns the outcome: a cancelled
+/// item drops its delegate at once (so what it captured is collectable although the queue still holds this small shell
+/// until a worker pops and skips it) and completes the task as cancelled; a started item unregisters from the token
+/// (without waiting for a callback that lost the race) and runs with the pool's SynchronizationContext installed. So an
+/// item either runs or is reported cancelled, never both. An async delegate whose task is still running when it returns
+/// takes a drain hold of the pool until that task completes, so that a shutdown drains it.
 /// </remarks>
 internal sealed class RunWorkItem<TResult> : TaskCompletionSource<TResult>, IShutdownCancellable
 {
@@ -47,19 +49,21 @@ internal sealed class RunWorkItem<TResult> : TaskCompletionSource<TResult>, IShu
         _token = token;
     }
 
-    /// <summary>Called once the item is queued: from now on the token may cancel it.</summary>
+    /// <summary>Called before the item is queued, for a token that can be cancelled: from now on the token may cancel it.</summary>
     public void RegisterCancellation() =>
         _registration = _token.UnsafeRegister(static item => ((RunWorkItem<TResult>)item!).Cancel(), this);
 
-    /// <summary>The pool cancelled the item at shutdown (<see cref="ShutdownMode.CancelPending"/>).</summary>
-    public void CancelByShutdown()
+    /// <inheritdoc/>
+    public bool CancelByShutdown()
     {
-        if (Interlocked.CompareExchange(ref _state, Cancelled, Queued) == Queued)
+        if (Interlocked.CompareExchange(ref _state, Cancelled, Queued) != Queued)
         {
-            _registration.Unregister();
-            _work = null;
-            TrySetCanceled();
+            return false;
         }
+        _registration.Unregister();
+        _work = null;
+        TrySetCanceled();
+        return true;
     }
 
     private void Cancel()
@@ -127,8 +131,16 @@ internal sealed class RunWorkItem<TResult> : TaskCompletionSource<TResult>, IShu
             CopyFrom(inner);
             return;
         }
-        inner.ContinueWith(static (task, item) => ((RunWorkItem<TResult>)item!).CopyFrom(task), this,
-            CancellationToken.None, TaskContinuationOptions.ExecuteSynchronously, TaskScheduler.Default);
+        // Still running: its continuations come back to the pool, so a shutdown must wait for it. The hold is released
+        // before the result is copied: completing the task may run its awaiter's code inline, and that code may dispose
+        // the pool and wait for the drain.
+        _pool.AcquireDrainHold();
+        inner.ContinueWith(static (task, state) =>
+        {
+            var item = (RunWorkItem<TResult>)state!;
+            item._pool.ReleaseDrainHold();
+            item.CopyFrom(task);
+        }, this, CancellationToken.None, TaskContinuationOptions.ExecuteSynchronously, TaskScheduler.Default);
     }
 
     private void CopyFrom(Task inner)

@@ -1,4 +1,5 @@
 using System;
+using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Threading;
 using System.Threading.Tasks;
@@ -8,10 +9,25 @@ namespace Spindle.Tasks;
 
 /// <summary>
 /// The queued item and completion source behind <see cref="WorkerPool.RunAsValueTask(Action, CancellationToken)"/> and
-/// its generic form. Instances are pooled: once the caller has read the result (<see cref="GetResult"/>) the item goes
-/// back to a small per-type cache, so a steady stream of runs allocates nothing. The token protocol is the one of
-/// <see cref="RunWorkItem{TResult}"/>.
+/// its generic form. Instances are pooled, so a steady stream of runs allocates only the delegates. The token protocol
+/// is the one of <see cref="RunWorkItem{TResult}"/>.
 /// </summary>
+/// <remarks>
+/// <para>Reuse protocol: an item may go back to the cache only when nothing can reach it any more. Up to three parties
+/// hold a share, counted in <see cref="_shares"/> (set by <see cref="Rent"/> before anyone else sees the item):</para>
+/// <list type="bullet">
+/// <item>the queue: its entry is reachable by a worker (or shutdown) until <see cref="Execute"/> has returned or the
+/// pool dropped it (<see cref="CancelByShutdown"/>), whether the item ran or had been cancelled;</item>
+/// <item>the caller: until it has read the result (<see cref="GetResult"/>);</item>
+/// <item>the token's callback, when the token can be cancelled: until the callback has run, or until an
+/// <see cref="CancellationTokenRegistration.Unregister"/> that returned true guarantees it never will. Without this share
+/// a callback delayed on the cancelling thread could cancel the item's next rental.</item>
+/// </list>
+/// <para>Each party releases its share exactly once, with an atomic decrement, and touches no field afterwards; the
+/// party whose release reaches zero resets the item and returns it to the cache. A cancelled item read by its caller
+/// therefore stays out of the cache until its stale queue entry has been popped and skipped: it can never run on, or be
+/// cancelled by, a pool that its next rental was not queued to.</para>
+/// </remarks>
 internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IValueTaskSource, IShutdownCancellable
 {
     private const int Queued = 0;
@@ -30,6 +46,7 @@ internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IVa
     private CancellationToken _token;
     private CancellationTokenRegistration _registration;
     private int _state;
+    private int _shares;
 
     public short Version => _core.Version;
 
@@ -48,26 +65,38 @@ internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IVa
             }
         }
         item ??= new ValueTaskRunItem<TResult>();
+        Debug.Assert(item._shares == 0, "A cached item has no share out.");
         item._pool = pool;
         item._work = work;
         item._isFunc = isFunc;
         item._token = token;
         item._state = Queued;
+        item._shares = token.CanBeCanceled ? 3 : 2; // published to other threads by the enqueue that follows
         return item;
     }
 
-    public void RegisterCancellation() =>
-        _registration = _token.UnsafeRegister(static item => ((ValueTaskRunItem<TResult>)item!).Cancel(), this);
-
-    /// <summary>The pool cancelled the item at shutdown (<see cref="ShutdownMode.CancelPending"/>).</summary>
-    public void CancelByShutdown()
+    /// <summary>Called before the item is queued, for a token that can be cancelled.</summary>
+    public void RegisterCancellation()
     {
-        if (Interlocked.CompareExchange(ref _state, Cancelled, Queued) == Queued)
+        Debug.Assert(_token.CanBeCanceled);
+        _registration = _token.UnsafeRegister(static item => ((ValueTaskRunItem<TResult>)item!).Cancel(), this);
+    }
+
+    /// <inheritdoc/>
+    public bool CancelByShutdown()
+    {
+        bool cancelled = Interlocked.CompareExchange(ref _state, Cancelled, Queued) == Queued;
+        if (cancelled)
         {
-            _registration.Unregister();
             _work = null;
+        }
+        ReleaseTokenShare();
+        if (cancelled)
+        {
             _core.SetException(new OperationCanceledException("The worker pool shut down before the item started."));
         }
+        ReleaseShare(); // the queue's
+        return cancelled;
     }
 
     private void Cancel()
@@ -77,20 +106,24 @@ internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IVa
             _work = null;
             _core.SetException(new OperationCanceledException(_token));
         }
+        ReleaseShare(); // the token callback's: it has run
     }
 
     private void Execute()
     {
         if (Interlocked.CompareExchange(ref _state, Started, Queued) != Queued)
         {
+            ReleaseTokenShare();
+            ReleaseShare(); // cancelled before it started: the stale entry is gone, it never runs
             return;
         }
-        _registration.Unregister();
+        ReleaseTokenShare();
         Delegate work = _work!;
         _work = null;
         SynchronizationContext? previous = SynchronizationContext.Current;
         SynchronizationContext.SetSynchronizationContext(_pool!.SynchronizationContext);
-        TResult result;
+        TResult result = default!;
+        Exception? failure = null;
         try
         {
             if (_isFunc)
@@ -100,28 +133,51 @@ internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IVa
             else
             {
                 Unsafe.As<Action>(work)();
-                result = default!;
             }
         }
         catch (Exception exception)
         {
-            SynchronizationContext.SetSynchronizationContext(previous);
-            _core.SetException(exception);
-            return;
+            failure = exception;
         }
         SynchronizationContext.SetSynchronizationContext(previous);
-        _core.SetResult(result);
+        if (failure is null)
+        {
+            _core.SetResult(result);
+        }
+        else
+        {
+            _core.SetException(failure);
+        }
+        ReleaseShare(); // the queue's, last: the caller may already have read the result
+    }
+
+    /// <summary>
+    /// Releases the token callback's share on its behalf if the callback can no longer run (Unregister returned true);
+    /// otherwise the callback is running or has run and releases it itself.
+    /// </summary>
+    private void ReleaseTokenShare()
+    {
+        if (_token.CanBeCanceled && _registration.Unregister())
+        {
+            ReleaseShare();
+        }
     }
 
     public TResult GetResult(short token)
     {
+        // A read with a stale token or before completion is a misuse that the core reports; it must not release the
+        // caller's share, which belongs to the read of the completed result.
+        bool reads = token == _core.Version && _core.GetStatus(token) != ValueTaskSourceStatus.Pending;
         try
         {
             return _core.GetResult(token);
         }
         finally
         {
-            Return();
+            if (reads)
+            {
+                ReleaseShare(); // the caller's
+            }
         }
     }
 
@@ -132,6 +188,17 @@ internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IVa
     public void OnCompleted(Action<object?> continuation, object? state, short token, ValueTaskSourceOnCompletedFlags flags) =>
         _core.OnCompleted(continuation, state, token, flags);
 
+    private void ReleaseShare()
+    {
+        int left = Interlocked.Decrement(ref _shares);
+        Debug.Assert(left >= 0, "Each party releases its share once.");
+        if (left == 0)
+        {
+            Return();
+        }
+    }
+
+    /// <summary>Nobody can reach the item any more: reset it and offer it to the cache.</summary>
     private void Return()
     {
         _core.Reset();

@@ -27,12 +27,17 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
     /// workers). It runs with this context installed. The caller's <see cref="ExecutionContext"/> is not captured:
     /// awaiters that post here have already captured what they need.
     /// </summary>
+    /// <remarks>
+    /// Never throws because of shutdown: a post is how an <c>await</c> comes back, and a post refused by the thread that
+    /// completed the awaited task would fail that thread and strand the awaiter. During the drain it runs on the pool
+    /// (in both shutdown modes); after the pool has stopped it runs on the built-in <see cref="ThreadPool"/>, counted by
+    /// <see cref="WorkerPool.RedirectedCallbackCount"/>.
+    /// </remarks>
     /// <exception cref="ArgumentNullException"><paramref name="d"/> is null.</exception>
-    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
     public override void Post(SendOrPostCallback d, object? state)
     {
         ArgumentNullException.ThrowIfNull(d);
-        _pool.Enqueue(new WorkItemEntry(RunnerFor(d).Run, state, null), preferLocal: true);
+        _pool.EnqueueContinuation(new WorkItemEntry(RunnerFor(d).Run, state, null), preferLocal: true);
     }
 
     /// <summary>
@@ -90,12 +95,16 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
     /// for another worker could deadlock a small pool); on any other thread it is queued and the caller blocks until it
     /// has run. An exception thrown by <paramref name="d"/> is rethrown to the caller with its original stack.
     /// </summary>
+    /// <remarks>
+    /// Like <see cref="Post"/>, never refused because of shutdown: during the drain it is queued to the pool; after the
+    /// pool has stopped it runs inline on the calling thread (with this context installed), as the base
+    /// <see cref="SynchronizationContext"/> does.
+    /// </remarks>
     /// <exception cref="ArgumentNullException"><paramref name="d"/> is null.</exception>
-    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
     public override void Send(SendOrPostCallback d, object? state)
     {
         ArgumentNullException.ThrowIfNull(d);
-        if (WorkerPool.Current == _pool)
+        if (WorkerPool.Current == _pool || _pool.HasStopped)
         {
             SynchronizationContext? previous = Current;
             SetSynchronizationContext(this);
@@ -110,7 +119,7 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
             return;
         }
         var sent = new SentCallback(this, d, state);
-        _pool.Enqueue(new WorkItemEntry(sent, WorkItemEntry.WorkItemMarker, null), preferLocal: false);
+        _pool.EnqueueContinuation(new WorkItemEntry(sent, WorkItemEntry.WorkItemMarker, null), preferLocal: false);
         sent.WaitUntilDone();
         sent.Failure?.Throw();
     }

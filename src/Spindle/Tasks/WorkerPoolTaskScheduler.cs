@@ -39,23 +39,29 @@ public sealed class WorkerPoolTaskScheduler : TaskScheduler
     /// <summary>The pool this scheduler runs tasks on.</summary>
     public WorkerPool Pool => _pool;
 
-    /// <summary>The pool's current maximum thread count.</summary>
-    public override int MaximumConcurrencyLevel => _pool.MaxThreads;
+    /// <summary>
+    /// How many tasks the pool runs at once when they are CPU work: the number of workers it aims for,
+    /// <c>max(MinThreads, ProcessorCount)</c> capped at <c>MaxThreads</c> (it adds threads beyond that only while work
+    /// is blocked). <see cref="Parallel"/> and PLINQ size their partitions by this figure.
+    /// </summary>
+    public override int MaximumConcurrencyLevel => Math.Min(_pool.MaxThreads, Math.Max(_pool.MinThreads, Environment.ProcessorCount));
 
     /// <inheritdoc/>
-    /// <exception cref="ObjectDisposedException">The pool is shutting down (the task framework wraps this in a <see cref="TaskSchedulerException"/>).</exception>
+    /// <remarks>
+    /// Never throws for a pool that is shutting down: a task queued then is a continuation of work the pool accepted
+    /// (an <c>await</c>, a <c>ContinueWith</c>), and refusing it would strand whoever waits for it. During the drain it
+    /// runs on the pool; after the pool has stopped it runs on the built-in <see cref="ThreadPool"/>
+    /// (<see cref="WorkerPool.RedirectedCallbackCount"/>).
+    /// </remarks>
     protected override void QueueTask(Task task)
     {
         ArgumentNullException.ThrowIfNull(task);
         TaskCreationOptions options = task.CreationOptions;
         var entry = new WorkItemEntry(_execute, task, null); // a task carries its own ExecutionContext
-        if ((options & TaskCreationOptions.LongRunning) != 0)
+        if ((options & TaskCreationOptions.LongRunning) == 0 || !_pool.TryEnqueueLongRunning(entry))
         {
-            _pool.EnqueueLongRunning(entry);
-        }
-        else
-        {
-            _pool.Enqueue(entry, preferLocal: (options & TaskCreationOptions.PreferFairness) == 0);
+            // A long-running task during shutdown runs as ordinary work: no new dedicated thread is started then.
+            _pool.EnqueueContinuation(entry, preferLocal: (options & TaskCreationOptions.PreferFairness) == 0);
         }
     }
 

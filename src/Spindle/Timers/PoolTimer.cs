@@ -87,7 +87,7 @@ internal sealed class PoolTimer : TimerNode, ITimer
         bool startThread;
         lock (_pool.TimerLock)
         {
-            if (IsDisposed || _pool.TimersStoppedLocked)
+            if (IsDisposed)
             {
                 return false;
             }

@@ -1,0 +1,332 @@
+using System;
+using System.Collections.Generic;
+using System.Threading;
+using System.Threading.Tasks;
+using Xunit;
+
+namespace Spindle.Tests;
+
+/// <summary>
+/// Continuations across shutdown: an <c>await</c> under the pool's SynchronizationContext or TaskScheduler whose awaited
+/// task completes during the drain runs on the pool; one that completes after the pool has stopped runs on the built-in
+/// pool and is counted. Neither throws into the thread that completed the awaited task, and no awaiter is stranded.
+/// Async <c>Run</c> items keep the drain going until their task completes.
+/// </summary>
+public sealed class WorkerPoolContinuationShutdownTests
+{
+    /// <summary>How the awaiting code reached the pool.</summary>
+    public enum Route
+    {
+        RunWithToken,
+        RunWithoutToken,
+        SchedulerTask,
+        InstalledContext,
+    }
+
+    /// <summary>Who completes the awaited task.</summary>
+    public enum Completer
+    {
+        ForeignThread,
+        PoolTimer,
+        InsidePool,
+    }
+
+    private static WorkerPool NewPool() => new(new WorkerPoolOptions
+    {
+        Name = nameof(WorkerPoolContinuationShutdownTests),
+        MinThreads = 2,
+        MaxThreads = 2,
+        ExceptionPolicy = UnhandledExceptionPolicy.Report,
+    });
+
+    /// <summary>The awaiting code: awaits <paramref name="awaited"/>, then records where it resumed.</summary>
+    private sealed class Awaiter(Task awaited)
+    {
+        public readonly ManualResetEventSlim AtAwait = new();
+        public WorkerPool? ResumedOn;
+        public bool Resumed;
+
+        public async Task Body()
+        {
+            AtAwait.Set();
+            await awaited;
+            ResumedOn = WorkerPool.Current;
+            await Task.Yield(); // a second continuation, through the same route
+            Resumed = true;
+        }
+    }
+
+    private static Task Start(WorkerPool pool, Route route, Awaiter awaiter, CancellationToken token)
+    {
+        switch (route)
+        {
+            case Route.RunWithToken:
+                return pool.Run(awaiter.Body, token);
+            case Route.RunWithoutToken:
+                return pool.Run(awaiter.Body, CancellationToken.None);
+            case Route.SchedulerTask:
+                return Task.Factory.StartNew(awaiter.Body, CancellationToken.None, TaskCreationOptions.None, pool.TaskScheduler).Unwrap();
+            default:
+                var started = new TaskCompletionSource<Task>();
+                var thread = new Thread(() =>
+                {
+                    SynchronizationContext.SetSynchronizationContext(pool.SynchronizationContext);
+                    started.SetResult(awaiter.Body());
+                }) { IsBackground = true };
+                thread.Start();
+                return started.Task.Unwrap();
+        }
+    }
+
+    /// <summary>Arranges for <paramref name="awaited"/> to be completed by <paramref name="completer"/> once <see cref="Trigger"/> is called.</summary>
+    private sealed class Completion
+    {
+        private readonly TaskCompletionSource _awaited;
+        private readonly Completer _completer;
+        private readonly ITimer? _timer;
+        private readonly ManualResetEventSlim _insideGo = new();
+        private Exception? _failure;
+        private Thread? _thread;
+
+        public Completion(WorkerPool pool, TaskCompletionSource awaited, Completer completer)
+        {
+            _awaited = awaited;
+            _completer = completer;
+            switch (completer)
+            {
+                case Completer.PoolTimer:
+                    // Created while the pool runs (CreateTimer refuses new timers after shutdown began), started later.
+                    _timer = pool.CreateTimer(_ => Complete(), null, Timeout.InfiniteTimeSpan, Timeout.InfiniteTimeSpan);
+                    break;
+                case Completer.InsidePool:
+                    pool.QueueUserWorkItem(_ =>
+                    {
+                        _insideGo.Wait(Waits.MustHappen);
+                        Complete();
+                    });
+                    break;
+            }
+        }
+
+        private void Complete()
+        {
+            try
+            {
+                // No RunContinuationsAsynchronously: the awaiter's continuation is posted or queued by this very thread,
+                // which is where a refused post used to throw.
+                _awaited.SetResult();
+            }
+            catch (Exception exception)
+            {
+                _failure = exception;
+            }
+        }
+
+        public void Trigger()
+        {
+            switch (_completer)
+            {
+                case Completer.ForeignThread:
+                    _thread = new Thread(Complete) { IsBackground = true };
+                    _thread.Start();
+                    break;
+                case Completer.PoolTimer:
+                    Assert.True(_timer!.Change(TimeSpan.FromMilliseconds(1), Timeout.InfiniteTimeSpan));
+                    break;
+                default:
+                    _insideGo.Set();
+                    break;
+            }
+        }
+
+        public void AssertCompletedCleanly()
+        {
+            Waits.Until(() => _awaited.Task.IsCompleted, "the awaited task is completed");
+            Assert.True(_thread?.Join(Waits.MustHappen) ?? true);
+            Assert.Null(_failure);
+            _timer?.Dispose();
+        }
+    }
+
+    public static IEnumerable<object[]> AllRoutesAndCompleters()
+    {
+        foreach (Route route in Enum.GetValues<Route>())
+        {
+            foreach (Completer completer in Enum.GetValues<Completer>())
+            {
+                yield return [route, completer];
+            }
+        }
+    }
+
+    public static IEnumerable<object[]> RoutesWithoutHoldAndOutsideCompleters()
+    {
+        foreach (Route route in new[] { Route.SchedulerTask, Route.InstalledContext })
+        {
+            foreach (Completer completer in new[] { Completer.ForeignThread, Completer.PoolTimer })
+            {
+                yield return [route, completer];
+            }
+        }
+    }
+
+    [Theory]
+    [MemberData(nameof(AllRoutesAndCompleters))]
+    public void ContinuationDuringTheDrain_RunsOnThePool(Route route, Completer completer)
+    {
+        using var cts = new CancellationTokenSource();
+        WorkerPool pool = NewPool();
+        using var gate = new ManualResetEventSlim();
+        using var gateStarted = new ManualResetEventSlim();
+        // Keeps the drain going while the awaited task completes.
+        pool.QueueUserWorkItem(_ =>
+        {
+            gateStarted.Set();
+            gate.Wait(Waits.MustHappen);
+        });
+        Waits.For(gateStarted, "the item that keeps the drain going");
+        var awaited = new TaskCompletionSource();
+        var awaiter = new Awaiter(awaited.Task);
+        Task work = Start(pool, route, awaiter, cts.Token);
+        Waits.For(awaiter.AtAwait, "the awaiting code reaches its await");
+        var completion = new Completion(pool, awaited, completer);
+
+        Task dispose = Task.Factory.StartNew(pool.Dispose, TaskCreationOptions.LongRunning);
+        Waits.Until(() => pool.IsShutdownStarted, "shutdown begins");
+        completion.Trigger();
+
+        Assert.True(((IAsyncResult)work).AsyncWaitHandle.WaitOne(Waits.MustHappen), "the awaiting code finishes");
+        completion.AssertCompletedCleanly();
+        Assert.Equal(TaskStatus.RanToCompletion, work.Status);
+        Assert.True(awaiter.Resumed);
+        Assert.Same(pool, awaiter.ResumedOn);
+        gate.Set();
+        Assert.True(dispose.Wait(Waits.MustHappen), "Dispose returns");
+        Assert.Equal(0, pool.RedirectedCallbackCount);
+        Assert.Equal(0, pool.ThreadCount);
+    }
+
+    [Theory]
+    [MemberData(nameof(RoutesWithoutHoldAndOutsideCompleters))]
+    public void ContinuationAfterThePoolStopped_RunsOnTheBuiltInPool_AndIsCounted(Route route, Completer completer)
+    {
+        WorkerPool pool = NewPool();
+        var awaited = new TaskCompletionSource();
+        var awaiter = new Awaiter(awaited.Task);
+        Task work = Start(pool, route, awaiter, CancellationToken.None);
+        Waits.For(awaiter.AtAwait, "the awaiting code reaches its await");
+        var completion = new Completion(pool, awaited, completer);
+
+        Waits.RunBounded(pool.Dispose, "Dispose");
+        Assert.Equal(0, pool.ThreadCount);
+        completion.Trigger();
+
+        Assert.True(((IAsyncResult)work).AsyncWaitHandle.WaitOne(Waits.MustHappen), "the awaiting code finishes");
+        completion.AssertCompletedCleanly();
+        Assert.Equal(TaskStatus.RanToCompletion, work.Status);
+        Assert.True(awaiter.Resumed);
+        Assert.Null(awaiter.ResumedOn); // not on the stopped pool's threads
+        Assert.True(pool.RedirectedCallbackCount >= 1);
+        Assert.Equal(0, pool.ThreadCount);
+    }
+
+    [Theory]
+    [InlineData(Route.RunWithToken, Completer.ForeignThread)]
+    [InlineData(Route.RunWithToken, Completer.PoolTimer)]
+    [InlineData(Route.RunWithoutToken, Completer.ForeignThread)]
+    [InlineData(Route.RunWithoutToken, Completer.PoolTimer)]
+    public void Dispose_WaitsForAnAsyncRunItem_WhoseContinuationsRunOnThePool(Route route, Completer completer)
+    {
+        using var cts = new CancellationTokenSource();
+        WorkerPool pool = NewPool();
+        var awaited = new TaskCompletionSource();
+        var awaiter = new Awaiter(awaited.Task);
+        Task work = Start(pool, route, awaiter, cts.Token);
+        Waits.For(awaiter.AtAwait, "the awaiting code reaches its await");
+        var completion = new Completion(pool, awaited, completer);
+
+        Task dispose = Task.Factory.StartNew(pool.Dispose, TaskCreationOptions.LongRunning);
+        Waits.Until(() => pool.IsShutdownStarted, "shutdown begins");
+        Waits.Never(() => dispose.IsCompleted, "Dispose returned while a Run item's task was still running");
+        completion.Trigger();
+
+        Assert.True(dispose.Wait(Waits.MustHappen), "Dispose returns");
+        completion.AssertCompletedCleanly();
+        Assert.Equal(TaskStatus.RanToCompletion, work.Status);
+        Assert.Same(pool, awaiter.ResumedOn);
+        Assert.True(awaiter.Resumed);
+        Assert.Equal(0, pool.RedirectedCallbackCount);
+    }
+
+    [Fact]
+    public void CancelPending_StillRunsTheContinuationsOfAsyncRunItemsThatHadStarted()
+    {
+        WorkerPool pool = NewPool();
+        var awaited = new TaskCompletionSource();
+        var awaiter = new Awaiter(awaited.Task);
+        Task work = pool.Run(awaiter.Body);
+        Waits.For(awaiter.AtAwait, "the awaiting code reaches its await");
+
+        Task<int> shutdown = Task.Factory.StartNew(() => pool.Shutdown(ShutdownMode.CancelPending), TaskCreationOptions.LongRunning);
+        Waits.Until(() => pool.IsShutdownStarted, "shutdown begins");
+        new Thread(() => awaited.SetResult()) { IsBackground = true }.Start();
+
+        Assert.True(shutdown.Wait(Waits.MustHappen), "Shutdown(CancelPending) returns");
+        Assert.Equal(0, shutdown.Result); // the item had started: nothing was cancelled
+        Assert.True(((IAsyncResult)work).AsyncWaitHandle.WaitOne(Waits.MustHappen));
+        Assert.Equal(TaskStatus.RanToCompletion, work.Status);
+        Assert.Same(pool, awaiter.ResumedOn);
+    }
+
+    [Fact]
+    public void PostAndSend_AfterThePoolStopped_RunElsewhere_AndNeverThrow()
+    {
+        WorkerPool pool = NewPool();
+        SynchronizationContext context = pool.SynchronizationContext;
+        pool.Dispose();
+
+        using var posted = new ManualResetEventSlim();
+        SynchronizationContext? seenInPost = null;
+        context.Post(_ =>
+        {
+            seenInPost = SynchronizationContext.Current;
+            posted.Set();
+        }, null);
+        Waits.For(posted, "the post runs");
+        Assert.Same(context, seenInPost);
+        Assert.Equal(1, pool.RedirectedCallbackCount);
+
+        int sentOn = 0;
+        context.Send(_ => sentOn = Environment.CurrentManagedThreadId, null);
+        Assert.Equal(Environment.CurrentManagedThreadId, sentOn);
+    }
+
+    [Fact]
+    public void SchedulerTask_QueuedAfterThePoolStopped_Runs_AndIsCounted()
+    {
+        WorkerPool pool = NewPool();
+        TaskScheduler scheduler = pool.TaskScheduler;
+        pool.Dispose();
+        Task<WorkerPool?> task = Task.Factory.StartNew(() => WorkerPool.Current, CancellationToken.None, TaskCreationOptions.None, scheduler);
+        Assert.True(((IAsyncResult)task).AsyncWaitHandle.WaitOne(Waits.MustHappen));
+        Assert.Null(task.Result);
+        Assert.Equal(1, pool.RedirectedCallbackCount);
+        Task longRunning = Task.Factory.StartNew(() => { }, CancellationToken.None, TaskCreationOptions.LongRunning, scheduler);
+        Assert.True(((IAsyncResult)longRunning).AsyncWaitHandle.WaitOne(Waits.MustHappen));
+        Assert.Equal(2, pool.RedirectedCallbackCount);
+    }
+
+    [Fact]
+    public async Task TimeProviderDelays_OutliveThePool_AndComplete()
+    {
+        WorkerPool pool = NewPool();
+        TimeProvider provider = pool.TimeProvider;
+        Task delay = Task.Delay(TimeSpan.FromMilliseconds(50), provider);
+        using var cts = new CancellationTokenSource(TimeSpan.FromMilliseconds(60), provider);
+        pool.Dispose();
+        await delay.WaitAsync(Waits.MustHappen);
+        Assert.True(cts.Token.WaitHandle.WaitOne(Waits.MustHappen), "the timeout of a CancellationTokenSource fires");
+        Assert.True(pool.RedirectedCallbackCount >= 2);
+        Waits.Until(() => !pool.TimerThreadIsAlive, "the timer thread exits once no timer is scheduled");
+    }
+}

@@ -1,0 +1,121 @@
+using System;
+using System.Collections.Generic;
+using System.Threading;
+using System.Threading.Tasks;
+using Xunit;
+
+namespace Spindle.Tests;
+
+/// <summary>
+/// <see cref="WorkerPool.Shutdown(ShutdownMode)"/> with <see cref="ShutdownMode.CancelPending"/> returns exactly the
+/// accepted work items and Run items that will now never run: not the Run items their own token cancelled already, not
+/// firings of timers that were disposed, and not callbacks that shutdown runs anyway (continuations, scheduler tasks,
+/// timer callbacks).
+/// </summary>
+public sealed class WorkerPoolShutdownCountTests
+{
+    private static WorkerPool NewSingleThreadPool() => new(new WorkerPoolOptions
+    {
+        Name = nameof(WorkerPoolShutdownCountTests),
+        MinThreads = 1,
+        MaxThreads = 1,
+        ExceptionPolicy = UnhandledExceptionPolicy.Report,
+    });
+
+    private static ManualResetEventSlim Occupy(WorkerPool pool)
+    {
+        var gate = new ManualResetEventSlim();
+        using var started = new ManualResetEventSlim();
+        pool.QueueUserWorkItem(_ =>
+        {
+            started.Set();
+            gate.Wait(Waits.MustHappen);
+        });
+        Waits.For(started, "the blocking item");
+        return gate;
+    }
+
+    /// <summary>Starts Shutdown(CancelPending) on another thread, releases the blocked worker once it has begun, returns the count.</summary>
+    private static int CancelPendingWhileBlocked(WorkerPool pool, ManualResetEventSlim gate)
+    {
+        Task<int> shutdown = Task.Factory.StartNew(() => pool.Shutdown(ShutdownMode.CancelPending), TaskCreationOptions.LongRunning);
+        Waits.Until(() => pool.IsShutdownStarted, "shutdown begins");
+        gate.Set();
+        Assert.True(shutdown.Wait(Waits.MustHappen), "Shutdown(CancelPending) returns");
+        return shutdown.Result;
+    }
+
+    [Fact]
+    public void CancelPending_DoesNotCountRunItemsTheirTokenCancelledAlready()
+    {
+        using WorkerPool pool = NewSingleThreadPool();
+        ManualResetEventSlim gate = Occupy(pool);
+        using var cts = new CancellationTokenSource();
+        var runs = new List<Task>();
+        int ran = 0;
+        for (int i = 0; i < 10; i++)
+        {
+            runs.Add(pool.Run(() => Interlocked.Increment(ref ran), cts.Token));
+        }
+        cts.Cancel();
+        for (int i = 0; i < 5; i++)
+        {
+            pool.QueueUserWorkItem(_ => Interlocked.Increment(ref ran));
+        }
+
+        Assert.Equal(5, CancelPendingWhileBlocked(pool, gate));
+        Assert.Equal(0, ran);
+        foreach (Task run in runs)
+        {
+            Assert.Equal(TaskStatus.Canceled, run.Status);
+        }
+    }
+
+    [Fact]
+    public void CancelPending_CountsRunItemsItCancels_OnceEach()
+    {
+        using WorkerPool pool = NewSingleThreadPool();
+        ManualResetEventSlim gate = Occupy(pool);
+        using var cts = new CancellationTokenSource();
+        var runs = new List<Task>
+        {
+            pool.Run(() => { }),
+            pool.Run(() => 1),
+            pool.Run(async () => await Task.Yield()),
+            pool.Run(async () => { await Task.Yield(); return 1; }),
+            pool.Run(() => { }, cts.Token),
+            pool.RunAsValueTask(() => { }).AsTask(),
+            pool.RunAsValueTask(() => 2, cts.Token).AsTask(),
+        };
+        pool.QueueUserWorkItem(_ => { });
+
+        Assert.Equal(runs.Count + 1, CancelPendingWhileBlocked(pool, gate));
+        foreach (Task run in runs)
+        {
+            Assert.True(((IAsyncResult)run).AsyncWaitHandle.WaitOne(Waits.MustHappen), "the run completes");
+            Assert.True(run.IsCanceled, $"a run cancelled by shutdown is reported cancelled ({run.Status})");
+        }
+    }
+
+    [Fact]
+    public void CancelPending_DoesNotCountFiringsOfTimersDisposedBeforeTheyRan()
+    {
+        using WorkerPool pool = NewSingleThreadPool();
+        ManualResetEventSlim gate = Occupy(pool);
+        int fired = 0;
+        var timers = new List<ITimer>();
+        for (int i = 0; i < 7; i++)
+        {
+            timers.Add(pool.CreateTimer(_ => Interlocked.Increment(ref fired), null, TimeSpan.FromMilliseconds(1), Timeout.InfiniteTimeSpan));
+        }
+        // The only worker is blocked, so the firings wait in the pool's ready list.
+        Waits.Until(() => pool.PendingWorkItemCount == 7, "the seven firings are pending");
+        foreach (ITimer timer in timers)
+        {
+            timer.Dispose();
+        }
+
+        Assert.Equal(0, CancelPendingWhileBlocked(pool, gate));
+        Assert.Equal(0, fired);
+    }
+}
