@@ -330,3 +330,78 @@ public sealed class WorkerPoolContinuationShutdownTests
         Waits.Until(() => !pool.TimerThreadIsAlive, "the timer thread exits once no timer is scheduled");
     }
 }
+
+/// <summary>
+/// Every <c>Run</c> and <c>RunAsValueTask</c> overload has one model, token or not: the delegate runs on the pool with the
+/// pool's SynchronizationContext installed (awaits come back through it), and TaskScheduler.Current is the default
+/// scheduler, as inside <see cref="Task.Run(Action)"/>.
+/// </summary>
+public sealed class WorkerPoolRunModelTests
+{
+    private sealed record Observed(WorkerPool? Pool, SynchronizationContext? Context, TaskScheduler Scheduler, WorkerPool? AfterAwait, WorkerPool? StartNewOn);
+
+    private static async Task<Observed> ObserveAsync()
+    {
+        WorkerPool? pool = WorkerPool.Current;
+        SynchronizationContext? context = SynchronizationContext.Current;
+        TaskScheduler scheduler = TaskScheduler.Current;
+        WorkerPool? startNewOn = await Task.Factory.StartNew(() => WorkerPool.Current);
+        await Task.Delay(1);
+        return new Observed(pool, context, scheduler, WorkerPool.Current, startNewOn);
+    }
+
+    private static Observed ObserveSync() =>
+        new(WorkerPool.Current, SynchronizationContext.Current, TaskScheduler.Current, null,
+            Task.Factory.StartNew(() => WorkerPool.Current).GetAwaiter().GetResult());
+
+    public static IEnumerable<object[]> Overloads()
+    {
+        foreach (bool withToken in new[] { false, true })
+        {
+            foreach (string overload in new[] { "Action", "Func", "AsyncAction", "AsyncFunc", "ValueTaskAction", "ValueTaskFunc" })
+            {
+                yield return [overload, withToken];
+            }
+        }
+    }
+
+    [Theory]
+    [MemberData(nameof(Overloads))]
+    public async Task EveryRunOverload_RunsUnderThePoolsContext_WithTheDefaultScheduler(string overload, bool withToken)
+    {
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = nameof(WorkerPoolRunModelTests), ExceptionPolicy = UnhandledExceptionPolicy.Report });
+        using var cts = new CancellationTokenSource();
+        CancellationToken token = withToken ? cts.Token : CancellationToken.None;
+        Observed? observed = null;
+        switch (overload)
+        {
+            case "Action":
+                await pool.Run(() => { observed = ObserveSync(); }, token);
+                break;
+            case "Func":
+                observed = await pool.Run(ObserveSync, token);
+                break;
+            case "AsyncAction":
+                await pool.Run(async () => { observed = await ObserveAsync(); }, token);
+                break;
+            case "AsyncFunc":
+                observed = await pool.Run(ObserveAsync, token);
+                break;
+            case "ValueTaskAction":
+                await pool.RunAsValueTask(() => { observed = ObserveSync(); }, token);
+                break;
+            default:
+                observed = await pool.RunAsValueTask(ObserveSync, token);
+                break;
+        }
+        Assert.NotNull(observed);
+        Assert.Same(pool, observed.Pool);
+        Assert.Same(pool.SynchronizationContext, observed.Context);
+        Assert.Same(TaskScheduler.Default, observed.Scheduler);
+        Assert.NotSame(pool, observed.StartNewOn); // StartNew without a scheduler uses TaskScheduler.Current: the default one
+        if (overload.StartsWith("Async", StringComparison.Ordinal))
+        {
+            Assert.Same(pool, observed.AfterAwait); // the await came back through the pool's context
+        }
+    }
+}
