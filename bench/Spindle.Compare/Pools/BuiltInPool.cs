@@ -39,6 +39,8 @@ internal sealed class BuiltInPool : IPoolUnderTest
 
     public Task<T> Run<T>(Func<Task<T>> function) => Task.Run(function);
 
+    public Task RunOnScheduler(Func<Task> function) => Task.Run(function);
+
     public SynchronizationContext? Context => null;
 
     public void Dispose()

@@ -65,6 +65,13 @@ internal interface IPoolUnderTest : IDisposable
     /// <summary>Spindle's <c>Run(Func&lt;Task&lt;T&gt;&gt;)</c>; <c>Task.Run(Func&lt;Task&lt;T&gt;&gt;)</c> on the built-in pool.</summary>
     System.Threading.Tasks.Task<T> Run<T>(Func<System.Threading.Tasks.Task<T>> function);
 
+    /// <summary>
+    /// Starts <paramref name="function"/> as a task of the pool's <see cref="System.Threading.Tasks.TaskScheduler"/>, so that
+    /// its awaits come back through that scheduler: Spindle's <c>TaskScheduler</c>; <c>Task.Run</c> (the default
+    /// scheduler) on the built-in pool.
+    /// </summary>
+    System.Threading.Tasks.Task RunOnScheduler(Func<System.Threading.Tasks.Task> function);
+
     /// <summary>The pool's <see cref="SynchronizationContext"/>, or null when it has none (the built-in pool).</summary>
     SynchronizationContext? Context { get; }
 

@@ -56,6 +56,10 @@ internal sealed class SpindlePool : IPoolUnderTest
 
     public System.Threading.Tasks.Task<T> Run<T>(Func<System.Threading.Tasks.Task<T>> function) => _pool.Run(function);
 
+    public System.Threading.Tasks.Task RunOnScheduler(Func<System.Threading.Tasks.Task> function) =>
+        System.Threading.Tasks.TaskExtensions.Unwrap(System.Threading.Tasks.Task.Factory.StartNew(function,
+            System.Threading.CancellationToken.None, System.Threading.Tasks.TaskCreationOptions.DenyChildAttach, _pool.TaskScheduler));
+
     public SynchronizationContext? Context => _pool.SynchronizationContext;
 
     public ITimer CreateTimer(TimerCallback callback, object? state, TimeSpan dueTime, TimeSpan period) =>

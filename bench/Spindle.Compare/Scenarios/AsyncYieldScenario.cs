@@ -9,10 +9,11 @@ using Spindle.Compare.Pools;
 namespace Spindle.Compare.Scenarios;
 
 /// <summary>
-/// 1,000 tasks started with <c>Run(async () => …)</c>, each doing 1,000 <c>await Task.Yield()</c> (the runtime's
-/// <c>Perf_AsyncMethods.Yield</c>, widened). <c>scheduler</c>: the yields come back through the task's scheduler (for
-/// Spindle its TaskScheduler; for the built-in pool the default one). <c>context</c>: the task first installs the pool's
-/// SynchronizationContext (the built-in pool has none, so it runs as in <c>scheduler</c>).
+/// 1,000 async tasks, each doing 1,000 <c>await Task.Yield()</c> (the runtime's <c>Perf_AsyncMethods.Yield</c>, widened).
+/// <c>scheduler</c>: tasks of the pool's TaskScheduler, so the yields come back through it (for Spindle its
+/// TaskScheduler; for the built-in pool <c>Task.Run</c> and the default one). <c>context</c>: started with
+/// <c>Run(async () => …)</c>, under the pool's SynchronizationContext (Spindle's Run installs it; the built-in pool has
+/// none, so it runs as in <c>scheduler</c>).
 /// </summary>
 internal sealed class AsyncYieldScenario : IScenario
 {
@@ -56,7 +57,7 @@ internal sealed class AsyncYieldScenario : IScenario
         long start = Stopwatch.GetTimestamp();
         for (int i = 0; i < Tasks; i++)
         {
-            tasks[i] = pool.Run(async () =>
+            Func<Task> body = async () =>
             {
                 if (context is not null)
                 {
@@ -66,7 +67,8 @@ internal sealed class AsyncYieldScenario : IScenario
                 {
                     await Task.Yield();
                 }
-            });
+            };
+            tasks[i] = useContext ? pool.Run(body) : pool.RunOnScheduler(body);
         }
         if (!Task.WhenAll(tasks).Wait(Waits.Stuck))
         {
