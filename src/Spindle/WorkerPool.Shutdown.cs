@@ -92,7 +92,9 @@ public sealed partial class WorkerPool
     /// <para>What shutdown means for work that is already under way:</para>
     /// <list type="bullet">
     /// <item>An <c>await</c> inside a <c>Run</c> item that has not completed keeps the pool draining: its continuations run
-    /// on the pool, and shutdown waits for the item's task, as it waits for a running item and for long-running items.</item>
+    /// on the pool, and shutdown waits for the item's task, as it waits for a running item and for long-running items.
+    /// So a <c>Run</c> item must not wait for the shutdown of its own pool from a thread that is not the pool's (after
+    /// <c>ConfigureAwait(false)</c>): that would wait for itself. On the pool's own threads the call does not wait.</item>
     /// <item>A continuation posted to <see cref="SynchronizationContext"/> or a task queued to <see cref="TaskScheduler"/>
     /// during the drain runs on the pool, in both modes. One that arrives after the pool has stopped runs on the built-in
     /// <see cref="ThreadPool"/> (counted by <see cref="RedirectedCallbackCount"/>): it is never lost and never throws into
