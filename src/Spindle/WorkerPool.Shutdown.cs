@@ -30,7 +30,8 @@ namespace Spindle;
 //   the stop is run by the last worker (on its way out) or by the disposing thread; after the stop, continuations run
 //   elsewhere. Both sides decide under _threadLock, so nothing falls between them.
 // - In cancelling mode a worker that dequeues a plain work item or a Run item cancels it (counted in _cancelledCount,
-//   once per item) instead of running it; continuations, scheduler tasks, timer and wait callbacks still run.
+//   once per item) instead of running it; continuations, scheduler tasks and timer firings still run, and a wait
+//   firing runs only to find its registration ended (StopWaits unregisters them all).
 // - Shutdown called from outside the pool then waits for the stop, joins every thread that belonged to the pool, and
 //   sweeps the queues itself, which only finds anything if no worker could be started.
 public sealed partial class WorkerPool
@@ -84,8 +85,9 @@ public sealed partial class WorkerPool
     /// The number of accepted items this pool has cancelled (never run) because of shutdown, over every call: work items
     /// queued with the <c>QueueUserWorkItem</c> and <c>UnsafeQueueUserWorkItem</c> methods, and <c>Run</c> and
     /// <c>RunAsValueTask</c> items (their tasks complete as cancelled; an item its own token had cancelled already is not
-    /// counted again). Continuations, scheduler tasks and timer and wait callbacks are never cancelled by shutdown, so they
-    /// are not counted. When called from one of this pool's own work items the call does not wait, and the figure covers
+    /// counted again). Continuations, scheduler tasks and timer callbacks are never cancelled by shutdown, and wait
+    /// callbacks end with their registrations: none of them is counted. When called from one of this pool's own work
+    /// items the call does not wait, and the figure covers
     /// only the items cancelled so far.
     /// </returns>
     /// <remarks>
@@ -102,7 +104,8 @@ public sealed partial class WorkerPool
     /// <item>The pool's timers keep firing during the drain, on the pool; timers still scheduled when the pool stops fire
     /// on the built-in pool until they are disposed (so <c>Task.Delay</c>, <c>CancelAfter</c> and <c>PeriodicTimer</c>
     /// on <see cref="TimeProvider"/> always complete). The timer thread exits once no timer is scheduled.</item>
-    /// <item>Shutdown ends every wait registration: a wait callback already queued still runs, no later one is queued.</item>
+    /// <item>Shutdown ends every wait registration, as <see cref="RegisteredWait.Unregister(WaitHandle?)"/> does: no
+    /// wait callback starts after shutdown has begun (one that is running finishes).</item>
     /// </list>
     /// </remarks>
     /// <exception cref="ArgumentOutOfRangeException"><paramref name="mode"/> is not a defined value.</exception>

@@ -206,9 +206,10 @@ public sealed partial class WorkerPool
     /// Shutdown with <see cref="ShutdownMode.CancelPending"/> meets an item that has not started. Plain work items are
     /// dropped and counted. Run items report the cancellation through their task, and are counted only if this call
     /// cancelled them (one that its token cancelled already is only skipped). Tasks of the pool's scheduler, posted
-    /// continuations, timer firings and wait callbacks still run: a Task cannot be cancelled from outside, a dropped
+    /// continuations, timer firings and wait firings still run: a Task cannot be cancelled from outside, a dropped
     /// continuation would leave its awaiting code waiting forever, and timers and waits say themselves whether a firing
-    /// still applies. Returns whether the item must run anyway.
+    /// still applies (a disposed timer's or an ended registration's firing does nothing). None of them is counted.
+    /// Returns whether the item must run anyway.
     /// </summary>
     private bool CancelPendingItem(in WorkItemEntry item)
     {

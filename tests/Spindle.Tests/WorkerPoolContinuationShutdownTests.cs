@@ -279,6 +279,60 @@ public sealed class WorkerPoolContinuationShutdownTests
     }
 
     [Fact]
+    public void ContinuationOfALongRunningItem_DuringTheDrain_RunsOnThePool()
+    {
+        WorkerPool pool = NewPool();
+        using var release = new ManualResetEventSlim();
+        using var started = new ManualResetEventSlim();
+        WorkerPool? continuationOn = null;
+        using var continued = new ManualResetEventSlim();
+        pool.QueueUserWorkItem(_ =>
+        {
+            started.Set();
+            release.Wait(Waits.MustHappen);
+            // Posted while the pool drains, with every worker idle: the long-running item holds the drain.
+            pool.SynchronizationContext.Post(_ =>
+            {
+                continuationOn = WorkerPool.Current;
+                continued.Set();
+            }, null);
+        }, (object?)null, WorkItemOptions.LongRunning);
+        Waits.For(started, "the long-running item");
+
+        Task dispose = Task.Factory.StartNew(pool.Dispose, TaskCreationOptions.LongRunning);
+        Waits.Until(() => pool.IsShutdownStarted, "shutdown begins");
+        Waits.Never(() => dispose.IsCompleted, "Dispose returned while a long-running item was running");
+        release.Set();
+        Waits.For(continued, "the posted continuation runs");
+        Assert.True(dispose.Wait(Waits.MustHappen), "Dispose returns");
+        Assert.Same(pool, continuationOn);
+        Assert.Equal(0, pool.RedirectedCallbackCount);
+    }
+
+    [Fact]
+    public void DisposeFromInsideAWorkItem_WithAnAsyncRunItemPending_StopsOnceItsTaskCompletes()
+    {
+        WorkerPool pool = NewPool();
+        var awaited = new TaskCompletionSource();
+        var awaiter = new Awaiter(awaited.Task);
+        Task work = pool.Run(awaiter.Body, CancellationToken.None);
+        Waits.For(awaiter.AtAwait, "the awaiting code reaches its await");
+        using var disposed = new ManualResetEventSlim();
+        pool.QueueUserWorkItem(_ =>
+        {
+            pool.Dispose(); // returns at once on a worker
+            disposed.Set();
+        });
+        Waits.For(disposed, "Dispose from inside returns");
+        Waits.Never(() => pool.ThreadCount == 0, "the workers exited while a Run item's task was running");
+        new Thread(() => awaited.SetResult()) { IsBackground = true }.Start();
+        Assert.True(((IAsyncResult)work).AsyncWaitHandle.WaitOne(Waits.MustHappen));
+        Assert.Same(pool, awaiter.ResumedOn);
+        Waits.Until(() => pool.ThreadCount == 0, "the workers exit once the task has completed");
+        Assert.Equal(0, pool.RedirectedCallbackCount);
+    }
+
+    [Fact]
     public void PostAndSend_AfterThePoolStopped_RunElsewhere_AndNeverThrow()
     {
         WorkerPool pool = NewPool();

@@ -118,4 +118,35 @@ public sealed class WorkerPoolShutdownCountTests
         Assert.Equal(0, CancelPendingWhileBlocked(pool, gate));
         Assert.Equal(0, fired);
     }
+
+    [Fact]
+    public void CancelPending_DoesNotCountWaitFirings_WhichEndWithTheirRegistrations()
+    {
+        using WorkerPool pool = NewSingleThreadPool();
+        ManualResetEventSlim gate = Occupy(pool);
+        var signal = new PoolSignal(initialState: false, PoolSignalMode.ManualReset);
+        int called = 0;
+        RegisteredWait registration = pool.RegisterWait(signal, (_, _) => Interlocked.Increment(ref called), null,
+            Timeout.InfiniteTimeSpan, executeOnlyOnce: false);
+        signal.Set(); // queues the firing behind the blocked worker
+        Waits.Until(() => pool.PendingWorkItemCount == 1, "the firing is pending");
+        pool.QueueUserWorkItem(_ => Interlocked.Increment(ref called));
+
+        Assert.Equal(1, CancelPendingWhileBlocked(pool, gate)); // the work item, not the firing
+        Assert.Equal(0, called);
+        Assert.False(registration.Unregister(null)); // shutdown ended it already
+    }
+
+    [Fact]
+    public void CancelPending_RunsTimerCallbacksOfLiveTimers_WithoutCountingThem()
+    {
+        using WorkerPool pool = NewSingleThreadPool();
+        ManualResetEventSlim gate = Occupy(pool);
+        int fired = 0;
+        using ITimer timer = pool.CreateTimer(_ => Interlocked.Increment(ref fired), null, TimeSpan.FromMilliseconds(1), Timeout.InfiniteTimeSpan);
+        Waits.Until(() => pool.PendingWorkItemCount == 1, "the firing is pending");
+
+        Assert.Equal(0, CancelPendingWhileBlocked(pool, gate));
+        Assert.Equal(1, fired); // a Task.Delay or CancelAfter on the pool's TimeProvider must still complete
+    }
 }
