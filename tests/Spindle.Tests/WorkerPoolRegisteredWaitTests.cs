@@ -148,6 +148,142 @@ public sealed class WorkerPoolRegisteredWaitTests
         }
     }
 
+    public static TheoryData<string, double> SubMillisecondTimeouts => new()
+    {
+        { "event", 1.9 },
+        { "event", 0.5 },
+        { "signal", 1.9 },
+        { "signal", 0.5 },
+    };
+
+    [Theory]
+    [MemberData(nameof(SubMillisecondTimeouts))]
+    public void SubMillisecondTimeouts_NeverComeEarly_FirstOrRepeated(string kind, double milliseconds)
+    {
+        // The fraction of a millisecond is part of the timeout: a run-once registration times out no sooner than the
+        // whole timeout after the registration call, and the n-th timeout of a repeating one no sooner than n timeouts.
+        // The registrations come a tenth of a millisecond apart, so that a wait thread is often awake (taking the next
+        // registration) just as an earlier one's timeout comes due.
+        TimeSpan timeout = TimeSpan.FromMilliseconds(milliseconds);
+        using var pool = NewPool();
+        using Source source = Source.Create(kind);
+        const int Registrations = 200;
+        const int FiringsEach = 3; // of the repeating ones: every tenth registration
+        var registered = new long[Registrations];
+        var fired = new long[Registrations, FiringsEach];
+        var counts = new int[Registrations];
+        var registrations = new RegisteredWait[Registrations];
+        using var done = new CountdownEvent(Registrations);
+        long spacing = System.Diagnostics.Stopwatch.Frequency / 10_000;
+        long start = System.Diagnostics.Stopwatch.GetTimestamp();
+        for (int i = 0; i < Registrations; i++)
+        {
+            int index = i;
+            bool once = i % 10 != 9;
+            int wanted = once ? 1 : FiringsEach;
+            while (System.Diagnostics.Stopwatch.GetTimestamp() < start + i * spacing)
+            {
+                Thread.SpinWait(10);
+            }
+            registered[i] = System.Diagnostics.Stopwatch.GetTimestamp();
+            registrations[i] = source.Register(pool, (_, timedOut) =>
+            {
+                long now = System.Diagnostics.Stopwatch.GetTimestamp();
+                int n = Interlocked.Increment(ref counts[index]) - 1;
+                if (timedOut && n < wanted)
+                {
+                    fired[index, n] = now;
+                    if (n == wanted - 1)
+                    {
+                        done.Signal();
+                    }
+                }
+            }, null, timeout, once);
+        }
+        Waits.For(done, "the timeouts of every registration");
+        var early = new List<string>();
+        for (int i = 0; i < Registrations; i++)
+        {
+            registrations[i].Unregister(null);
+            int firings = registrations[i].ExecuteOnlyOnce ? 1 : FiringsEach;
+            for (int n = 0; n < firings; n++)
+            {
+                TimeSpan elapsed = System.Diagnostics.Stopwatch.GetElapsedTime(registered[i], fired[i, n]);
+                TimeSpan due = (n + 1) * timeout;
+                if (elapsed < due)
+                {
+                    early.Add($"registration {i}, timeout {n + 1}: {elapsed.TotalMilliseconds:F3} ms < {due.TotalMilliseconds} ms");
+                }
+            }
+        }
+        Assert.True(early.Count == 0, $"{kind}: {early.Count} timeouts came early: {string.Join("; ", early.Take(10))}");
+    }
+
+    [Fact]
+    public void MillisecondOverloads_TimeOutNoSoonerThanTheirTimeout_AndTakeTheirInfiniteValue()
+    {
+        using var pool = NewPool();
+        using var neverSignalled = new AutoResetEvent(false);
+        var overloads = new Func<WaitOrTimerCallback, int, RegisteredWait>[]
+        {
+            (callback, ms) => pool.RegisterWaitForSingleObject(neverSignalled, callback, null, ms, executeOnlyOnce: true),
+            (callback, ms) => pool.RegisterWaitForSingleObject(neverSignalled, callback, null, (long)ms, executeOnlyOnce: true),
+            (callback, ms) => pool.RegisterWaitForSingleObject(neverSignalled, callback, null, (uint)ms, executeOnlyOnce: true),
+        };
+        var early = new ConcurrentQueue<string>();
+        using var done = new CountdownEvent(overloads.Length * 2 * 20);
+        for (int o = 0; o < overloads.Length; o++)
+        {
+            for (int ms = 1; ms <= 2; ms++)
+            {
+                for (int i = 0; i < 20; i++)
+                {
+                    int overload = o, timeoutMs = ms;
+                    long registered = System.Diagnostics.Stopwatch.GetTimestamp();
+                    RegisteredWait registration = overloads[o]((_, timedOut) =>
+                    {
+                        TimeSpan elapsed = System.Diagnostics.Stopwatch.GetElapsedTime(registered);
+                        if (!timedOut || elapsed < TimeSpan.FromMilliseconds(timeoutMs))
+                        {
+                            early.Enqueue($"overload {overload}, {timeoutMs} ms: timed out {timedOut} after {elapsed.TotalMilliseconds:F3} ms");
+                        }
+                        done.Signal();
+                    }, ms);
+                    Assert.Equal(TimeSpan.FromMilliseconds(ms), registration.Timeout);
+                    Thread.SpinWait(200 * i);
+                }
+            }
+        }
+        Waits.For(done, "every timeout");
+        Assert.Empty(early);
+
+        int fired = 0;
+        RegisteredWait[] infinite =
+        [
+            pool.RegisterWaitForSingleObject(neverSignalled, (_, _) => Interlocked.Increment(ref fired), null, Timeout.Infinite, executeOnlyOnce: true),
+            pool.RegisterWaitForSingleObject(neverSignalled, (_, _) => Interlocked.Increment(ref fired), null, -1L, executeOnlyOnce: true),
+            pool.RegisterWaitForSingleObject(neverSignalled, (_, _) => Interlocked.Increment(ref fired), null, uint.MaxValue, executeOnlyOnce: true),
+        ];
+        Assert.All(infinite, r => Assert.Equal(Timeout.InfiniteTimeSpan, r.Timeout));
+        Waits.Never(() => Volatile.Read(ref fired) > 0, "an infinite timeout firing");
+        Assert.All(infinite, r => Assert.True(r.Unregister(null)));
+    }
+
+    [Theory]
+    [MemberData(nameof(Kinds))]
+    public void RegisteredWait_ReportsTheTimeoutItWasGiven(string kind)
+    {
+        using var pool = NewPool();
+        using Source source = Source.Create(kind);
+        TimeSpan timeout = TimeSpan.FromTicks(12_345_678); // 1,234.5678 ms
+        RegisteredWait registration = source.Register(pool, (_, _) => { }, null, timeout, once: false);
+        Assert.Equal(timeout, registration.Timeout);
+        Assert.True(registration.Unregister(null));
+        RegisteredWait infinite = source.Register(pool, (_, _) => { }, null, Timeout.InfiniteTimeSpan, once: false);
+        Assert.Equal(Timeout.InfiniteTimeSpan, infinite.Timeout);
+        Assert.True(infinite.Unregister(null));
+    }
+
     private static bool TookASignal(BlockingCollection<bool> calls)
     {
         while (calls.TryTake(out bool timedOut))
@@ -499,6 +635,10 @@ public sealed class WorkerPoolRegisteredWaitTests
         Assert.Throws<ArgumentNullException>("waitObject", () => pool.RegisterWaitForSingleObject(null!, callback, null, Timeout.Infinite, false));
         Assert.Throws<ArgumentNullException>("callBack", () => pool.RegisterWaitForSingleObject(handle, null!, null, Timeout.Infinite, false));
         Assert.Throws<ArgumentOutOfRangeException>("millisecondsTimeout", () => pool.RegisterWaitForSingleObject(handle, callback, null, -2, false));
+        Assert.Throws<ArgumentOutOfRangeException>("millisecondsTimeout", () => pool.RegisterWaitForSingleObject(handle, callback, null, -2L, false));
+        Assert.Throws<ArgumentOutOfRangeException>("millisecondsTimeout", () => pool.RegisterWaitForSingleObject(handle, callback, null, int.MaxValue + 1L, false));
+        Assert.Throws<ArgumentOutOfRangeException>("millisecondsTimeout", () => pool.RegisterWaitForSingleObject(handle, callback, null, int.MaxValue + 1u, false));
+        Assert.Throws<ArgumentOutOfRangeException>("millisecondsTimeout", () => pool.RegisterWaitForSingleObject(handle, callback, null, uint.MaxValue - 1, false));
         Assert.Throws<ArgumentOutOfRangeException>("timeout", () => pool.RegisterWaitForSingleObject(handle, callback, null, TimeSpan.FromMilliseconds(-5), false));
         Assert.Throws<ArgumentOutOfRangeException>("timeout", () => pool.RegisterWaitForSingleObject(handle, callback, null, TimeSpan.FromDays(30), false));
         Assert.Throws<ArgumentNullException>("signal", () => pool.RegisterWait(null!, callback, null, Timeout.InfiniteTimeSpan, false));

@@ -244,6 +244,21 @@ internal sealed class PoolTimer : TimerNode, ITimer
             ? ticks * s_stopwatchTicksPerTimeSpanTick // a multiplication, not a 128-bit division per timer
             : ScaleTimeSpanTicks(ticks);
 
+    /// <summary>
+    /// Converts a non-negative TimeSpan tick count (at most about 49.7 days) to Stopwatch ticks, rounding up: a delay
+    /// measured with the result is never shorter than the TimeSpan (the same as the rounding-down conversion wherever a
+    /// TimeSpan tick is a whole number of Stopwatch ticks, as on Linux and Windows).
+    /// </summary>
+    internal static long TimeSpanTicksToStopwatchTicksRoundedUp(long ticks)
+    {
+        if (s_stopwatchTicksPerTimeSpanTick != 0)
+        {
+            return ticks * s_stopwatchTicksPerTimeSpanTick;
+        }
+        Int128 scaled = (Int128)ticks * Stopwatch.Frequency;
+        return (long)((scaled + TimeSpan.TicksPerSecond - 1) / TimeSpan.TicksPerSecond);
+    }
+
     [MethodImpl(MethodImplOptions.NoInlining)]
     private static long ScaleTimeSpanTicks(long ticks) =>
         ticks < long.MaxValue / Stopwatch.Frequency
