@@ -62,12 +62,16 @@ public sealed partial class WorkerPool
     /// <exception cref="ArgumentNullException"><paramref name="waitObject"/> or <paramref name="callBack"/> is null.</exception>
     /// <exception cref="ArgumentOutOfRangeException"><paramref name="timeout"/> is negative (other than infinite) or
     /// longer than <see cref="int.MaxValue"/> milliseconds.</exception>
-    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down, or
+    /// <paramref name="waitObject"/> has been disposed.</exception>
     public RegisteredWait RegisterWaitForSingleObject(WaitHandle waitObject, WaitOrTimerCallback callBack, object? state, TimeSpan timeout, bool executeOnlyOnce)
     {
         ArgumentNullException.ThrowIfNull(waitObject);
         ArgumentNullException.ThrowIfNull(callBack);
         ValidateWaitTimeout(timeout);
+        // As with the built-in pool, a disposed handle is refused here, before anything is recorded or a slot taken (a
+        // handle disposed later is found by its wait thread, whose WaitAny throws for it, and unregistered there).
+        ObjectDisposedException.ThrowIf(waitObject.SafeWaitHandle.IsClosed, waitObject);
         var registration = new RegisteredWait(this, callBack, state, CaptureContext(), timeout, executeOnlyOnce) { Handle = waitObject };
         WaitThread? target;
         lock (_waitLock)
@@ -103,7 +107,8 @@ public sealed partial class WorkerPool
     /// <returns>The registration; call <see cref="RegisteredWait.Unregister(WaitHandle?)"/> to end it.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="waitObject"/> or <paramref name="callBack"/> is null.</exception>
     /// <exception cref="ArgumentOutOfRangeException"><paramref name="millisecondsTimeout"/> is less than -1.</exception>
-    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down, or
+    /// <paramref name="waitObject"/> has been disposed.</exception>
     public RegisteredWait RegisterWaitForSingleObject(WaitHandle waitObject, WaitOrTimerCallback callBack, object? state, int millisecondsTimeout, bool executeOnlyOnce)
     {
         ArgumentOutOfRangeException.ThrowIfLessThan(millisecondsTimeout, -1);
@@ -121,7 +126,8 @@ public sealed partial class WorkerPool
     /// <exception cref="ArgumentNullException"><paramref name="waitObject"/> or <paramref name="callBack"/> is null.</exception>
     /// <exception cref="ArgumentOutOfRangeException"><paramref name="millisecondsTimeout"/> is less than -1 or greater
     /// than <see cref="int.MaxValue"/>.</exception>
-    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down, or
+    /// <paramref name="waitObject"/> has been disposed.</exception>
     public RegisteredWait RegisterWaitForSingleObject(WaitHandle waitObject, WaitOrTimerCallback callBack, object? state, long millisecondsTimeout, bool executeOnlyOnce)
     {
         ArgumentOutOfRangeException.ThrowIfLessThan(millisecondsTimeout, -1);
@@ -141,7 +147,8 @@ public sealed partial class WorkerPool
     /// <exception cref="ArgumentNullException"><paramref name="waitObject"/> or <paramref name="callBack"/> is null.</exception>
     /// <exception cref="ArgumentOutOfRangeException"><paramref name="millisecondsTimeout"/> is greater than
     /// <see cref="int.MaxValue"/> and is not <see cref="uint.MaxValue"/>.</exception>
-    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down, or
+    /// <paramref name="waitObject"/> has been disposed.</exception>
     public RegisteredWait RegisterWaitForSingleObject(WaitHandle waitObject, WaitOrTimerCallback callBack, object? state, uint millisecondsTimeout, bool executeOnlyOnce)
     {
         if (millisecondsTimeout > int.MaxValue && millisecondsTimeout != uint.MaxValue)

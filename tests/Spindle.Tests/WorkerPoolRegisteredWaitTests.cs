@@ -626,6 +626,37 @@ public sealed class WorkerPoolRegisteredWaitTests
     }
 
     [Fact]
+    public void DisposedHandle_IsRejectedAtTheCall_ByEveryOverload_WithoutTakingASlot()
+    {
+        using var pool = NewPool();
+        using var live = new AutoResetEvent(false);
+        RegisteredWait first = pool.RegisterWaitForSingleObject(live, (_, _) => { }, null, Timeout.Infinite, executeOnlyOnce: false);
+        Assert.Equal(1, pool.WaitThreadCount);
+        var disposed = new AutoResetEvent(false);
+        disposed.Dispose();
+        int called = 0;
+        WaitOrTimerCallback callback = (_, _) => Interlocked.Increment(ref called);
+        for (int round = 0; round < Spindle.Registrations.WaitThread.MaxHandles; round++)
+        {
+            Assert.Throws<ObjectDisposedException>(() => pool.RegisterWaitForSingleObject(disposed, callback, null, 1, executeOnlyOnce: false));
+            Assert.Throws<ObjectDisposedException>(() => pool.RegisterWaitForSingleObject(disposed, callback, null, 1L, executeOnlyOnce: true));
+            Assert.Throws<ObjectDisposedException>(() => pool.RegisterWaitForSingleObject(disposed, callback, null, 1u, executeOnlyOnce: false));
+            Assert.Throws<ObjectDisposedException>(() => pool.RegisterWaitForSingleObject(disposed, callback, null, TimeSpan.FromMilliseconds(1), executeOnlyOnce: true));
+            Assert.Throws<ObjectDisposedException>(() => pool.RegisterWaitForSingleObject(disposed, callback, null, Timeout.InfiniteTimeSpan, executeOnlyOnce: false));
+        }
+        Assert.Equal(1, pool.RegisteredWaitCount);
+        Assert.Equal(1, pool.WaitThreadCount);
+        // No slot was taken: the first wait thread still has room for 62 more handles.
+        var more = Enumerable.Range(0, Spindle.Registrations.WaitThread.MaxHandles - 1).Select(_ => new AutoResetEvent(false)).ToArray();
+        RegisteredWait[] registrations = more.Select(e => pool.RegisterWaitForSingleObject(e, (_, _) => { }, null, Timeout.Infinite, executeOnlyOnce: false)).ToArray();
+        Assert.Equal(1, pool.WaitThreadCount);
+        Waits.Never(() => Volatile.Read(ref called) > 0, "a callback of a rejected registration");
+        Assert.True(first.Unregister(null));
+        Assert.All(registrations, r => Assert.True(r.Unregister(null)));
+        Array.ForEach(more, e => e.Dispose());
+    }
+
+    [Fact]
     public void BadInput_IsRejectedAtTheCall_WithoutRegistering()
     {
         using var pool = NewPool();
