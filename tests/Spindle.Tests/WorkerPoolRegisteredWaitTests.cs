@@ -162,13 +162,17 @@ public sealed class WorkerPoolRegisteredWaitTests
     {
         // The fraction of a millisecond is part of the timeout: a run-once registration times out no sooner than the
         // whole timeout after the registration call, and the n-th timeout of a repeating one no sooner than n timeouts.
-        // The registrations come a tenth of a millisecond apart, so that a wait thread is often awake (taking the next
-        // registration) just as an earlier one's timeout comes due.
+        // A wait thread judges timeouts when it wakes, so each one also watches a busy neighbour handle, set without
+        // pause until the end, and the registrations come a tenth of a millisecond apart: the threads are awake the
+        // moment they deem a timeout due.
         TimeSpan timeout = TimeSpan.FromMilliseconds(milliseconds);
         using var pool = NewPool();
         using Source source = Source.Create(kind);
         const int Registrations = 200;
         const int FiringsEach = 3; // of the repeating ones: every tenth registration
+        const int PerWaitThread = Spindle.Registrations.WaitThread.MaxHandles - 1; // and the neighbour
+        var neighbours = new List<AutoResetEvent>();
+        var neighbourRegistrations = new List<RegisteredWait>();
         var registered = new long[Registrations];
         var fired = new long[Registrations, FiringsEach];
         var counts = new int[Registrations];
@@ -181,9 +185,15 @@ public sealed class WorkerPoolRegisteredWaitTests
             int index = i;
             bool once = i % 10 != 9;
             int wanted = once ? 1 : FiringsEach;
+            if (kind == "event" && i % PerWaitThread == 0)
+            {
+                var neighbour = new AutoResetEvent(false);
+                neighbours.Add(neighbour);
+                neighbourRegistrations.Add(pool.RegisterWaitForSingleObject(neighbour, (_, _) => { }, null, Timeout.Infinite, executeOnlyOnce: false));
+            }
             while (System.Diagnostics.Stopwatch.GetTimestamp() < start + i * spacing)
             {
-                Thread.SpinWait(10);
+                SetAll(neighbours);
             }
             registered[i] = System.Diagnostics.Stopwatch.GetTimestamp();
             registrations[i] = source.Register(pool, (_, timedOut) =>
@@ -200,7 +210,14 @@ public sealed class WorkerPoolRegisteredWaitTests
                 }
             }, null, timeout, once);
         }
-        Waits.For(done, "the timeouts of every registration");
+        long giveUp = System.Diagnostics.Stopwatch.GetTimestamp() + (long)(Waits.MustHappen.TotalSeconds * System.Diagnostics.Stopwatch.Frequency);
+        while (!done.IsSet)
+        {
+            Assert.True(System.Diagnostics.Stopwatch.GetTimestamp() < giveUp, $"Did not happen within {Waits.MustHappen.TotalSeconds} s: the timeouts of every registration ({done.CurrentCount} missing)");
+            SetAll(neighbours);
+        }
+        neighbourRegistrations.ForEach(r => r.Unregister(null));
+        neighbours.ForEach(e => e.Dispose());
         var early = new List<string>();
         for (int i = 0; i < Registrations; i++)
         {
@@ -217,6 +234,15 @@ public sealed class WorkerPoolRegisteredWaitTests
             }
         }
         Assert.True(early.Count == 0, $"{kind}: {early.Count} timeouts came early: {string.Join("; ", early.Take(10))}");
+    }
+
+    private static void SetAll(List<AutoResetEvent> handles)
+    {
+        foreach (AutoResetEvent handle in handles)
+        {
+            handle.Set();
+        }
+        Thread.SpinWait(20);
     }
 
     [Fact]
