@@ -28,6 +28,8 @@ namespace Spindle;
 // - PoolTimer's fire-pending flag (atomics): set by the timer thread when it queues a firing, cleared by the worker just
 //   before the callback runs. A timer whose previous firing has not started is not queued again (firings coalesce, so
 //   a saturated pool never accumulates a backlog of one periodic timer).
+// - PoolTimer's count of running callbacks (atomics, in the same word): raised by the worker in the step that clears
+//   the fire-pending flag, lowered when the callback returns; DisposeAsync waits for it to reach zero (PoolTimer.cs).
 public sealed partial class WorkerPool
 {
     private readonly Lock _timerLock = new();
@@ -102,7 +104,9 @@ public sealed partial class WorkerPool
     /// <param name="dueTime">Delay before the first firing; <see cref="Timeout.InfiniteTimeSpan"/> creates the timer
     /// stopped (start it with <see cref="ITimer.Change(TimeSpan, TimeSpan)"/>).</param>
     /// <param name="period">Interval between firings; <see cref="Timeout.InfiniteTimeSpan"/> or zero fires once.</param>
-    /// <returns>The timer; dispose it to cancel.</returns>
+    /// <returns>The timer; dispose it to cancel. After <see cref="IDisposable.Dispose"/> returns no firing starts;
+    /// the task of <see cref="IAsyncDisposable.DisposeAsync"/> completes once, in addition, no callback of the timer is
+    /// running (as with <see cref="System.TimeProvider.System"/>'s timers).</returns>
     /// <remarks>
     /// <para>As with <see cref="Timer"/>, a periodic callback that runs longer than the period may overlap the next one.
     /// Unlike it, firings that come due while the previous firing of the same timer is still queued are merged into it,

@@ -54,20 +54,25 @@ public sealed partial class WorkerPool
     /// <param name="state">Passed to <paramref name="callBack"/>.</param>
     /// <param name="timeout">How long each wait lasts before the callback runs with <c>timedOut</c> true and the wait
     /// starts again; <see cref="Timeout.InfiniteTimeSpan"/> for none. The clock restarts after each signal and each
-    /// timeout. A timeout is measured with the precise clock and never comes early.</param>
+    /// timeout. A timeout is measured with the precise clock (<see cref="System.Diagnostics.Stopwatch"/>), fractions of
+    /// a millisecond included, and never comes early.</param>
     /// <param name="executeOnlyOnce">Stop after the first callback.</param>
     /// <returns>The registration; call <see cref="RegisteredWait.Unregister(WaitHandle?)"/> to end it.</returns>
     /// <remarks>Disposing <paramref name="waitObject"/> while it is registered unregisters the registration.</remarks>
     /// <exception cref="ArgumentNullException"><paramref name="waitObject"/> or <paramref name="callBack"/> is null.</exception>
     /// <exception cref="ArgumentOutOfRangeException"><paramref name="timeout"/> is negative (other than infinite) or
     /// longer than <see cref="int.MaxValue"/> milliseconds.</exception>
-    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down, or
+    /// <paramref name="waitObject"/> has been disposed.</exception>
     public RegisteredWait RegisterWaitForSingleObject(WaitHandle waitObject, WaitOrTimerCallback callBack, object? state, TimeSpan timeout, bool executeOnlyOnce)
     {
         ArgumentNullException.ThrowIfNull(waitObject);
         ArgumentNullException.ThrowIfNull(callBack);
-        long timeoutMs = ValidateWaitTimeout(timeout);
-        var registration = new RegisteredWait(this, callBack, state, CaptureContext(), timeoutMs, executeOnlyOnce) { Handle = waitObject };
+        ValidateWaitTimeout(timeout);
+        // As with the built-in pool, a disposed handle is refused here, before anything is recorded or a slot taken (a
+        // handle disposed later is found by its wait thread, whose WaitAny throws for it, and unregistered there).
+        ObjectDisposedException.ThrowIf(waitObject.SafeWaitHandle.IsClosed, waitObject);
+        var registration = new RegisteredWait(this, callBack, state, CaptureContext(), timeout, executeOnlyOnce) { Handle = waitObject };
         WaitThread? target;
         lock (_waitLock)
         {
@@ -94,13 +99,64 @@ public sealed partial class WorkerPool
 
     /// <summary>Same as <see cref="RegisterWaitForSingleObject(WaitHandle, WaitOrTimerCallback, object?, TimeSpan, bool)"/>
     /// with the timeout in milliseconds (<see cref="Timeout.Infinite"/> for none).</summary>
+    /// <param name="waitObject">See <see cref="RegisterWaitForSingleObject(WaitHandle, WaitOrTimerCallback, object?, TimeSpan, bool)"/>.</param>
+    /// <param name="callBack">See <see cref="RegisterWaitForSingleObject(WaitHandle, WaitOrTimerCallback, object?, TimeSpan, bool)"/>.</param>
+    /// <param name="state">Passed to <paramref name="callBack"/>.</param>
+    /// <param name="millisecondsTimeout">The timeout in milliseconds; <see cref="Timeout.Infinite"/> for none.</param>
+    /// <param name="executeOnlyOnce">Stop after the first callback.</param>
+    /// <returns>The registration; call <see cref="RegisteredWait.Unregister(WaitHandle?)"/> to end it.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="waitObject"/> or <paramref name="callBack"/> is null.</exception>
     /// <exception cref="ArgumentOutOfRangeException"><paramref name="millisecondsTimeout"/> is less than -1.</exception>
-    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down, or
+    /// <paramref name="waitObject"/> has been disposed.</exception>
     public RegisteredWait RegisterWaitForSingleObject(WaitHandle waitObject, WaitOrTimerCallback callBack, object? state, int millisecondsTimeout, bool executeOnlyOnce)
     {
         ArgumentOutOfRangeException.ThrowIfLessThan(millisecondsTimeout, -1);
         return RegisterWaitForSingleObject(waitObject, callBack, state, TimeSpan.FromMilliseconds(millisecondsTimeout), executeOnlyOnce);
+    }
+
+    /// <summary>Same as <see cref="RegisterWaitForSingleObject(WaitHandle, WaitOrTimerCallback, object?, TimeSpan, bool)"/>
+    /// with the timeout in milliseconds (-1 for none).</summary>
+    /// <param name="waitObject">See <see cref="RegisterWaitForSingleObject(WaitHandle, WaitOrTimerCallback, object?, TimeSpan, bool)"/>.</param>
+    /// <param name="callBack">See <see cref="RegisterWaitForSingleObject(WaitHandle, WaitOrTimerCallback, object?, TimeSpan, bool)"/>.</param>
+    /// <param name="state">Passed to <paramref name="callBack"/>.</param>
+    /// <param name="millisecondsTimeout">The timeout in milliseconds, at most <see cref="int.MaxValue"/>; -1 for none.</param>
+    /// <param name="executeOnlyOnce">Stop after the first callback.</param>
+    /// <returns>The registration; call <see cref="RegisteredWait.Unregister(WaitHandle?)"/> to end it.</returns>
+    /// <exception cref="ArgumentNullException"><paramref name="waitObject"/> or <paramref name="callBack"/> is null.</exception>
+    /// <exception cref="ArgumentOutOfRangeException"><paramref name="millisecondsTimeout"/> is less than -1 or greater
+    /// than <see cref="int.MaxValue"/>.</exception>
+    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down, or
+    /// <paramref name="waitObject"/> has been disposed.</exception>
+    public RegisteredWait RegisterWaitForSingleObject(WaitHandle waitObject, WaitOrTimerCallback callBack, object? state, long millisecondsTimeout, bool executeOnlyOnce)
+    {
+        ArgumentOutOfRangeException.ThrowIfLessThan(millisecondsTimeout, -1);
+        ArgumentOutOfRangeException.ThrowIfGreaterThan(millisecondsTimeout, int.MaxValue);
+        return RegisterWaitForSingleObject(waitObject, callBack, state, TimeSpan.FromMilliseconds(millisecondsTimeout), executeOnlyOnce);
+    }
+
+    /// <summary>Same as <see cref="RegisterWaitForSingleObject(WaitHandle, WaitOrTimerCallback, object?, TimeSpan, bool)"/>
+    /// with the timeout in milliseconds (<see cref="uint.MaxValue"/>, which is -1 as an unsigned number, for none).</summary>
+    /// <param name="waitObject">See <see cref="RegisterWaitForSingleObject(WaitHandle, WaitOrTimerCallback, object?, TimeSpan, bool)"/>.</param>
+    /// <param name="callBack">See <see cref="RegisterWaitForSingleObject(WaitHandle, WaitOrTimerCallback, object?, TimeSpan, bool)"/>.</param>
+    /// <param name="state">Passed to <paramref name="callBack"/>.</param>
+    /// <param name="millisecondsTimeout">The timeout in milliseconds, at most <see cref="int.MaxValue"/>;
+    /// <see cref="uint.MaxValue"/> for none.</param>
+    /// <param name="executeOnlyOnce">Stop after the first callback.</param>
+    /// <returns>The registration; call <see cref="RegisteredWait.Unregister(WaitHandle?)"/> to end it.</returns>
+    /// <exception cref="ArgumentNullException"><paramref name="waitObject"/> or <paramref name="callBack"/> is null.</exception>
+    /// <exception cref="ArgumentOutOfRangeException"><paramref name="millisecondsTimeout"/> is greater than
+    /// <see cref="int.MaxValue"/> and is not <see cref="uint.MaxValue"/>.</exception>
+    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down, or
+    /// <paramref name="waitObject"/> has been disposed.</exception>
+    public RegisteredWait RegisterWaitForSingleObject(WaitHandle waitObject, WaitOrTimerCallback callBack, object? state, uint millisecondsTimeout, bool executeOnlyOnce)
+    {
+        if (millisecondsTimeout > int.MaxValue && millisecondsTimeout != uint.MaxValue)
+        {
+            throw new ArgumentOutOfRangeException(nameof(millisecondsTimeout), millisecondsTimeout, "The timeout must be at most int.MaxValue milliseconds, or uint.MaxValue for none.");
+        }
+        TimeSpan timeout = millisecondsTimeout == uint.MaxValue ? Timeout.InfiniteTimeSpan : TimeSpan.FromMilliseconds(millisecondsTimeout);
+        return RegisterWaitForSingleObject(waitObject, callBack, state, timeout, executeOnlyOnce);
     }
 
     /// <summary>
@@ -114,7 +170,9 @@ public sealed partial class WorkerPool
     /// <see cref="ExecutionContext"/> when the pool does; exceptions follow the pool's <see cref="ExceptionPolicy"/>.</param>
     /// <param name="state">Passed to <paramref name="callBack"/>.</param>
     /// <param name="timeout">See <see cref="RegisterWaitForSingleObject(WaitHandle, WaitOrTimerCallback, object?, TimeSpan, bool)"/>.
-    /// A repeating registration with a zero timeout fires once per millisecond.</param>
+    /// The timeout is an entry of the pool's millisecond timing wheel: the first comes at the first wheel tick at or
+    /// after the full timeout (fractions of a millisecond included), and a repeating registration's later timeouts come
+    /// every timeout rounded up to whole milliseconds (at least one), so none comes early.</param>
     /// <param name="executeOnlyOnce">Stop after the first callback.</param>
     /// <returns>The registration; call <see cref="RegisteredWait.Unregister(WaitHandle?)"/> to end it.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="signal"/> or <paramref name="callBack"/> is null.</exception>
@@ -125,10 +183,9 @@ public sealed partial class WorkerPool
     {
         ArgumentNullException.ThrowIfNull(signal);
         ArgumentNullException.ThrowIfNull(callBack);
-        long timeoutMs = ValidateWaitTimeout(timeout);
-        var registration = new RegisteredWait(this, callBack, state, CaptureContext(), timeoutMs, executeOnlyOnce);
-        long timeoutTicks = timeoutMs < 0 ? -1 : Timers.PoolTimer.TimeSpanTicksToStopwatchTicks(timeout.Ticks);
-        var waiter = new PoolSignal.RegistrationWaiter(signal, registration, this, timeoutTicks);
+        ValidateWaitTimeout(timeout);
+        var registration = new RegisteredWait(this, callBack, state, CaptureContext(), timeout, executeOnlyOnce);
+        var waiter = new PoolSignal.RegistrationWaiter(signal, registration, this, registration.TimeoutTicks);
         registration.SignalWaiter = waiter;
         lock (_waitLock)
         {
@@ -139,17 +196,13 @@ public sealed partial class WorkerPool
         return registration;
     }
 
-    private static long ValidateWaitTimeout(TimeSpan timeout)
+    /// <summary>The timeout is kept whole (no rounding to milliseconds): see <see cref="RegisteredWait.TimeoutTicks"/>.</summary>
+    private static void ValidateWaitTimeout(TimeSpan timeout)
     {
-        if (timeout == Timeout.InfiniteTimeSpan)
-        {
-            return -1;
-        }
-        if (timeout < TimeSpan.Zero || timeout.TotalMilliseconds > int.MaxValue)
+        if (timeout != Timeout.InfiniteTimeSpan && (timeout < TimeSpan.Zero || timeout.TotalMilliseconds > int.MaxValue))
         {
             throw new ArgumentOutOfRangeException(nameof(timeout), timeout, "The timeout must be between 0 and int.MaxValue milliseconds, or Timeout.InfiniteTimeSpan.");
         }
-        return (long)timeout.TotalMilliseconds;
     }
 
     private void ThrowIfWaitsStopped()

@@ -148,6 +148,168 @@ public sealed class WorkerPoolRegisteredWaitTests
         }
     }
 
+    public static TheoryData<string, double> SubMillisecondTimeouts => new()
+    {
+        { "event", 1.9 },
+        { "event", 0.5 },
+        { "signal", 1.9 },
+        { "signal", 0.5 },
+    };
+
+    [Theory]
+    [MemberData(nameof(SubMillisecondTimeouts))]
+    public void SubMillisecondTimeouts_NeverComeEarly_FirstOrRepeated(string kind, double milliseconds)
+    {
+        // The fraction of a millisecond is part of the timeout: a run-once registration times out no sooner than the
+        // whole timeout after the registration call, and the n-th timeout of a repeating one no sooner than n timeouts.
+        // A wait thread judges timeouts when it wakes, so each one also watches a busy neighbour handle, set without
+        // pause until the end, and the registrations come a tenth of a millisecond apart: the threads are awake the
+        // moment they deem a timeout due.
+        TimeSpan timeout = TimeSpan.FromMilliseconds(milliseconds);
+        using var pool = NewPool();
+        using Source source = Source.Create(kind);
+        const int Registrations = 200;
+        const int FiringsEach = 3; // of the repeating ones: every tenth registration
+        const int PerWaitThread = Spindle.Registrations.WaitThread.MaxHandles - 1; // and the neighbour
+        var neighbours = new List<AutoResetEvent>();
+        var neighbourRegistrations = new List<RegisteredWait>();
+        var registered = new long[Registrations];
+        var fired = new long[Registrations, FiringsEach];
+        var counts = new int[Registrations];
+        var registrations = new RegisteredWait[Registrations];
+        using var done = new CountdownEvent(Registrations);
+        long spacing = System.Diagnostics.Stopwatch.Frequency / 10_000;
+        long start = System.Diagnostics.Stopwatch.GetTimestamp();
+        for (int i = 0; i < Registrations; i++)
+        {
+            int index = i;
+            bool once = i % 10 != 9;
+            int wanted = once ? 1 : FiringsEach;
+            if (kind == "event" && i % PerWaitThread == 0)
+            {
+                var neighbour = new AutoResetEvent(false);
+                neighbours.Add(neighbour);
+                neighbourRegistrations.Add(pool.RegisterWaitForSingleObject(neighbour, (_, _) => { }, null, Timeout.Infinite, executeOnlyOnce: false));
+            }
+            while (System.Diagnostics.Stopwatch.GetTimestamp() < start + i * spacing)
+            {
+                SetAll(neighbours);
+            }
+            registered[i] = System.Diagnostics.Stopwatch.GetTimestamp();
+            registrations[i] = source.Register(pool, (_, timedOut) =>
+            {
+                long now = System.Diagnostics.Stopwatch.GetTimestamp();
+                int n = Interlocked.Increment(ref counts[index]) - 1;
+                if (timedOut && n < wanted)
+                {
+                    fired[index, n] = now;
+                    if (n == wanted - 1)
+                    {
+                        done.Signal();
+                    }
+                }
+            }, null, timeout, once);
+        }
+        long giveUp = System.Diagnostics.Stopwatch.GetTimestamp() + (long)(Waits.MustHappen.TotalSeconds * System.Diagnostics.Stopwatch.Frequency);
+        while (!done.IsSet)
+        {
+            Assert.True(System.Diagnostics.Stopwatch.GetTimestamp() < giveUp, $"Did not happen within {Waits.MustHappen.TotalSeconds} s: the timeouts of every registration ({done.CurrentCount} missing)");
+            SetAll(neighbours);
+        }
+        neighbourRegistrations.ForEach(r => r.Unregister(null));
+        neighbours.ForEach(e => e.Dispose());
+        var early = new List<string>();
+        for (int i = 0; i < Registrations; i++)
+        {
+            registrations[i].Unregister(null);
+            int firings = registrations[i].ExecuteOnlyOnce ? 1 : FiringsEach;
+            for (int n = 0; n < firings; n++)
+            {
+                TimeSpan elapsed = System.Diagnostics.Stopwatch.GetElapsedTime(registered[i], fired[i, n]);
+                TimeSpan due = (n + 1) * timeout;
+                if (elapsed < due)
+                {
+                    early.Add($"registration {i}, timeout {n + 1}: {elapsed.TotalMilliseconds:F3} ms < {due.TotalMilliseconds} ms");
+                }
+            }
+        }
+        Assert.True(early.Count == 0, $"{kind}: {early.Count} timeouts came early: {string.Join("; ", early.Take(10))}");
+    }
+
+    private static void SetAll(List<AutoResetEvent> handles)
+    {
+        foreach (AutoResetEvent handle in handles)
+        {
+            handle.Set();
+        }
+        Thread.SpinWait(20);
+    }
+
+    [Fact]
+    public void MillisecondOverloads_TimeOutNoSoonerThanTheirTimeout_AndTakeTheirInfiniteValue()
+    {
+        using var pool = NewPool();
+        using var neverSignalled = new AutoResetEvent(false);
+        var overloads = new Func<WaitOrTimerCallback, int, RegisteredWait>[]
+        {
+            (callback, ms) => pool.RegisterWaitForSingleObject(neverSignalled, callback, null, ms, executeOnlyOnce: true),
+            (callback, ms) => pool.RegisterWaitForSingleObject(neverSignalled, callback, null, (long)ms, executeOnlyOnce: true),
+            (callback, ms) => pool.RegisterWaitForSingleObject(neverSignalled, callback, null, (uint)ms, executeOnlyOnce: true),
+        };
+        var early = new ConcurrentQueue<string>();
+        using var done = new CountdownEvent(overloads.Length * 2 * 20);
+        for (int o = 0; o < overloads.Length; o++)
+        {
+            for (int ms = 1; ms <= 2; ms++)
+            {
+                for (int i = 0; i < 20; i++)
+                {
+                    int overload = o, timeoutMs = ms;
+                    long registered = System.Diagnostics.Stopwatch.GetTimestamp();
+                    RegisteredWait registration = overloads[o]((_, timedOut) =>
+                    {
+                        TimeSpan elapsed = System.Diagnostics.Stopwatch.GetElapsedTime(registered);
+                        if (!timedOut || elapsed < TimeSpan.FromMilliseconds(timeoutMs))
+                        {
+                            early.Enqueue($"overload {overload}, {timeoutMs} ms: timed out {timedOut} after {elapsed.TotalMilliseconds:F3} ms");
+                        }
+                        done.Signal();
+                    }, ms);
+                    Assert.Equal(TimeSpan.FromMilliseconds(ms), registration.Timeout);
+                    Thread.SpinWait(200 * i);
+                }
+            }
+        }
+        Waits.For(done, "every timeout");
+        Assert.Empty(early);
+
+        int fired = 0;
+        RegisteredWait[] infinite =
+        [
+            pool.RegisterWaitForSingleObject(neverSignalled, (_, _) => Interlocked.Increment(ref fired), null, Timeout.Infinite, executeOnlyOnce: true),
+            pool.RegisterWaitForSingleObject(neverSignalled, (_, _) => Interlocked.Increment(ref fired), null, -1L, executeOnlyOnce: true),
+            pool.RegisterWaitForSingleObject(neverSignalled, (_, _) => Interlocked.Increment(ref fired), null, uint.MaxValue, executeOnlyOnce: true),
+        ];
+        Assert.All(infinite, r => Assert.Equal(Timeout.InfiniteTimeSpan, r.Timeout));
+        Waits.Never(() => Volatile.Read(ref fired) > 0, "an infinite timeout firing");
+        Assert.All(infinite, r => Assert.True(r.Unregister(null)));
+    }
+
+    [Theory]
+    [MemberData(nameof(Kinds))]
+    public void RegisteredWait_ReportsTheTimeoutItWasGiven(string kind)
+    {
+        using var pool = NewPool();
+        using Source source = Source.Create(kind);
+        TimeSpan timeout = TimeSpan.FromTicks(12_345_678); // 1,234.5678 ms
+        RegisteredWait registration = source.Register(pool, (_, _) => { }, null, timeout, once: false);
+        Assert.Equal(timeout, registration.Timeout);
+        Assert.True(registration.Unregister(null));
+        RegisteredWait infinite = source.Register(pool, (_, _) => { }, null, Timeout.InfiniteTimeSpan, once: false);
+        Assert.Equal(Timeout.InfiniteTimeSpan, infinite.Timeout);
+        Assert.True(infinite.Unregister(null));
+    }
+
     private static bool TookASignal(BlockingCollection<bool> calls)
     {
         while (calls.TryTake(out bool timedOut))
@@ -490,6 +652,37 @@ public sealed class WorkerPoolRegisteredWaitTests
     }
 
     [Fact]
+    public void DisposedHandle_IsRejectedAtTheCall_ByEveryOverload_WithoutTakingASlot()
+    {
+        using var pool = NewPool();
+        using var live = new AutoResetEvent(false);
+        RegisteredWait first = pool.RegisterWaitForSingleObject(live, (_, _) => { }, null, Timeout.Infinite, executeOnlyOnce: false);
+        Assert.Equal(1, pool.WaitThreadCount);
+        var disposed = new AutoResetEvent(false);
+        disposed.Dispose();
+        int called = 0;
+        WaitOrTimerCallback callback = (_, _) => Interlocked.Increment(ref called);
+        for (int round = 0; round < Spindle.Registrations.WaitThread.MaxHandles; round++)
+        {
+            Assert.Throws<ObjectDisposedException>(() => pool.RegisterWaitForSingleObject(disposed, callback, null, 1, executeOnlyOnce: false));
+            Assert.Throws<ObjectDisposedException>(() => pool.RegisterWaitForSingleObject(disposed, callback, null, 1L, executeOnlyOnce: true));
+            Assert.Throws<ObjectDisposedException>(() => pool.RegisterWaitForSingleObject(disposed, callback, null, 1u, executeOnlyOnce: false));
+            Assert.Throws<ObjectDisposedException>(() => pool.RegisterWaitForSingleObject(disposed, callback, null, TimeSpan.FromMilliseconds(1), executeOnlyOnce: true));
+            Assert.Throws<ObjectDisposedException>(() => pool.RegisterWaitForSingleObject(disposed, callback, null, Timeout.InfiniteTimeSpan, executeOnlyOnce: false));
+        }
+        Assert.Equal(1, pool.RegisteredWaitCount);
+        Assert.Equal(1, pool.WaitThreadCount);
+        // No slot was taken: the first wait thread still has room for 62 more handles.
+        var more = Enumerable.Range(0, Spindle.Registrations.WaitThread.MaxHandles - 1).Select(_ => new AutoResetEvent(false)).ToArray();
+        RegisteredWait[] registrations = more.Select(e => pool.RegisterWaitForSingleObject(e, (_, _) => { }, null, Timeout.Infinite, executeOnlyOnce: false)).ToArray();
+        Assert.Equal(1, pool.WaitThreadCount);
+        Waits.Never(() => Volatile.Read(ref called) > 0, "a callback of a rejected registration");
+        Assert.True(first.Unregister(null));
+        Assert.All(registrations, r => Assert.True(r.Unregister(null)));
+        Array.ForEach(more, e => e.Dispose());
+    }
+
+    [Fact]
     public void BadInput_IsRejectedAtTheCall_WithoutRegistering()
     {
         using var pool = NewPool();
@@ -499,6 +692,10 @@ public sealed class WorkerPoolRegisteredWaitTests
         Assert.Throws<ArgumentNullException>("waitObject", () => pool.RegisterWaitForSingleObject(null!, callback, null, Timeout.Infinite, false));
         Assert.Throws<ArgumentNullException>("callBack", () => pool.RegisterWaitForSingleObject(handle, null!, null, Timeout.Infinite, false));
         Assert.Throws<ArgumentOutOfRangeException>("millisecondsTimeout", () => pool.RegisterWaitForSingleObject(handle, callback, null, -2, false));
+        Assert.Throws<ArgumentOutOfRangeException>("millisecondsTimeout", () => pool.RegisterWaitForSingleObject(handle, callback, null, -2L, false));
+        Assert.Throws<ArgumentOutOfRangeException>("millisecondsTimeout", () => pool.RegisterWaitForSingleObject(handle, callback, null, int.MaxValue + 1L, false));
+        Assert.Throws<ArgumentOutOfRangeException>("millisecondsTimeout", () => pool.RegisterWaitForSingleObject(handle, callback, null, int.MaxValue + 1u, false));
+        Assert.Throws<ArgumentOutOfRangeException>("millisecondsTimeout", () => pool.RegisterWaitForSingleObject(handle, callback, null, uint.MaxValue - 1, false));
         Assert.Throws<ArgumentOutOfRangeException>("timeout", () => pool.RegisterWaitForSingleObject(handle, callback, null, TimeSpan.FromMilliseconds(-5), false));
         Assert.Throws<ArgumentOutOfRangeException>("timeout", () => pool.RegisterWaitForSingleObject(handle, callback, null, TimeSpan.FromDays(30), false));
         Assert.Throws<ArgumentNullException>("signal", () => pool.RegisterWait(null!, callback, null, Timeout.InfiniteTimeSpan, false));

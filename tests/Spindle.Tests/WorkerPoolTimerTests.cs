@@ -233,6 +233,214 @@ public sealed class WorkerPoolTimerTests
         Waits.Never(() => Volatile.Read(ref count) > 0, "a timer disposed before its due time firing");
     }
 
+    public static TheoryData<string, bool> CreatorsAndPeriodicity => new()
+    {
+        { "pool", false },
+        { "pool", true },
+        { "provider", false },
+        { "provider", true },
+    };
+
+    private static ITimer CreateTimer(WorkerPool pool, string creator, TimerCallback callback, TimeSpan dueTime, TimeSpan period) =>
+        creator == "provider"
+            ? pool.TimeProvider.CreateTimer(callback, null, dueTime, period)
+            : pool.CreateTimer(callback, null, dueTime, period);
+
+    [Theory]
+    [MemberData(nameof(CreatorsAndPeriodicity))]
+    public async Task DisposeAsync_CompletesOnlyOnceTheRunningCallbackHasReturned(string creator, bool periodic)
+    {
+        // As with TimeProvider.System's timers: code that awaits DisposeAsync may free what the callback uses.
+        using var pool = NewPool();
+        using var inside = new ManualResetEventSlim();
+        using var gate = new ManualResetEventSlim();
+        int running = 0;
+        int started = 0;
+        ITimer timer = CreateTimer(pool, creator, _ =>
+        {
+            Interlocked.Increment(ref running);
+            Interlocked.Increment(ref started);
+            inside.Set();
+            gate.Wait(Waits.MustHappen);
+            Interlocked.Decrement(ref running);
+        }, TimeSpan.Zero, periodic ? TimeSpan.FromMilliseconds(1) : Timeout.InfiniteTimeSpan);
+        Task disposal;
+        try
+        {
+            Waits.For(inside, "the callback to start");
+            disposal = timer.DisposeAsync().AsTask();
+            Waits.Never(() => disposal.IsCompleted, "DisposeAsync completing while a callback is still running");
+        }
+        finally
+        {
+            gate.Set();
+        }
+        await disposal.WaitAsync(Waits.MustHappen);
+        Assert.Equal(0, Volatile.Read(ref running));
+        int startedBefore = Volatile.Read(ref started);
+        Waits.Never(() => Volatile.Read(ref started) != startedBefore, "a callback starting after DisposeAsync completed");
+        Assert.False(timer.Change(TimeSpan.Zero, Timeout.InfiniteTimeSpan));
+        await timer.DisposeAsync(); // a second call, once nothing runs, completes too
+    }
+
+    [Fact]
+    public async Task DisposeAsync_WaitsForEveryOverlappingCallbackOfAPeriodicTimer()
+    {
+        // Far more overlapping callbacks of one timer than a handful: each one must be waited for.
+        const int Overlapping = 48;
+        using var pool = NewPool(o => { o.MinThreads = Overlapping + 2; o.MaxThreads = Overlapping + 2; });
+        using var gate = new ManualResetEventSlim();
+        int running = 0;
+        ITimer timer = pool.CreateTimer(_ =>
+        {
+            Interlocked.Increment(ref running);
+            gate.Wait(Waits.MustHappen);
+            Interlocked.Decrement(ref running);
+        }, null, TimeSpan.Zero, TimeSpan.FromMilliseconds(1));
+        Task first, second;
+        try
+        {
+            Waits.Until(() => Volatile.Read(ref running) >= Overlapping, $"{Overlapping} overlapping callbacks");
+            first = timer.DisposeAsync().AsTask();
+            second = timer.DisposeAsync().AsTask();
+            Waits.Never(() => first.IsCompleted || second.IsCompleted, "DisposeAsync completing while callbacks are still running");
+        }
+        finally
+        {
+            gate.Set();
+        }
+        await Task.WhenAll(first, second).WaitAsync(Waits.MustHappen);
+        Assert.Equal(0, Volatile.Read(ref running));
+    }
+
+    [Fact]
+    public async Task DisposeAsyncRacingShortCallbacks_CompletesEveryTime_AndNeverWhileOneRuns()
+    {
+        const int Timers = 300;
+        using var pool = NewPool(o => { o.MinThreads = 4; o.MaxThreads = 4; });
+        var running = new int[Timers];
+        var started = new int[Timers];
+        var timers = new ITimer[Timers];
+        for (int i = 0; i < Timers; i++)
+        {
+            int index = i;
+            timers[i] = pool.CreateTimer(_ =>
+            {
+                Interlocked.Increment(ref running[index]);
+                Interlocked.Increment(ref started[index]);
+                Thread.SpinWait(50 * (index % 13));
+                Interlocked.Decrement(ref running[index]);
+            }, null, TimeSpan.FromMilliseconds(index % 3), TimeSpan.FromMilliseconds(1 + index % 2));
+        }
+        Waits.Until(() => Enumerable.Range(0, Timers).All(i => Volatile.Read(ref started[i]) > 0), "every timer to fire");
+        var stillRunning = new List<int>();
+        for (int i = 0; i < Timers; i++)
+        {
+            await timers[i].DisposeAsync().AsTask().WaitAsync(Waits.MustHappen);
+            if (Volatile.Read(ref running[i]) != 0)
+            {
+                stillRunning.Add(i);
+            }
+            Thread.SpinWait(100 * (i % 7)); // dispose at scattered points of the callbacks
+        }
+        Assert.Empty(stillRunning);
+        int[] startedAfter = (int[])started.Clone(); // every timer is disposed and idle: the counts are final
+        Waits.Never(() => Enumerable.Range(0, Timers).Any(i => Volatile.Read(ref started[i]) != startedAfter[i]), "a callback starting after DisposeAsync completed");
+    }
+
+    [Fact]
+    public async Task DisposeAsync_OfAnIdleTimer_CompletesAtOnce_AndASecondCallIsFine()
+    {
+        using var pool = NewPool();
+        int count = 0;
+        ITimer stopped = pool.CreateTimer(_ => Interlocked.Increment(ref count), null, Timeout.InfiniteTimeSpan, Timeout.InfiniteTimeSpan);
+        Assert.True(stopped.DisposeAsync().IsCompletedSuccessfully);
+        Assert.True(stopped.DisposeAsync().IsCompletedSuccessfully);
+        ITimer pending = pool.TimeProvider.CreateTimer(_ => Interlocked.Increment(ref count), null, TimeSpan.FromHours(1), TimeSpan.FromHours(1));
+        Assert.True(pending.DisposeAsync().IsCompletedSuccessfully);
+        pending.Dispose();
+        Assert.True(pending.DisposeAsync().IsCompletedSuccessfully);
+        using var fired = new ManualResetEventSlim();
+        ITimer done = pool.CreateTimer(_ => fired.Set(), null, TimeSpan.Zero, Timeout.InfiniteTimeSpan);
+        Waits.For(fired, "the timer");
+        await done.DisposeAsync().AsTask().WaitAsync(Waits.MustHappen);
+        Assert.True(done.DisposeAsync().IsCompletedSuccessfully);
+        Assert.Equal(0, Volatile.Read(ref count));
+    }
+
+    [Fact]
+    public async Task DisposeAsync_CalledByTheTimersOwnCallback_CompletesAfterTheCallbackReturns()
+    {
+        using var pool = NewPool();
+        using var returning = new ManualResetEventSlim();
+        ITimer? timer = null;
+        Task? disposal = null;
+        bool completedInside = true;
+        using var created = new ManualResetEventSlim();
+        timer = pool.CreateTimer(_ =>
+        {
+            created.Wait(Waits.MustHappen);
+            disposal = timer!.DisposeAsync().AsTask();
+            completedInside = disposal.IsCompleted;
+            returning.Set();
+        }, null, TimeSpan.Zero, TimeSpan.FromMilliseconds(1));
+        created.Set();
+        Waits.For(returning, "the callback to call DisposeAsync");
+        Assert.False(completedInside, "DisposeAsync completed inside the callback it waits for");
+        await disposal!.WaitAsync(Waits.MustHappen);
+    }
+
+    [Fact]
+    public async Task DisposeAsync_Completes_WhenTheRunningCallbackThrows()
+    {
+        using var pool = NewPool();
+        using var inside = new ManualResetEventSlim();
+        using var gate = new ManualResetEventSlim();
+        ITimer timer = pool.CreateTimer(_ =>
+        {
+            inside.Set();
+            gate.Wait(Waits.MustHappen);
+            throw new InvalidOperationException("from the timer callback");
+        }, null, TimeSpan.Zero, Timeout.InfiniteTimeSpan);
+        Task disposal;
+        try
+        {
+            Waits.For(inside, "the callback to start");
+            disposal = timer.DisposeAsync().AsTask();
+            Waits.Never(() => disposal.IsCompleted, "DisposeAsync completing while the callback is still running");
+        }
+        finally
+        {
+            gate.Set();
+        }
+        await disposal.WaitAsync(Waits.MustHappen);
+    }
+
+    [Fact]
+    public void Dispose_DoesNotWaitForARunningCallback()
+    {
+        using var pool = NewPool();
+        using var inside = new ManualResetEventSlim();
+        using var gate = new ManualResetEventSlim();
+        int count = 0;
+        ITimer timer = pool.CreateTimer(_ =>
+        {
+            Interlocked.Increment(ref count);
+            inside.Set();
+            gate.Wait(); // longer than the bound below: a Dispose that waited for the callback would exceed it
+        }, null, TimeSpan.Zero, TimeSpan.FromMilliseconds(1));
+        try
+        {
+            Waits.For(inside, "the callback to start");
+            Waits.RunBounded(timer.Dispose, "Dispose while the callback is blocked");
+            Assert.True(Volatile.Read(ref count) >= 1);
+        }
+        finally
+        {
+            gate.Set();
+        }
+    }
+
     [Fact]
     public void Dispose_DropsAFiringThatIsQueuedButNotStarted()
     {

@@ -15,16 +15,28 @@ namespace Spindle.Timers;
 /// <remarks>
 /// <para>Kept small (64 bytes on 64-bit, with the wheel links), because a server keeps one per outstanding timeout, each
 /// one is fresh memory to the allocator and the collector copies every one that survives a gen0 collection: no due
-/// timestamp (a periodic timer's next firing is computed from the wheel tick it fired in), the due tick, the wheel slot
-/// and the two flags in one word (<see cref="TimerNode"/>), and the ready list outside the object. What only some
-/// timers need, a period or an ExecutionContext with values, lives in a companion object that takes the callback's
-/// place (<see cref="Companion"/>).</para>
+/// timestamp (a periodic timer's next firing is computed from the wheel tick it fired in), the due tick, the wheel slot,
+/// the two flags and the count of running callbacks in one word (<see cref="TimerNode"/>), and the ready list outside
+/// the object. What only some timers need, a period, an ExecutionContext with values, or the bookkeeping of a
+/// <see cref="DisposeAsync"/> that waits, lives in a companion object that takes the callback's place
+/// (<see cref="Companion"/>, <see cref="TrackingCompanion"/>).</para>
 /// <para>Protocol (see also WorkerPool.Timers.cs and TimerNode): the wheel fields and <see cref="_callback"/> are written
 /// under the pool's timer lock. <see cref="DisposedFlag"/> is set by <see cref="Dispose"/> (under the lock) and read
 /// without the lock by <see cref="Fire"/>, so a firing already queued when the timer is disposed does nothing, and once
 /// <see cref="Dispose"/> returns no callback starts (one that had started may still be running).
 /// <see cref="FirePendingFlag"/> is set by whoever expires the timer (under the lock) and cleared by the worker just
-/// before the callback runs, without the lock: the one write to the word that TimerNode allows outside it.</para>
+/// before the callback runs, without the lock.</para>
+/// <para>Running callbacks (for <see cref="DisposeAsync"/>): the worker that clears the fire-pending flag counts its
+/// callback in the word's owner count in the same atomic step, refused once the timer is disposed, and takes it off
+/// with one more atomic step when the callback returns: the two writes that TimerNode allows outside the lock. So after
+/// the disposed flag is set the total only falls, and <see cref="DisposeAsync"/>, having set it, completes at once if it
+/// reads zero. Otherwise it leaves a completion source in a <see cref="TrackingCompanion"/>, and the callback that takes
+/// the total to zero completes it. Both sides write, then fence (the count's atomic, a barrier), then read what the
+/// other wrote, so at least one of them sees the other and completes the source (twice is harmless). More than
+/// <see cref="TimerNode.OwnerCountMax"/> overlapping callbacks of one periodic timer are possible: the word then stays
+/// at its maximum and the excess is counted in the tracking companion under the timer lock. The excess is above zero
+/// only while the word is at its maximum (the word leaves it only under the lock, once the excess is zero), so the word
+/// reaches zero only when the total does.</para>
 /// </remarks>
 internal sealed class PoolTimer : TimerNode, ITimer
 {
@@ -48,7 +60,7 @@ internal sealed class PoolTimer : TimerNode, ITimer
     private bool IsDisposed => (ReadWord() & DisposedFlag) != 0;
 
     /// <summary>The period in whole milliseconds (0: one-shot). Read under the timer lock.</summary>
-    private uint PeriodMilliseconds => (_callback as Companion)?.PeriodMs ?? 0;
+    private uint PeriodMilliseconds => AsCompanion(_callback)?.PeriodMs ?? 0;
 
     /// <summary>
     /// Restarts the timer: first firing after <paramref name="dueTime"/> (<see cref="Timeout.InfiniteTimeSpan"/> stops
@@ -106,7 +118,10 @@ internal sealed class PoolTimer : TimerNode, ITimer
         return true;
     }
 
-    /// <summary>Cancels the timer. A firing that has not started yet never starts. Idempotent.</summary>
+    /// <summary>
+    /// Cancels the timer. A firing that has not started yet never starts. A callback that is running is not waited for
+    /// (<see cref="DisposeAsync"/> waits for it). Idempotent.
+    /// </summary>
     public void Dispose()
     {
         lock (_pool.TimerLock)
@@ -116,11 +131,33 @@ internal sealed class PoolTimer : TimerNode, ITimer
         }
     }
 
-    /// <summary>Same as <see cref="Dispose"/>; completes at once.</summary>
+    /// <summary>
+    /// Cancels the timer as <see cref="Dispose"/> does, and completes once no callback of the timer is running (at once
+    /// if none is), as <see cref="TimeProvider.System"/>'s timers do. Idempotent; called from the timer's own callback,
+    /// it completes after that callback returns.
+    /// </summary>
     public ValueTask DisposeAsync()
     {
-        Dispose();
-        return default;
+        TaskCompletionSource disposal;
+        lock (_pool.TimerLock)
+        {
+            SetOwnerFlagsLocked(DisposedFlag);
+            _pool.UnscheduleLocked(this);
+            if (OwnerCount(ReadWord()) == 0)
+            {
+                return default; // nothing runs, and with the flag set nothing starts
+            }
+            TrackingCompanion tracking = GetTrackingLocked();
+            disposal = tracking.Disposal ?? new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+            Volatile.Write(ref tracking.Disposal, disposal);
+        }
+        // The other side of EndCallback's check: publish (above), fence, read the count.
+        Interlocked.MemoryBarrier();
+        if (OwnerCount(ReadWord()) == 0)
+        {
+            disposal.TrySetResult();
+        }
+        return new ValueTask(disposal.Task);
     }
 
     /// <summary>
@@ -156,43 +193,141 @@ internal sealed class PoolTimer : TimerNode, ITimer
     }
 
     internal WorkItemEntry CreateFireEntry() =>
-        new(s_fire, this, (Volatile.Read(ref _callback) as Companion)?.Context);
+        new(s_fire, this, AsCompanion(Volatile.Read(ref _callback))?.Context);
 
     private void Fire()
     {
-        // Cleared before the callback: a firing that comes due while the callback runs is queued, as with Timer.
-        long word = ClearOwnerFlagAtomically();
-        if ((word & DisposedFlag) == 0)
+        // Cleared before the callback: a firing that comes due while the callback runs is queued, as with Timer. The
+        // same atomic step counts the callback as running, unless the timer is disposed.
+        if (!TryClearOwnerFlagAndCount(DisposedFlag, out long before))
+        {
+            if ((before & DisposedFlag) != 0 || !BeginExcessCallback())
+            {
+                return; // disposed: a firing that had not started does nothing
+            }
+        }
+        try
         {
             object callback = Volatile.Read(ref _callback);
             (callback as TimerCallback ?? ((Companion)callback).Callback)(_state);
         }
+        finally
+        {
+            EndCallback();
+        }
+    }
+
+    /// <summary>The word's count is at its maximum: count this callback under the lock, or refuse it if the timer is disposed.</summary>
+    private bool BeginExcessCallback()
+    {
+        lock (_pool.TimerLock)
+        {
+            if (IsDisposed)
+            {
+                return false;
+            }
+            if (!TryCountLocked())
+            {
+                GetTrackingLocked().Excess++; // the word stays at its maximum while the excess is above zero
+            }
+            return true;
+        }
+    }
+
+    private void EndCallback()
+    {
+        long before;
+        if (!TryUncount(out before))
+        {
+            // The word is at its maximum: only a locked write changes it, and the excess goes first.
+            lock (_pool.TimerLock)
+            {
+                if (_callback is TrackingCompanion { Excess: > 0 } tracking)
+                {
+                    tracking.Excess--;
+                    return;
+                }
+                before = UncountLocked();
+            }
+        }
+        if (OwnerCount(before) == 1 && (before & DisposedFlag) != 0)
+        {
+            // The last callback of a disposed timer: complete a waiting DisposeAsync. The atomic above fenced, so either
+            // this reads its completion source or DisposeAsync reads the count as zero (see the remarks).
+            if (Volatile.Read(ref _callback) is TrackingCompanion tracking)
+            {
+                Volatile.Read(ref tracking.Disposal)?.TrySetResult();
+            }
+        }
+    }
+
+    /// <summary>Caller holds the timer lock: the tracking companion, put in place if there is none yet.</summary>
+    private TrackingCompanion GetTrackingLocked()
+    {
+        object callback = _callback;
+        if (callback is TrackingCompanion tracking)
+        {
+            return tracking;
+        }
+        Companion? companion = AsCompanion(callback);
+        tracking = new TrackingCompanion(companion?.Callback ?? (TimerCallback)callback, companion?.Context, companion?.PeriodMs ?? 0);
+        Volatile.Write(ref _callback, tracking); // either object gives the same callback and context (see SetPeriodLocked)
+        return tracking;
     }
 
     /// <summary>Caller holds the timer lock: records the period, replacing the companion only when it changes.</summary>
     private void SetPeriodLocked(uint periodMs)
     {
         object callback = _callback;
-        var companion = callback as Companion;
+        Companion? companion = AsCompanion(callback);
         if ((companion?.PeriodMs ?? 0) == periodMs)
         {
             return;
         }
         TimerCallback target = companion?.Callback ?? (TimerCallback)callback;
         ExecutionContext? context = companion?.Context;
+        object replacement;
+        if (companion is TrackingCompanion tracking)
+        {
+            // The bookkeeping moves along (a disposed timer is never changed, so there is no completion source yet).
+            replacement = new TrackingCompanion(target, context, periodMs) { Excess = tracking.Excess, Disposal = tracking.Disposal };
+        }
+        else
+        {
+            replacement = periodMs == 0 && context is null ? target : new Companion(target, context, periodMs);
+        }
         // A worker may be reading the field (Fire, CreateFireEntry): either object gives the same callback and context.
-        Volatile.Write(ref _callback, periodMs == 0 && context is null ? target : new Companion(target, context, periodMs));
+        Volatile.Write(ref _callback, replacement);
     }
+
+    /// <summary>The companion in <paramref name="callback"/> (the field's value), or null when it is the bare callback.</summary>
+    /// <remarks>Tests the delegate type first: a sealed type, so one comparison, where testing for the companion type,
+    /// which has a subclass, might call into the runtime for every bare callback.</remarks>
+    private static Companion? AsCompanion(object callback) => callback is TimerCallback ? null : (Companion)callback;
 
     /// <summary>
     /// What only some timers need, kept out of the timer object: the period of a periodic timer, and the
     /// ExecutionContext of one created where AsyncLocal values flow. Immutable; replaced when the period changes.
     /// </summary>
-    private sealed class Companion(TimerCallback callback, ExecutionContext? context, uint periodMs)
+    private class Companion(TimerCallback callback, ExecutionContext? context, uint periodMs)
     {
         public readonly TimerCallback Callback = callback;
         public readonly ExecutionContext? Context = context;
         public readonly uint PeriodMs = periodMs;
+    }
+
+    /// <summary>
+    /// A companion that also carries the running-callback bookkeeping, put in place (under the timer lock) only when a
+    /// <see cref="DisposeAsync"/> must wait or more callbacks overlap than the word counts. Once in place it stays.
+    /// </summary>
+    private sealed class TrackingCompanion(TimerCallback callback, ExecutionContext? context, uint periodMs)
+        : Companion(callback, context, periodMs)
+    {
+        /// <summary>Running callbacks beyond the word's maximum; read and written under the timer lock.</summary>
+        public int Excess;
+
+        /// <summary>Completed when the last callback returns; written under the timer lock, read by that callback.</summary>
+        public TaskCompletionSource? Disposal;
     }
 
     /// <summary>A period in Stopwatch ticks (zero or negative: none) as whole wheel ticks (milliseconds), rounded up.</summary>
@@ -243,6 +378,21 @@ internal sealed class PoolTimer : TimerNode, ITimer
         s_stopwatchTicksPerTimeSpanTick != 0
             ? ticks * s_stopwatchTicksPerTimeSpanTick // a multiplication, not a 128-bit division per timer
             : ScaleTimeSpanTicks(ticks);
+
+    /// <summary>
+    /// Converts a non-negative TimeSpan tick count (at most about 49.7 days) to Stopwatch ticks, rounding up: a delay
+    /// measured with the result is never shorter than the TimeSpan (the same as the rounding-down conversion wherever a
+    /// TimeSpan tick is a whole number of Stopwatch ticks, as on Linux and Windows).
+    /// </summary>
+    internal static long TimeSpanTicksToStopwatchTicksRoundedUp(long ticks)
+    {
+        if (s_stopwatchTicksPerTimeSpanTick != 0)
+        {
+            return ticks * s_stopwatchTicksPerTimeSpanTick;
+        }
+        Int128 scaled = (Int128)ticks * Stopwatch.Frequency;
+        return (long)((scaled + TimeSpan.TicksPerSecond - 1) / TimeSpan.TicksPerSecond);
+    }
 
     [MethodImpl(MethodImplOptions.NoInlining)]
     private static long ScaleTimeSpanTicks(long ticks) =>

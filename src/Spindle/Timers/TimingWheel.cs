@@ -9,17 +9,21 @@ namespace Spindle.Timers;
 /// <summary>An entry of a <see cref="TimingWheel"/>: intrusive links, so scheduling and cancelling allocate nothing.</summary>
 /// <remarks>
 /// <para>The links, the due tick and the slot are owned by the wheel and written only under the lock that guards it.
-/// The due tick, the slot and two flags of the entry's owner share one word (a pool keeps one timer object per
-/// outstanding timeout, so each word counts): the tick in bits 0-47 (ticks are milliseconds since the pool started, so
-/// 2^48 lasts 8,900 years), the slot index plus one in bits 48-56 (zero: not in the wheel), and the owner's flags
-/// <see cref="OwnerFlagA"/> and <see cref="OwnerFlagB"/> in bits 57 and 58.</para>
-/// <para>Protocol for the word: every write happens under the lock, except that any thread may clear
-/// <see cref="OwnerFlagA"/> (<see cref="ClearOwnerFlagAtomically"/>), and only while it is set. So a locked write that
-/// finds flag A clear cannot race with anything (A is set only under the lock, which the writer holds) and is a plain
-/// store; one that finds A set may race with its clearing and uses compare-and-swap until it lands on the latest value.
-/// The common paths (schedule and cancel of a timer that is not firing) therefore pay no atomic operation. Reads
-/// outside the lock (<see cref="ReadWord"/>) see either the value before or after any write (<c>Volatile</c> makes
-/// 64-bit accesses atomic on 32-bit platforms too).</para>
+/// The due tick, the slot and two flags and a small count of the entry's owner share one word (a pool keeps one timer
+/// object per outstanding timeout, so each word counts): the tick in bits 0-47 (ticks are milliseconds since the pool
+/// started, so 2^48 lasts 8,900 years), the slot index plus one in bits 48-56 (zero: not in the wheel), the owner's
+/// flags <see cref="OwnerFlagA"/> and <see cref="OwnerFlagB"/> in bits 57 and 58, and the owner's count, 0 to
+/// <see cref="OwnerCountMax"/>, in bits 59-63.</para>
+/// <para>Protocol for the word: every write happens under the lock, except two kinds. Any thread may clear
+/// <see cref="OwnerFlagA"/> while it is set, adding one to the count in the same atomic step unless the count is at its
+/// maximum or the owner refuses (<see cref="TryClearOwnerFlagAndCount"/>); and any thread may take one from the count
+/// while it is neither zero nor at its maximum (<see cref="TryUncount"/>; at the maximum only locked writes change the
+/// count). So a locked write that finds flag A clear and the count zero cannot race with anything (A is set only under
+/// the lock, which the writer holds, the count rises outside the lock only as A is cleared, and falls only from above
+/// zero) and is a plain store; one that finds A set or the count above zero may race and uses compare-and-swap until it
+/// lands on the latest value. The common paths (schedule and cancel of a timer that is neither firing nor running its
+/// callback) therefore pay no atomic operation. Reads outside the lock (<see cref="ReadWord"/>) see either the value
+/// before or after any write (<c>Volatile</c> makes 64-bit accesses atomic on 32-bit platforms too).</para>
 /// </remarks>
 internal abstract class TimerNode
 {
@@ -32,6 +36,17 @@ internal abstract class TimerNode
 
     /// <summary>An owner flag written only under the lock.</summary>
     internal const long OwnerFlagB = 1L << 58;
+
+    private const int CountShift = 59;
+
+    /// <summary>One unit of the owner's count.</summary>
+    internal const long OwnerCountUnit = 1L << CountShift;
+
+    /// <summary>The owner's count bits; the count is at its maximum when all of them are set.</summary>
+    internal const long OwnerCountMask = unchecked((long)(0x1FUL << CountShift));
+
+    /// <summary>The largest count the word holds (31).</summary>
+    internal const int OwnerCountMax = 31;
 
     private long _word;
 
@@ -72,14 +87,94 @@ internal abstract class TimerNode
         StoreLocked(~0L, flags);
     }
 
-    /// <summary>Any thread: clears <see cref="OwnerFlagA"/>, returning the word as it was.</summary>
-    internal long ClearOwnerFlagAtomically() => Interlocked.And(ref _word, ~OwnerFlagA);
+    /// <summary>The owner's count in a word read with <see cref="ReadWord"/>.</summary>
+    internal static int OwnerCount(long word) => (int)((ulong)word >> CountShift);
+
+    /// <summary>
+    /// Any thread, while <see cref="OwnerFlagA"/> is set: clears it and, in the same atomic step, adds one to the
+    /// owner's count unless the word has any of <paramref name="refuseFlags"/> or the count is at its maximum. Returns
+    /// whether it counted; <paramref name="before"/> is the word as it was.
+    /// </summary>
+    internal bool TryClearOwnerFlagAndCount(long refuseFlags, out long before)
+    {
+        long old = Volatile.Read(ref _word);
+        while (true)
+        {
+            bool count = (old & refuseFlags) == 0 && (old & OwnerCountMask) != OwnerCountMask;
+            long next = (old & ~OwnerFlagA) + (count ? OwnerCountUnit : 0);
+            long seen = Interlocked.CompareExchange(ref _word, next, old);
+            if (seen == old)
+            {
+                before = old;
+                return count;
+            }
+            old = seen;
+        }
+    }
+
+    /// <summary>
+    /// Any thread, while the owner's count is above zero: takes one from it, unless it is at its maximum (then only a
+    /// locked write, <see cref="UncountLocked"/>, may change it). Returns whether it did; <paramref name="before"/> is the
+    /// word as it was.
+    /// </summary>
+    internal bool TryUncount(out long before)
+    {
+        long old = Volatile.Read(ref _word);
+        while (true)
+        {
+            Debug.Assert((old & OwnerCountMask) != 0, "Only a counted owner uncounts.");
+            if ((old & OwnerCountMask) == OwnerCountMask)
+            {
+                before = old;
+                return false;
+            }
+            long seen = Interlocked.CompareExchange(ref _word, old - OwnerCountUnit, old);
+            if (seen == old)
+            {
+                before = old;
+                return true;
+            }
+            old = seen;
+        }
+    }
+
+    /// <summary>Under the lock: adds one to the owner's count unless it is at its maximum; returns whether it did.</summary>
+    internal bool TryCountLocked()
+    {
+        long old = Volatile.Read(ref _word);
+        while ((old & OwnerCountMask) != OwnerCountMask)
+        {
+            long seen = Interlocked.CompareExchange(ref _word, old + OwnerCountUnit, old); // races with unlocked writes
+            if (seen == old)
+            {
+                return true;
+            }
+            old = seen;
+        }
+        return false;
+    }
+
+    /// <summary>Under the lock, while the owner's count is above zero: takes one from it, returning the word as it was.</summary>
+    internal long UncountLocked()
+    {
+        long old = Volatile.Read(ref _word);
+        while (true)
+        {
+            Debug.Assert((old & OwnerCountMask) != 0, "Only a counted owner uncounts.");
+            long seen = Interlocked.CompareExchange(ref _word, old - OwnerCountUnit, old); // races with unlocked writes
+            if (seen == old)
+            {
+                return old;
+            }
+            old = seen;
+        }
+    }
 
     /// <summary>Under the lock: keeps the bits of <paramref name="keep"/>, then sets those of <paramref name="bits"/>.</summary>
     private void StoreLocked(long keep, long bits)
     {
         long old = _word;
-        if ((old & OwnerFlagA) == 0)
+        if ((old & (OwnerFlagA | OwnerCountMask)) == 0)
         {
             Volatile.Write(ref _word, (old & keep) | bits); // nothing else writes the word now: see the remarks
             return;
@@ -91,7 +186,7 @@ internal abstract class TimerNode
             {
                 return;
             }
-            old = seen; // flag A was cleared meanwhile
+            old = seen; // flag A was cleared or the count changed meanwhile
         }
     }
 }

@@ -47,26 +47,29 @@ public sealed class RegisteredWait
     internal RegisteredWait? PoolNext;
     internal bool InPoolList;
 
-    internal RegisteredWait(WorkerPool pool, WaitOrTimerCallback callback, object? state, ExecutionContext? context, long timeoutMs, bool executeOnlyOnce)
+    // The timeout is validated by the caller: zero to int.MaxValue milliseconds, or infinite. It is kept whole.
+    internal RegisteredWait(WorkerPool pool, WaitOrTimerCallback callback, object? state, ExecutionContext? context, TimeSpan timeout, bool executeOnlyOnce)
     {
         _pool = pool;
         _callback = callback;
         _state = state;
         _context = context;
-        TimeoutMilliseconds = timeoutMs;
+        Timeout = timeout;
+        TimeoutTicks = timeout == System.Threading.Timeout.InfiniteTimeSpan ? -1 : Timers.PoolTimer.TimeSpanTicksToStopwatchTicksRoundedUp(timeout.Ticks);
         ExecuteOnlyOnce = executeOnlyOnce;
     }
 
     /// <summary>Whether the registration stops after its first callback.</summary>
     public bool ExecuteOnlyOnce { get; }
 
-    /// <summary>The timeout, or <see cref="Timeout.InfiniteTimeSpan"/>.</summary>
-    public TimeSpan Timeout => TimeoutMilliseconds < 0 ? System.Threading.Timeout.InfiniteTimeSpan : TimeSpan.FromMilliseconds(TimeoutMilliseconds);
+    /// <summary>The timeout as given at registration, or <see cref="Timeout.InfiniteTimeSpan"/>.</summary>
+    public TimeSpan Timeout { get; }
 
     /// <summary>Whether <see cref="Unregister(WaitHandle?)"/> has been called (or the pool has shut down).</summary>
     public bool IsUnregistered => (Volatile.Read(ref _callbackState) & UnregisteredFlag) != 0;
 
-    internal long TimeoutMilliseconds { get; }
+    /// <summary>The timeout in Stopwatch ticks, rounded up (so never shorter than <see cref="Timeout"/>); -1 for none.</summary>
+    internal long TimeoutTicks { get; }
 
     /// <summary>The wait thread watching the handle (handle registrations only).</summary>
     internal WaitThread? WaitThread;

@@ -186,6 +186,7 @@ internal sealed class WaitThread : IDisposable
                 changed |= RemoveLocal(removal);
             }
             _pendingRemovals.Clear();
+            long now = Stopwatch.GetTimestamp(); // after every pending registration call: their timeouts count from here
             foreach (RegisteredWait add in _pendingAdds)
             {
                 if (add.IsUnregistered)
@@ -193,7 +194,7 @@ internal sealed class WaitThread : IDisposable
                     continue; // its Unregister releases the slot (RequestRemoval)
                 }
                 _registrations[_count] = add;
-                _deadlines[_count] = DeadlineFor(add, NowRoundedUp());
+                _deadlines[_count] = DeadlineFor(add, now);
                 _count++;
                 changed = true;
             }
@@ -264,19 +265,18 @@ internal sealed class WaitThread : IDisposable
         _handlesDirty = true;
     }
 
+    // Deadlines are Stopwatch timestamps: the clock read when the wait (re)starts plus the timeout in Stopwatch ticks,
+    // rounded up (RegisteredWait.TimeoutTicks), so a fraction of a millisecond is never lost. A registration is due once
+    // the clock has reached its deadline; WaitAny, which takes whole milliseconds, is given the time left rounded up, and
+    // a wake that comes before the deadline finds nothing due and waits again. (Environment.TickCount64 reads the
+    // kernel's coarse clock on Linux, which trails the real time by up to a tick and a millisecond, and whole-millisecond
+    // deadlines cut the fraction off a timeout: either let timeouts come early.)
     private static long DeadlineFor(RegisteredWait registration, long now) =>
-        registration.TimeoutMilliseconds < 0 ? long.MaxValue : now + registration.TimeoutMilliseconds;
+        registration.TimeoutTicks < 0 ? long.MaxValue : now + registration.TimeoutTicks;
 
-    // Deadlines are milliseconds of the Stopwatch clock, set from the present rounded up and compared with it rounded
-    // down, so that a timeout never comes early. (Environment.TickCount64 reads the kernel's coarse clock on Linux,
-    // which trails the real time by up to a tick and a millisecond: timeouts measured with it came up to a few ms early.)
-    private static readonly long s_ticksPerMillisecond = Stopwatch.Frequency / 1000;
-
-    private static long NowRoundedUp() => RoundedUp(Stopwatch.GetTimestamp());
-
-    private static long NowRoundedDown() => Stopwatch.GetTimestamp() / s_ticksPerMillisecond;
-
-    private static long RoundedUp(long timestamp) => (timestamp + s_ticksPerMillisecond - 1) / s_ticksPerMillisecond;
+    // Rounded down: where the frequency is not a whole number of kilohertz, the waits below come out a little longer,
+    // never shorter.
+    private static readonly long s_ticksPerMillisecond = Math.Max(1, Stopwatch.Frequency / 1000);
 
     private int MillisecondsToNextDeadline()
     {
@@ -289,7 +289,13 @@ internal sealed class WaitThread : IDisposable
         {
             return Timeout.Infinite;
         }
-        return (int)Math.Clamp(earliest - NowRoundedDown(), 0, int.MaxValue - 1);
+        long left = earliest - Stopwatch.GetTimestamp();
+        if (left <= 0)
+        {
+            return 0;
+        }
+        long milliseconds = left / s_ticksPerMillisecond + (left % s_ticksPerMillisecond != 0 ? 1 : 0);
+        return (int)Math.Min(milliseconds, int.MaxValue - 1);
     }
 
     private void OnSignalled(int slot)
@@ -302,15 +308,13 @@ internal sealed class WaitThread : IDisposable
         }
         else
         {
-            _deadlines[slot] = DeadlineFor(registration, NowRoundedUp());
+            _deadlines[slot] = DeadlineFor(registration, Stopwatch.GetTimestamp());
         }
     }
 
     private void FireTimeouts()
     {
-        long timestamp = Stopwatch.GetTimestamp();
-        long now = timestamp / s_ticksPerMillisecond;
-        long restart = RoundedUp(timestamp); // repeated timeouts start again from here
+        long now = Stopwatch.GetTimestamp(); // also where repeated timeouts start again: at or after their deadline
         for (int i = _count - 1; i >= 0; i--)
         {
             if (_deadlines[i] > now)
@@ -325,7 +329,7 @@ internal sealed class WaitThread : IDisposable
             }
             else
             {
-                _deadlines[i] = DeadlineFor(registration, restart);
+                _deadlines[i] = DeadlineFor(registration, now);
             }
         }
     }
