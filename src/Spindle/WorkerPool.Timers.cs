@@ -10,7 +10,7 @@ using Spindle.Timers;
 
 namespace Spindle;
 
-// Timers (issue 4).
+// Timers.
 //
 // One hierarchical timing wheel per pool (Timers/TimingWheel.cs), guarded by _timerLock, and one timer thread, started
 // by the first timer, that sleeps until the wheel's next deadline. When a deadline passes it expires the due entries

@@ -6,7 +6,7 @@ using Spindle.Registrations;
 
 namespace Spindle;
 
-// Registered waits (issue 4).
+// Registered waits.
 //
 // Two kinds share RegisteredWait (Waits/RegisteredWait.cs): registrations on a PoolSignal cost no thread (Set queues
 // their callbacks; timeouts are entries of the pool's timing wheel), and registrations on any WaitHandle are watched by

@@ -7,7 +7,7 @@ using Xunit;
 namespace Spindle.Tests;
 
 /// <summary>
-/// The injection controller (issue 3): starvation detection (scenario 20, 21), blocking regions, surplus retirement
+/// The injection controller: starvation detection (all workers blocked, items blocking on later items), blocking regions, surplus retirement
 /// and runtime limits. Every bound is generous; nothing here measures speed.
 /// </summary>
 public sealed class WorkerPoolInjectionTests

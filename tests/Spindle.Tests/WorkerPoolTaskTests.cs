@@ -12,7 +12,7 @@ using Xunit;
 
 namespace Spindle.Tests;
 
-/// <summary>Issue 6: the pool's TaskScheduler and SynchronizationContext, the Run methods, and cancellation of queued work.</summary>
+/// <summary>The pool's TaskScheduler and SynchronizationContext, the Run methods, and cancellation of queued work.</summary>
 public sealed class WorkerPoolTaskTests
 {
     private static WorkerPool NewPool(int maxThreads = WorkerPoolOptions.MaxThreadLimit, Action<WorkerPoolOptions>? configure = null)
