@@ -339,6 +339,60 @@ public sealed class GlobalQueueTests
     }
 
     [Fact]
+    public void WarmQueue_RepeatedDeepBacklog_AllocatesNothing()
+    {
+        // Ten segments' worth waits at once, then is drained, on one thread; after a few such rounds the queue has
+        // every segment it needs, so a further round must not allocate at all.
+        const int depth = 10 * SegmentSize;
+        var queue = new GlobalQueue();
+        var entries = new WorkItemEntry[depth];
+        for (int i = 0; i < depth; i++)
+        {
+            entries[i] = Numbered(i); // boxed here, outside the measured round
+        }
+        var batch = new WorkItemEntry[32];
+        for (int round = 0; round < 3; round++)
+        {
+            Assert.Equal(depth, FillAndDrain(queue, entries, batch));
+        }
+
+        long before = GC.GetAllocatedBytesForCurrentThread();
+        int drained = FillAndDrain(queue, entries, batch);
+        long allocated = GC.GetAllocatedBytesForCurrentThread() - before;
+
+        Assert.Equal(depth, drained);
+        Assert.True(allocated == 0, $"A warm queue allocated {allocated} bytes for a backlog of {depth} items.");
+        Assert.True(queue.IsEmpty);
+    }
+
+    /// <summary>Enqueues every entry, then takes them all in batches; returns how many came out in order.</summary>
+    private static int FillAndDrain(GlobalQueue queue, WorkItemEntry[] entries, WorkItemEntry[] batch)
+    {
+        for (int i = 0; i < entries.Length; i++)
+        {
+            if (!queue.TryEnqueue(entries[i]))
+            {
+                return -1;
+            }
+        }
+        int next = 0;
+        int taken;
+        while ((taken = queue.TryDequeueBatch(batch)) > 0)
+        {
+            for (int i = 0; i < taken; i++)
+            {
+                if (!ReferenceEquals(batch[i].State, entries[next].State))
+                {
+                    return -1;
+                }
+                next++;
+            }
+        }
+        Array.Clear(batch);
+        return next;
+    }
+
+    [Fact]
     public void DequeuedItems_AreNotRetainedByTheQueue()
     {
         var queue = new GlobalQueue();
