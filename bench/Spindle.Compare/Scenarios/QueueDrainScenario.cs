@@ -12,7 +12,10 @@ namespace Spindle.Compare.Scenarios;
 /// on a gate that opens once everything is queued, so queueing and draining do not overlap (drain is timed from the
 /// gate opening); <c>mixed</c>: no gate. <c>ec-flow</c>: a non-default <see cref="ExecutionContext"/> (an
 /// <see cref="AsyncLocal{T}"/> is set) flows through <c>QueueUserWorkItem</c> and each item checks it arrived;
-/// <c>no-ec</c>: <c>UnsafeQueueUserWorkItem</c>.
+/// <c>no-ec</c>: <c>UnsafeQueueUserWorkItem</c> with a <see cref="WaitCallback"/>; <c>work-item</c>: one reusable
+/// <see cref="PoolWorkItem"/> (<c>IWorkItem</c> / <c>IThreadPoolWorkItem</c>) queued N times with
+/// <c>UnsafeQueueUserWorkItem</c>, so the caller allocates nothing per item and <c>alloc</c> is the queue's own.
+/// The first warm-up round already queues N items, so the measured round finds every queue warm at its full depth.
 /// </summary>
 internal sealed class QueueDrainScenario : IScenario
 {
@@ -26,7 +29,8 @@ internal sealed class QueueDrainScenario : IScenario
 
     public string Description => $"an outside thread queues {Items:N0} trivial items, then waits for all of them";
 
-    public IReadOnlyList<string> Variants { get; } = ["mixed/no-ec", "mixed/ec-flow", "separated/no-ec", "separated/ec-flow"];
+    public IReadOnlyList<string> Variants { get; } =
+        ["mixed/no-ec", "mixed/ec-flow", "separated/no-ec", "separated/ec-flow", "separated/work-item"];
 
     public IReadOnlyList<MetricInfo> Metrics { get; } =
     [
@@ -41,44 +45,60 @@ internal sealed class QueueDrainScenario : IScenario
 
     public Measurement Run(IPoolUnderTest pool, string variant, bool full)
     {
-        (bool separated, bool flow) = variant switch
+        (bool separated, Form form) = variant switch
         {
-            "mixed/no-ec" => (false, false),
-            "mixed/ec-flow" => (false, true),
-            "separated/no-ec" => (true, false),
-            "separated/ec-flow" => (true, true),
+            "mixed/no-ec" => (false, Form.Unsafe),
+            "mixed/ec-flow" => (false, Form.Flow),
+            "separated/no-ec" => (true, Form.Unsafe),
+            "separated/ec-flow" => (true, Form.Flow),
+            "separated/work-item" => (true, Form.WorkItem),
             _ => throw new ArgumentException($"Unknown variant '{variant}'.", nameof(variant)),
         };
+        bool flow = form == Form.Flow;
         if (flow)
         {
             s_context.Value = ContextMarker; // the producer's context is now non-default, so both pools capture and restore it
         }
 
         PoolWarmup.StartThreads(pool, Environment.ProcessorCount);
-        Warmup.Repeat(() => RunOnce(pool, WarmupItems, separated, flow));
-        return RunOnce(pool, Items, separated, flow);
+        // The first round has the measured depth, so that the measured round's alloc figure is that of queues already
+        // grown to it (what a long-running process sees); the smaller rounds after it give the JIT its time.
+        int warmupItems = Items;
+        Warmup.Repeat(() =>
+        {
+            RunOnce(pool, warmupItems, separated, form);
+            warmupItems = WarmupItems;
+        });
+        return RunOnce(pool, Items, separated, form);
     }
 
-    private static Measurement RunOnce(IPoolUnderTest pool, int items, bool separated, bool flow)
+    private static Measurement RunOnce(IPoolUnderTest pool, int items, bool separated, Form form)
     {
-        var state = new DrainState(items, separated, flow);
+        var state = new DrainState(items, separated, form == Form.Flow);
         GcSnapshot.CollectFully();
         GcSnapshot before = GcSnapshot.Take();
 
         long start = Stopwatch.GetTimestamp();
-        if (flow)
+        switch (form)
         {
-            for (int i = 0; i < items; i++)
-            {
-                pool.Queue(s_item, state);
-            }
-        }
-        else
-        {
-            for (int i = 0; i < items; i++)
-            {
-                pool.UnsafeQueue(s_item, state);
-            }
+            case Form.Flow:
+                for (int i = 0; i < items; i++)
+                {
+                    pool.Queue(s_item, state);
+                }
+                break;
+            case Form.Unsafe:
+                for (int i = 0; i < items; i++)
+                {
+                    pool.UnsafeQueue(s_item, state);
+                }
+                break;
+            default:
+                for (int i = 0; i < items; i++)
+                {
+                    pool.UnsafeQueue(state, preferLocal: false);
+                }
+                break;
         }
         long queued = Stopwatch.GetTimestamp();
         if (separated)
@@ -102,24 +122,23 @@ internal sealed class QueueDrainScenario : IScenario
             .Set("gen0", used.Gen0);
     }
 
-    private static readonly WaitCallback s_item = static boxed =>
-    {
-        var state = (DrainState)boxed!;
-        if (state.UseGate && !state.GateOpen)
-        {
-            state.Gate.Wait();
-        }
-        if (state.CheckContext && s_context.Value != ContextMarker)
-        {
-            Interlocked.Increment(ref state.ContextErrors);
-        }
-        if (Interlocked.Decrement(ref state.Remaining) == 0)
-        {
-            state.Done.Set();
-        }
-    };
+    private static readonly WaitCallback s_item = static boxed => ((DrainState)boxed!).Execute();
 
-    private sealed class DrainState(int items, bool useGate, bool checkContext)
+    /// <summary>How the items are queued.</summary>
+    private enum Form
+    {
+        /// <summary><c>QueueUserWorkItem(WaitCallback, state)</c>: the context flows.</summary>
+        Flow,
+
+        /// <summary><c>UnsafeQueueUserWorkItem(WaitCallback, state)</c>.</summary>
+        Unsafe,
+
+        /// <summary><c>UnsafeQueueUserWorkItem(item, preferLocal: false)</c> with the state itself as the item.</summary>
+        WorkItem,
+    }
+
+    /// <summary>The shared state of one round; also the work item of the <c>work-item</c> variant.</summary>
+    private sealed class DrainState(int items, bool useGate, bool checkContext) : PoolWorkItem
     {
         public readonly bool UseGate = useGate;
         public readonly bool CheckContext = checkContext;
@@ -128,5 +147,21 @@ internal sealed class QueueDrainScenario : IScenario
         public volatile bool GateOpen;
         public int Remaining = items;
         public int ContextErrors;
+
+        public override void Execute()
+        {
+            if (UseGate && !GateOpen)
+            {
+                Gate.Wait();
+            }
+            if (CheckContext && s_context.Value != ContextMarker)
+            {
+                Interlocked.Increment(ref ContextErrors);
+            }
+            if (Interlocked.Decrement(ref Remaining) == 0)
+            {
+                Done.Set();
+            }
+        }
     }
 }

@@ -260,12 +260,20 @@ public sealed class GlobalQueueTests
     public void CloseRacingProducers_EveryAcceptedItemIsDequeuedOnce_AndNoRejectedOne() =>
         RunCloseRacingProducers(rounds: 20, producers: 3);
 
-    internal static void RunCloseRacingProducers(int rounds, int producers)
+    [Fact]
+    public void CloseRacingProducers_OnAQueueThatReusesSegments_EveryAcceptedItemIsDequeuedOnce() =>
+        RunCloseRacingProducers(rounds: Stress.Scale(20, 500), producers: 3, reuse: true);
+
+    /// <param name="reuse">
+    /// Run each round on a queue whose free list was filled beforehand and holds few segments, so that the race goes
+    /// through reused segments as well as new ones.
+    /// </param>
+    internal static void RunCloseRacingProducers(int rounds, int producers, bool reuse = false)
     {
         const int capacity = 200_000;
         for (int round = 0; round < rounds; round++)
         {
-            var queue = new GlobalQueue();
+            GlobalQueue queue = reuse ? WarmQueue(maxRetiredSegments: 3, segments: 6) : new GlobalQueue();
             var hits = new int[producers * capacity];
             var accepted = new int[producers];
             int consumed = 0;
@@ -311,6 +319,10 @@ public sealed class GlobalQueueTests
                 }
             }, "consumer");
             go.Set();
+            if (reuse)
+            {
+                Waits.Until(() => queue.ReusedSegmentCount > 0, "the producers to reach a reused segment");
+            }
             Thread.SpinWait(1_000 + round * 2_000);
             queue.Close();
             foreach (TestThread thread in producerThreads)
@@ -335,7 +347,310 @@ public sealed class GlobalQueueTests
                 }
             }
             Assert.Equal(acceptedTotal, consumed);
+            if (reuse)
+            {
+                Assert.True(queue.ReusedSegmentCount > 0, $"Round {round} reused no segment.");
+            }
         }
+    }
+
+    /// <summary>A queue whose free list holds retired segments: <paramref name="segments"/> segments' worth went through it.</summary>
+    private static GlobalQueue WarmQueue(int maxRetiredSegments, int segments)
+    {
+        var queue = new GlobalQueue(maxRetiredSegments);
+        var entries = new WorkItemEntry[segments * SegmentSize];
+        for (int i = 0; i < entries.Length; i++)
+        {
+            entries[i] = Numbered(-1);
+        }
+        Assert.Equal(entries.Length, FillAndDrain(queue, entries, new WorkItemEntry[64]));
+        Assert.Equal(Math.Min(maxRetiredSegments, segments - 1), queue.RetiredSegmentCount);
+        Assert.Equal(0, queue.ReusedSegmentCount);
+        return queue;
+    }
+
+    [Fact]
+    public void RetiredSegments_AreKeptUpToTheBound_AndReusedBeforeAnyAllocation()
+    {
+        // Ten full segments: when they have been drained, the head sits in the last one and the nine before it are
+        // retired, of which the free list keeps three.
+        var queue = new GlobalQueue(maxRetiredSegments: 3);
+        var entries = new WorkItemEntry[10 * SegmentSize];
+        for (int i = 0; i < entries.Length; i++)
+        {
+            entries[i] = Numbered(i);
+        }
+        var batch = new WorkItemEntry[50];
+        Assert.Equal(entries.Length, FillAndDrain(queue, entries, batch));
+        Assert.Equal(3, queue.RetiredSegmentCount);
+        Assert.Equal(0, queue.ReusedSegmentCount);
+
+        // The next backlog first uses up the free list (in order, and with the right count and emptiness throughout).
+        for (int i = 0; i < entries.Length; i++)
+        {
+            Assert.True(queue.TryEnqueue(entries[i]));
+            Assert.Equal(i + 1, queue.Count);
+        }
+        Assert.Equal(0, queue.RetiredSegmentCount);
+        Assert.Equal(3, queue.ReusedSegmentCount);
+        Assert.False(queue.IsEmpty);
+        int next = 0;
+        int taken;
+        while ((taken = queue.TryDequeueBatch(batch)) > 0)
+        {
+            for (int i = 0; i < taken; i++)
+            {
+                Assert.Equal(next++, NumberOf(batch[i]));
+            }
+            Assert.Equal(entries.Length - next, queue.Count);
+            Assert.Equal(next == entries.Length, queue.IsEmpty);
+        }
+        Assert.Equal(entries.Length, next);
+        Assert.Equal(3, queue.RetiredSegmentCount);
+    }
+
+    [Theory]
+    [InlineData(4, 2, 2)]
+    [InlineData(2, 4, 0)]
+    [InlineData(3, 3, 64)]
+    public void ReusedSegments_ManyProducersAndConsumers_TakeEveryItemExactlyOnce_InEachProducersOrder(
+        int producers, int consumers, int maxRetiredSegments) =>
+        RunThroughReusedSegments(producers, consumers, maxRetiredSegments,
+            itemsPerProducer: Stress.Scale(20_000, 500_000), rounds: Stress.Scale(4, 40));
+
+    /// <summary>
+    /// Rounds of producers and consumers on one queue, so that its segments are retired and reused many times over.
+    /// Even rounds build a deep backlog before the consumers start; odd rounds run everyone at once. Every round checks
+    /// with an exact ledger that each item was taken once, and that each consumer saw each producer's items in order.
+    /// </summary>
+    internal static void RunThroughReusedSegments(int producers, int consumers, int maxRetiredSegments, int itemsPerProducer, int rounds)
+    {
+        var queue = new GlobalQueue(maxRetiredSegments);
+        int total = producers * itemsPerProducer;
+        for (int round = 0; round < rounds; round++)
+        {
+            bool deep = round % 2 == 0;
+            using var ledger = new ExactlyOnceLedger(total);
+            int taken = 0;
+            int outOfOrder = 0;
+            using var go = new ManualResetEventSlim();
+            using var produced = new CountdownEvent(producers);
+            var threads = new List<TestThread>();
+            for (int p = 0; p < producers; p++)
+            {
+                int start = p * itemsPerProducer;
+                threads.Add(Waits.Start(() =>
+                {
+                    go.Wait();
+                    for (int i = start; i < start + itemsPerProducer; i++)
+                    {
+                        Assert.True(queue.TryEnqueue(Numbered(i)));
+                        if ((i & 0xFFF) == 0)
+                        {
+                            Thread.Yield(); // let the others overtake, now and then
+                        }
+                    }
+                    produced.Signal();
+                }, $"producer {p}"));
+            }
+            for (int c = 0; c < consumers; c++)
+            {
+                int seed = round * consumers + c;
+                threads.Add(Waits.Start(() =>
+                {
+                    var random = new Random(seed);
+                    var batch = new WorkItemEntry[64];
+                    var lastSeen = new int[producers];
+                    Array.Fill(lastSeen, -1);
+                    go.Wait();
+                    if (deep)
+                    {
+                        Waits.For(produced, "the producers to build the backlog");
+                    }
+                    long deadline = Environment.TickCount64 + (long)Waits.MustHappen.TotalMilliseconds;
+                    while (Volatile.Read(ref taken) < total && Environment.TickCount64 < deadline)
+                    {
+                        int count = queue.TryDequeueBatch(batch.AsSpan(0, random.Next(1, batch.Length + 1)));
+                        for (int i = 0; i < count; i++)
+                        {
+                            int number = NumberOf(batch[i]);
+                            ledger.Hit(number);
+                            int producer = number / itemsPerProducer;
+                            if (number <= lastSeen[producer])
+                            {
+                                Interlocked.Increment(ref outOfOrder);
+                            }
+                            lastSeen[producer] = number;
+                        }
+                        Interlocked.Add(ref taken, count);
+                        if (random.Next(64) == 0)
+                        {
+                            Thread.Yield(); // let the backlog grow, now and then
+                        }
+                    }
+                }, $"consumer {c}"));
+            }
+            go.Set();
+            foreach (TestThread thread in threads)
+            {
+                thread.Join();
+            }
+
+            ledger.AssertExactlyOnce();
+            Assert.Equal(0, outOfOrder);
+            Assert.True(queue.IsEmpty);
+            Assert.Equal(0, queue.Count);
+            Assert.InRange(queue.RetiredSegmentCount, 0, maxRetiredSegments);
+        }
+        if (maxRetiredSegments > 0)
+        {
+            Assert.True(queue.ReusedSegmentCount > 0, "No segment was reused.");
+        }
+        else
+        {
+            Assert.Equal(0, queue.ReusedSegmentCount);
+        }
+    }
+
+    [Fact]
+    public void IsEmpty_NeverReportsEmpty_WhileAnAcceptedItemIsUntaken_AcrossReusedSegments() =>
+        RunEmptinessChecks(producers: 2, consumers: 2, itemsPerProducer: Stress.Scale(100_000, 5_000_000));
+
+    /// <summary>
+    /// Producers and consumers cross many segment boundaries (retiring and reusing segments) while a checker asks
+    /// <see cref="GlobalQueue.IsEmpty"/> over and over. Producers count an item after it was accepted; consumers reserve
+    /// a batch's worth before they take and give back what they did not take, so the reservations bound the items taken
+    /// at any moment. If the queue said empty although more items had been accepted before the question than were
+    /// reserved after it, an accepted item was in the queue, untaken, all along.
+    /// </summary>
+    internal static void RunEmptinessChecks(int producers, int consumers, int itemsPerProducer)
+    {
+        var queue = new GlobalQueue(maxRetiredSegments: 4);
+        int total = producers * itemsPerProducer;
+        using var ledger = new ExactlyOnceLedger(total);
+        long accepted = 0, reserved = 0;
+        int taken = 0;
+        int checks = 0, falseEmpties = 0;
+        string? firstFalseEmpty = null;
+        using var go = new ManualResetEventSlim();
+        var threads = new List<TestThread>();
+        for (int p = 0; p < producers; p++)
+        {
+            int start = p * itemsPerProducer;
+            threads.Add(Waits.Start(() =>
+            {
+                go.Wait();
+                for (int i = start; i < start + itemsPerProducer; i++)
+                {
+                    Assert.True(queue.TryEnqueue(Numbered(i)));
+                    Interlocked.Increment(ref accepted);
+                }
+            }, $"producer {p}"));
+        }
+        for (int c = 0; c < consumers; c++)
+        {
+            int seed = c;
+            threads.Add(Waits.Start(() =>
+            {
+                var random = new Random(seed);
+                var batch = new WorkItemEntry[32];
+                go.Wait();
+                long deadline = Environment.TickCount64 + (long)Waits.MustHappen.TotalMilliseconds;
+                while (Volatile.Read(ref taken) < total && Environment.TickCount64 < deadline)
+                {
+                    int want = random.Next(1, batch.Length + 1);
+                    Interlocked.Add(ref reserved, want);
+                    int count = queue.TryDequeueBatch(batch.AsSpan(0, want));
+                    Interlocked.Add(ref reserved, count - want);
+                    for (int i = 0; i < count; i++)
+                    {
+                        ledger.Hit(NumberOf(batch[i]));
+                    }
+                    Interlocked.Add(ref taken, count);
+                }
+            }, $"consumer {c}"));
+        }
+        threads.Add(Waits.Start(() =>
+        {
+            go.Wait();
+            long deadline = Environment.TickCount64 + (long)Waits.MustHappen.TotalMilliseconds;
+            while (Volatile.Read(ref taken) < total && Environment.TickCount64 < deadline)
+            {
+                long acceptedBefore = Volatile.Read(ref accepted);
+                bool empty = queue.IsEmpty;
+                long reservedAfter = Volatile.Read(ref reserved);
+                checks++;
+                if (empty && acceptedBefore > reservedAfter)
+                {
+                    falseEmpties++;
+                    firstFalseEmpty ??= $"{acceptedBefore} accepted before, at most {reservedAfter} taken after";
+                }
+            }
+        }, "checker"));
+        go.Set();
+        foreach (TestThread thread in threads)
+        {
+            thread.Join();
+        }
+
+        ledger.AssertExactlyOnce();
+        Assert.True(falseEmpties == 0, $"IsEmpty said empty {falseEmpties} times of {checks} with an item untaken; first: {firstFalseEmpty}.");
+        Assert.True(queue.IsEmpty);
+        Assert.True(queue.ReusedSegmentCount > 0, "No segment was reused.");
+    }
+
+    [Fact]
+    public void WarmQueue_RepeatedDeepBacklog_AllocatesNothing()
+    {
+        // Ten segments' worth waits at once, then is drained, on one thread; after a few such rounds the queue has
+        // every segment it needs, so a further round must not allocate at all.
+        const int depth = 10 * SegmentSize;
+        var queue = new GlobalQueue();
+        var entries = new WorkItemEntry[depth];
+        for (int i = 0; i < depth; i++)
+        {
+            entries[i] = Numbered(i); // boxed here, outside the measured round
+        }
+        var batch = new WorkItemEntry[32];
+        for (int round = 0; round < 3; round++)
+        {
+            Assert.Equal(depth, FillAndDrain(queue, entries, batch));
+        }
+
+        long before = GC.GetAllocatedBytesForCurrentThread();
+        int drained = FillAndDrain(queue, entries, batch);
+        long allocated = GC.GetAllocatedBytesForCurrentThread() - before;
+
+        Assert.Equal(depth, drained);
+        Assert.True(allocated == 0, $"A warm queue allocated {allocated} bytes for a backlog of {depth} items.");
+        Assert.True(queue.IsEmpty);
+    }
+
+    /// <summary>Enqueues every entry, then takes them all in batches; returns how many came out in order.</summary>
+    private static int FillAndDrain(GlobalQueue queue, WorkItemEntry[] entries, WorkItemEntry[] batch)
+    {
+        for (int i = 0; i < entries.Length; i++)
+        {
+            if (!queue.TryEnqueue(entries[i]))
+            {
+                return -1;
+            }
+        }
+        int next = 0;
+        int taken;
+        while ((taken = queue.TryDequeueBatch(batch)) > 0)
+        {
+            for (int i = 0; i < taken; i++)
+            {
+                if (!ReferenceEquals(batch[i].State, entries[next].State))
+                {
+                    return -1;
+                }
+                next++;
+            }
+        }
+        Array.Clear(batch);
+        return next;
     }
 
     [Fact]
