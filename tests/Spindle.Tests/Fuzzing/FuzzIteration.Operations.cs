@@ -359,8 +359,8 @@ internal sealed partial class FuzzIteration
             _sources.Enqueue(source);
         }
         bool throws = random.Next(12) == 0;
-        Task? other = producer?.PickRecent(random);
-        AwaitStep[] steps = form is RunForm.RunAsync or RunForm.RunAsyncFunc ? PlanSteps(random, other is not null) : [];
+        Task? other = producer?.Runs.Pick(random);
+        AwaitStep[] steps = form is RunForm.RunAsync or RunForm.RunAsyncFunc ? PlanSteps(random, other is not null, late: false) : [];
         bool explicitNone = random.Next(2) == 0;
         bool viaAwait = random.Next(2) == 0;
         var run = new RunRecord(NextId(), form, kind, source, throws, steps, other, Flowed(safeForm: true), inside: producer is null);
@@ -398,7 +398,8 @@ internal sealed partial class FuzzIteration
         run.Task = task;
         Accept(ref run.State, run.Label, seen);
         _mustComplete.Enqueue((run.Label, task));
-        producer?.AddRecent(task);
+        producer?.Any.Add(task);
+        producer?.Runs.Add(task);
         return false;
     }
 
@@ -411,7 +412,8 @@ internal sealed partial class FuzzIteration
 
     private static async Task<int> AwaitOnce(ValueTask<int> valueTask) => await valueTask.ConfigureAwait(false);
 
-    private AwaitStep[] PlanSteps(Random random, bool hasOther)
+    /// <summary>The awaits of an async delegate; <paramref name="late"/>: it may await the completion set after shutdown returned.</summary>
+    private AwaitStep[] PlanSteps(Random random, bool hasOther, bool late)
     {
         var steps = new AwaitStep[random.Next(1, 4)];
         for (int i = 0; i < steps.Length; i++)
@@ -422,7 +424,7 @@ internal sealed partial class FuzzIteration
                 < 35 => AwaitStep.Yield,
                 < 65 => AwaitStep.Delay,
                 < 80 when hasOther => AwaitStep.Other,
-                < 92 when _continuations => AwaitStep.LateCompletion,
+                < 92 when _continuations && late => AwaitStep.LateCompletion,
                 < 100 when _continuations => AwaitStep.TimerCompletion,
                 _ => AwaitStep.Yield,
             };
@@ -438,16 +440,12 @@ internal sealed partial class FuzzIteration
             Fail($"{run.Label}: its delegate ran {starts} times");
         }
         CheckOnPool(run.Label);
-        if (run.IsQueuedItem)
+        // A Run delegate's awaits must come back to the pool: through its SynchronizationContext (always for a token
+        // or a ValueTask), or, for a Run without a cancellable token, possibly through its TaskScheduler instead.
+        bool context = SynchronizationContext.Current == _pool.SynchronizationContext;
+        if (!context && (run.IsQueuedItem || TaskScheduler.Current != _pool.TaskScheduler))
         {
-            if (SynchronizationContext.Current != _pool.SynchronizationContext)
-            {
-                Fail($"{run.Label}: the delegate runs without the pool's SynchronizationContext");
-            }
-        }
-        else if (TaskScheduler.Current != _pool.TaskScheduler)
-        {
-            Fail($"{run.Label}: the delegate runs with TaskScheduler.Current other than the pool's");
+            Fail($"{run.Label}: the delegate runs with neither the pool's SynchronizationContext nor its TaskScheduler as the current one");
         }
         CheckLocal(run.Label, run.ExpectedLocal);
     }
@@ -590,8 +588,8 @@ internal sealed partial class FuzzIteration
             3 => TaskCreationOptions.DenyChildAttach,
             _ => TaskCreationOptions.None,
         };
-        Task? other = producer?.PickRecent(random);
-        AwaitStep[] steps = async ? PlanSteps(random, other is not null) : [];
+        Task? other = producer?.Any.Pick(random);
+        AwaitStep[] steps = async ? PlanSteps(random, other is not null, late: true) : [];
         var scheduled = new SchedRecord(this, NextId(), $"StartNew({options}{(async ? ", async awaits " + string.Join('/', steps) : "")})",
             s_local.Value, steps, other);
         _scheduled.Enqueue(scheduled);
@@ -611,13 +609,13 @@ internal sealed partial class FuzzIteration
         scheduled.Task = task;
         Volatile.Write(ref scheduled.State, CallState.Accepted);
         _mustComplete.Enqueue((scheduled.Label, task));
-        producer?.AddRecent(task);
+        producer?.Any.Add(task);
         return false;
     }
 
     private bool IssueContinueWith(Random random, ProducerState producer)
     {
-        Task antecedent = producer.PickRecent(random) ?? Task.Delay(random.Next(0, 3));
+        Task antecedent = producer.Any.Pick(random) ?? Task.Delay(random.Next(0, 3));
         bool synchronously = random.Next(2) == 0;
         var scheduled = new SchedRecord(this, NextId(), $"ContinueWith({(synchronously ? "ExecuteSynchronously" : "None")})", s_local.Value, [], null);
         _scheduled.Enqueue(scheduled);
@@ -628,7 +626,7 @@ internal sealed partial class FuzzIteration
         scheduled.Task = task;
         Volatile.Write(ref scheduled.State, CallState.Accepted);
         _mustComplete.Enqueue((scheduled.Label, task));
-        producer.AddRecent(task);
+        producer.Any.Add(task);
         return false;
     }
 
@@ -662,7 +660,7 @@ internal sealed partial class FuzzIteration
 
     private bool IssuePost(Random random, bool seen)
     {
-        AwaitStep[]? flow = _continuations && random.Next(3) == 0 ? PlanSteps(random, hasOther: false) : null;
+        AwaitStep[]? flow = _continuations && random.Next(3) == 0 ? PlanSteps(random, hasOther: false, late: true) : null;
         bool closure = random.Next(3) == 0;
         var post = new PostRecord(this, NextId(), flow);
         _posts.Enqueue(post);
