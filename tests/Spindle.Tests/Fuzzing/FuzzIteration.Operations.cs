@@ -740,7 +740,12 @@ internal sealed partial class FuzzIteration
 
     private static (TimeSpan Due, TimeSpan Period) TimerTimes(Random random)
     {
-        TimeSpan due = random.Next(5) == 0 ? Timeout.InfiniteTimeSpan : TimeSpan.FromMilliseconds(random.Next(0, 7));
+        TimeSpan due = random.Next(5) switch
+        {
+            0 => Timeout.InfiniteTimeSpan,
+            1 or 2 => TimeSpan.FromTicks(random.Next(0, 7 * (int)TimeSpan.TicksPerMillisecond)), // with a fraction of a millisecond
+            _ => TimeSpan.FromMilliseconds(random.Next(0, 7)),
+        };
         TimeSpan period = random.Next(100) switch
         {
             < 40 => Timeout.InfiniteTimeSpan,
@@ -922,11 +927,16 @@ internal sealed partial class FuzzIteration
         };
     }
 
-    private static long WaitTimeout(Random random, bool once) => random.Next(10) switch
+    /// <summary>
+    /// A wait timeout: none, zero (run-once only: a repeating zero timeout fires every millisecond), or 2-10 ms, half the
+    /// time with a fraction of a millisecond (unless the call takes whole milliseconds).
+    /// </summary>
+    private static TimeSpan WaitTimeout(Random random, bool once, bool wholeMilliseconds) => random.Next(10) switch
     {
-        < 5 => -1,
-        5 => once ? 0 : 3,
-        _ => random.Next(2, 11),
+        < 5 => Timeout.InfiniteTimeSpan,
+        5 => once ? TimeSpan.Zero : TimeSpan.FromMilliseconds(3),
+        _ when wholeMilliseconds || random.Next(2) == 0 => TimeSpan.FromMilliseconds(random.Next(2, 11)),
+        _ => TimeSpan.FromTicks(random.Next(2 * (int)TimeSpan.TicksPerMillisecond, 10 * (int)TimeSpan.TicksPerMillisecond)),
     };
 
     private bool RegisterOnSignal(ProducerState producer, bool seen)
@@ -934,11 +944,10 @@ internal sealed partial class FuzzIteration
         Random random = producer.Random;
         int index = random.Next(_signals.Length);
         bool once = random.Next(2) == 0;
-        long timeoutMs = WaitTimeout(random, once);
+        TimeSpan timeout = WaitTimeout(random, once, wholeMilliseconds: false);
         PoolSignal signal = _signals[index];
-        var wait = new WaitRecord(this, NextId(), $"PoolSignal {index} ({signal.Mode})", timeoutMs, once, Flowed(safeForm: true));
+        var wait = new WaitRecord(this, NextId(), $"PoolSignal {index} ({signal.Mode})", timeout, once, Flowed(safeForm: true));
         _waits.Enqueue(wait);
-        TimeSpan timeout = timeoutMs < 0 ? Timeout.InfiniteTimeSpan : TimeSpan.FromMilliseconds(timeoutMs);
         wait.Start = Stopwatch.GetTimestamp();
         try
         {
@@ -960,17 +969,16 @@ internal sealed partial class FuzzIteration
         bool manual = index == _autoEvents.Length;
         WaitHandle handle = manual ? _manualEvent : _autoEvents[index];
         bool once = manual || random.Next(2) == 0; // a repeating wait on a set ManualResetEvent fires without pause
-        long timeoutMs = WaitTimeout(random, once);
         bool milliseconds = random.Next(2) == 0;
-        var wait = new WaitRecord(this, NextId(), manual ? "ManualResetEvent" : $"AutoResetEvent {index}", timeoutMs, once, Flowed(safeForm: true));
+        TimeSpan timeout = WaitTimeout(random, once, wholeMilliseconds: milliseconds);
+        var wait = new WaitRecord(this, NextId(), manual ? "ManualResetEvent" : $"AutoResetEvent {index}", timeout, once, Flowed(safeForm: true));
         _waits.Enqueue(wait);
         wait.Start = Stopwatch.GetTimestamp();
         try
         {
             wait.Registration = milliseconds
-                ? _pool.RegisterWaitForSingleObject(handle, s_onWait, wait, (int)timeoutMs, once)
-                : _pool.RegisterWaitForSingleObject(handle, s_onWait, wait,
-                    timeoutMs < 0 ? Timeout.InfiniteTimeSpan : TimeSpan.FromMilliseconds(timeoutMs), once);
+                ? _pool.RegisterWaitForSingleObject(handle, s_onWait, wait, (int)timeout.TotalMilliseconds, once)
+                : _pool.RegisterWaitForSingleObject(handle, s_onWait, wait, timeout, once);
         }
         catch (ObjectDisposedException exception)
         {
@@ -987,9 +995,9 @@ internal sealed partial class FuzzIteration
         var handle = new AutoResetEvent(false);
         handle.Dispose();
         bool once = random.Next(2) == 0;
-        var wait = new WaitRecord(this, NextId(), "a disposed AutoResetEvent", WaitTimeout(random, once), once, Flowed(safeForm: true));
+        TimeSpan timeout = WaitTimeout(random, once, wholeMilliseconds: false);
+        var wait = new WaitRecord(this, NextId(), "a disposed AutoResetEvent", timeout, once, Flowed(safeForm: true));
         _waits.Enqueue(wait);
-        TimeSpan timeout = wait.TimeoutMs < 0 ? Timeout.InfiniteTimeSpan : TimeSpan.FromMilliseconds(wait.TimeoutMs);
         try
         {
             RegisteredWait registration = _pool.RegisterWaitForSingleObject(handle, s_onWait, wait, timeout, once);
@@ -1062,17 +1070,17 @@ internal sealed partial class FuzzIteration
         if (timedOut)
         {
             int timeouts = Interlocked.Increment(ref wait.TimedOutCallbacks);
-            if (wait.TimeoutMs < 0)
+            if (wait.TimeoutTicks < 0)
             {
                 Fail($"{wait.Label}: called back as timed out although it has no timeout");
             }
             else
             {
-                long earliest = wait.Start + timeouts * wait.TimeoutMs * s_ticksPerMillisecond;
+                long earliest = wait.Start + timeouts * wait.TimeoutTicks;
                 if (now < earliest)
                 {
                     Fail($"{wait.Label}: timeout callback {timeouts} came {(earliest - now) * 1000.0 / Stopwatch.Frequency:F3} ms early "
-                        + $"({timeouts} timeouts take at least {timeouts * wait.TimeoutMs} ms from the registration)");
+                        + $"({timeouts} timeouts take at least {timeouts * wait.Timeout.TotalMilliseconds:F3} ms from the registration)");
                 }
             }
         }
@@ -1120,7 +1128,7 @@ internal sealed partial class FuzzIteration
         int which = random.Next(15);
         var item = new PlainItem(this, NextId(), "bad input", PlainBehaviour.Plain, 0, 0, 0);
         var timer = new TimerRecord(this, item.Id, viaProvider: false, 0);
-        var wait = new WaitRecord(this, item.Id, "bad input", -2, once: false, 0);
+        var wait = new WaitRecord(this, item.Id, "bad input", TimeSpan.FromMilliseconds(-2), once: false, 0);
         (string what, Type expected, Action call) = which switch
         {
             0 => ("QueueUserWorkItem(null)", typeof(ArgumentNullException), (Action)(() => _pool.QueueUserWorkItem(null!))),

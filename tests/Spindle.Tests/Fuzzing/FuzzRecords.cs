@@ -272,7 +272,7 @@ internal sealed class TimerRecord(FuzzIteration iteration, int id, bool viaProvi
 }
 
 /// <summary>A registered wait on a PoolSignal or a WaitHandle.</summary>
-internal sealed class WaitRecord(FuzzIteration iteration, int id, string target, long timeoutMs, bool once, int expectedLocal)
+internal sealed class WaitRecord(FuzzIteration iteration, int id, string target, TimeSpan timeout, bool once, int expectedLocal)
 {
     public FuzzIteration Iteration { get; } = iteration;
 
@@ -280,8 +280,11 @@ internal sealed class WaitRecord(FuzzIteration iteration, int id, string target,
 
     public string Target { get; } = target;
 
-    /// <summary>The timeout in milliseconds, -1 for none.</summary>
-    public long TimeoutMs { get; } = timeoutMs;
+    /// <summary>The timeout as given (possibly with a fraction of a millisecond), or Timeout.InfiniteTimeSpan.</summary>
+    public TimeSpan Timeout { get; } = timeout;
+
+    /// <summary>The timeout in Stopwatch ticks, rounded down; -1 for none.</summary>
+    public long TimeoutTicks { get; } = timeout < TimeSpan.Zero ? -1 : (long)(timeout.Ticks * (System.Diagnostics.Stopwatch.Frequency / (double)TimeSpan.TicksPerSecond));
 
     public bool Once { get; } = once;
 
@@ -300,7 +303,7 @@ internal sealed class WaitRecord(FuzzIteration iteration, int id, string target,
     /// <summary>Set once an Unregister(waitObject) returned true and the wait object was seen signalled.</summary>
     public volatile bool UnregisterSettled;
 
-    public string Label => $"registered wait #{Id} ({Target}, timeout {TimeoutMs} ms{(Once ? ", once" : "")})";
+    public string Label => $"registered wait #{Id} ({Target}, timeout {(TimeoutTicks < 0 ? "none" : Timeout.TotalMilliseconds.ToString("0.###", System.Globalization.CultureInfo.InvariantCulture) + " ms")}{(Once ? ", once" : "")})";
 }
 
 /// <summary>A Task.Delay on pool.TimeProvider.</summary>
