@@ -112,7 +112,7 @@ internal sealed partial class FuzzIteration
         int forms = Enum.GetValues<ShutdownForm>().Length;
         _form = (ShutdownForm)((new Random(ApiFuzzer.Mix(_seed, 0, 0)).Next(forms) + iteration) % forms);
         _producerCount = 3 + random.Next(2);
-        _operationsBeforeShutdown = random.Next(200, 1200);
+        _operationsBeforeShutdown = random.Next(300, 1500);
         _completionTimerDueMs = random.Next(0, 16);
         _cancelDelaySpins = random.Next(0, 4000);
         _cancelForm = _form is ShutdownForm.CancelPending or ShutdownForm.DrainThenCancelPending or ShutdownForm.CancelPendingFromInside;
