@@ -285,21 +285,24 @@ public sealed partial class WorkerPool
         ThreadPool.UnsafeQueueUserWorkItem(new RedirectedCallback(this, entry), preferLocal: false);
     }
 
+    /// <summary>Takes a batch of what is left in the queues a worker would look at outside its own ring: fired timers first, then the global queue.</summary>
+    private int TakeLeftovers(Span<WorkItemEntry> batch)
+    {
+        int taken = 0;
+        while (taken < batch.Length && TryTakeUrgent(out batch[taken]))
+        {
+            taken++;
+        }
+        return taken != 0 ? taken : _globalQueue.TryDequeueBatch(batch);
+    }
+
     /// <summary>After the stop, by a thread that is not the pool's: every leftover runs on the built-in ThreadPool.</summary>
     private void RedirectLeftovers()
     {
         Span<WorkItemEntry> batch = new WorkItemEntry[GlobalBatchSize];
         while (true)
         {
-            int taken = 0;
-            while (taken < batch.Length && TryTakeUrgent(out batch[taken]))
-            {
-                taken++;
-            }
-            if (taken == 0)
-            {
-                taken = _globalQueue.TryDequeueBatch(batch);
-            }
+            int taken = TakeLeftovers(batch);
             if (taken == 0)
             {
                 return;
@@ -355,15 +358,7 @@ public sealed partial class WorkerPool
         var spinner = new SpinWait();
         while (UrgentWorkMayBeWaiting || !_globalQueue.IsEmpty)
         {
-            int taken = 0;
-            while (taken < batch.Length && TryTakeUrgent(out batch[taken]))
-            {
-                taken++;
-            }
-            if (taken == 0)
-            {
-                taken = _globalQueue.TryDequeueBatch(batch);
-            }
+            int taken = TakeLeftovers(batch);
             if (taken == 0)
             {
                 spinner.SpinOnce();
