@@ -11,27 +11,6 @@ namespace Spindle.Tests;
 /// </summary>
 public sealed class WorkerPoolPooledItemTests
 {
-    private static WorkerPool NewSingleThreadPool(string name) => new(new WorkerPoolOptions
-    {
-        Name = name,
-        MinThreads = 1,
-        MaxThreads = 1,
-        ExceptionPolicy = UnhandledExceptionPolicy.Report,
-    });
-
-    private static ManualResetEventSlim Occupy(WorkerPool pool)
-    {
-        var gate = new ManualResetEventSlim();
-        using var started = new ManualResetEventSlim();
-        pool.QueueUserWorkItem(_ =>
-        {
-            started.Set();
-            gate.Wait(Waits.MustHappen);
-        });
-        Waits.For(started, "the blocking item");
-        return gate;
-    }
-
     /// <summary>Reads a completed value task synchronously on this thread (so the pooled source returns to this thread's slots).</summary>
     private static void ReadCancelled(ValueTask task)
     {
@@ -48,10 +27,10 @@ public sealed class WorkerPoolPooledItemTests
     [Fact]
     public void CancelledValueTaskItem_ReadByItsCaller_IsNotReusedWhileItsQueueStillHoldsIt()
     {
-        using var a = NewSingleThreadPool("pooled-a");
-        using var b = NewSingleThreadPool("pooled-b");
-        ManualResetEventSlim gateA = Occupy(a);
-        ManualResetEventSlim gateB = Occupy(b);
+        using var a = SingleWorker.NewPool("pooled-a");
+        using var b = SingleWorker.NewPool("pooled-b");
+        ManualResetEventSlim gateA = SingleWorker.Occupy(a);
+        ManualResetEventSlim gateB = SingleWorker.Occupy(b);
         // Several rounds, so that every cache slot this thread looks at has been exercised.
         const int Rounds = 16;
         var onB = new ValueTask[Rounds];
@@ -80,10 +59,10 @@ public sealed class WorkerPoolPooledItemTests
     [Fact]
     public void CancelledValueTaskItem_IsNotCancelledAgainByTheShutdownOfItsFirstPool()
     {
-        using var a = NewSingleThreadPool("pooled-a");
-        using var b = NewSingleThreadPool("pooled-b");
-        ManualResetEventSlim gateA = Occupy(a);
-        ManualResetEventSlim gateB = Occupy(b);
+        using var a = SingleWorker.NewPool("pooled-a");
+        using var b = SingleWorker.NewPool("pooled-b");
+        ManualResetEventSlim gateA = SingleWorker.Occupy(a);
+        ManualResetEventSlim gateB = SingleWorker.Occupy(b);
         const int Rounds = 16;
         var onB = new ValueTask<int>[Rounds];
         for (int i = 0; i < Rounds; i++)
@@ -115,8 +94,8 @@ public sealed class WorkerPoolPooledItemTests
     {
         // Reuse still happens (the cache is not simply switched off): a long run of completed items allocates only
         // the delegates. Behaviour, not speed: the results stay right across thousands of reuses on two pools.
-        using var a = NewSingleThreadPool("pooled-a");
-        using var b = NewSingleThreadPool("pooled-b");
+        using var a = SingleWorker.NewPool("pooled-a");
+        using var b = SingleWorker.NewPool("pooled-b");
         for (int i = 0; i < 2_000; i++)
         {
             WorkerPool target = (i & 1) == 0 ? a : b;

@@ -14,27 +14,6 @@ namespace Spindle.Tests;
 /// </summary>
 public sealed class WorkerPoolShutdownCountTests
 {
-    private static WorkerPool NewSingleThreadPool() => new(new WorkerPoolOptions
-    {
-        Name = nameof(WorkerPoolShutdownCountTests),
-        MinThreads = 1,
-        MaxThreads = 1,
-        ExceptionPolicy = UnhandledExceptionPolicy.Report,
-    });
-
-    private static ManualResetEventSlim Occupy(WorkerPool pool)
-    {
-        var gate = new ManualResetEventSlim();
-        using var started = new ManualResetEventSlim();
-        pool.QueueUserWorkItem(_ =>
-        {
-            started.Set();
-            gate.Wait(Waits.MustHappen);
-        });
-        Waits.For(started, "the blocking item");
-        return gate;
-    }
-
     /// <summary>Starts Shutdown(CancelPending) on another thread, releases the blocked worker once it has begun, returns the count.</summary>
     private static int CancelPendingWhileBlocked(WorkerPool pool, ManualResetEventSlim gate)
     {
@@ -48,8 +27,8 @@ public sealed class WorkerPoolShutdownCountTests
     [Fact]
     public void CancelPending_DoesNotCountRunItemsTheirTokenCancelledAlready()
     {
-        using WorkerPool pool = NewSingleThreadPool();
-        ManualResetEventSlim gate = Occupy(pool);
+        using WorkerPool pool = SingleWorker.NewPool(nameof(WorkerPoolShutdownCountTests));
+        ManualResetEventSlim gate = SingleWorker.Occupy(pool);
         using var cts = new CancellationTokenSource();
         var runs = new List<Task>();
         int ran = 0;
@@ -74,8 +53,8 @@ public sealed class WorkerPoolShutdownCountTests
     [Fact]
     public void CancelPending_CountsRunItemsItCancels_OnceEach()
     {
-        using WorkerPool pool = NewSingleThreadPool();
-        ManualResetEventSlim gate = Occupy(pool);
+        using WorkerPool pool = SingleWorker.NewPool(nameof(WorkerPoolShutdownCountTests));
+        ManualResetEventSlim gate = SingleWorker.Occupy(pool);
         using var cts = new CancellationTokenSource();
         var runs = new List<Task>
         {
@@ -100,8 +79,8 @@ public sealed class WorkerPoolShutdownCountTests
     [Fact]
     public void CancelPending_DoesNotCountFiringsOfTimersDisposedBeforeTheyRan()
     {
-        using WorkerPool pool = NewSingleThreadPool();
-        ManualResetEventSlim gate = Occupy(pool);
+        using WorkerPool pool = SingleWorker.NewPool(nameof(WorkerPoolShutdownCountTests));
+        ManualResetEventSlim gate = SingleWorker.Occupy(pool);
         int fired = 0;
         var timers = new List<ITimer>();
         for (int i = 0; i < 7; i++)
@@ -122,8 +101,8 @@ public sealed class WorkerPoolShutdownCountTests
     [Fact]
     public void CancelPending_DoesNotCountWaitFirings_WhichEndWithTheirRegistrations()
     {
-        using WorkerPool pool = NewSingleThreadPool();
-        ManualResetEventSlim gate = Occupy(pool);
+        using WorkerPool pool = SingleWorker.NewPool(nameof(WorkerPoolShutdownCountTests));
+        ManualResetEventSlim gate = SingleWorker.Occupy(pool);
         var signal = new PoolSignal(initialState: false, PoolSignalMode.ManualReset);
         int called = 0;
         RegisteredWait registration = pool.RegisterWait(signal, (_, _) => Interlocked.Increment(ref called), null,
@@ -140,8 +119,8 @@ public sealed class WorkerPoolShutdownCountTests
     [Fact]
     public void CancelPending_RunsTimerCallbacksOfLiveTimers_WithoutCountingThem()
     {
-        using WorkerPool pool = NewSingleThreadPool();
-        ManualResetEventSlim gate = Occupy(pool);
+        using WorkerPool pool = SingleWorker.NewPool(nameof(WorkerPoolShutdownCountTests));
+        ManualResetEventSlim gate = SingleWorker.Occupy(pool);
         int fired = 0;
         using ITimer timer = pool.CreateTimer(_ => Interlocked.Increment(ref fired), null, TimeSpan.FromMilliseconds(1), Timeout.InfiniteTimeSpan);
         Waits.Until(() => pool.PendingWorkItemCount == 1, "the firing is pending");
