@@ -6,9 +6,8 @@ using Xunit;
 namespace Spindle.Tests;
 
 /// <summary>
-/// Scenario 24: a stretch of mixed work (short, self-requeueing, long-running, blocking with and without a region,
-/// throwing) from several producers. Zero lost items; after warm-up the thread count and the managed heap stay
-/// bounded. The per-commit run lasts about a second; <c>SPINDLE_STRESS=1</c> runs it for a minute.
+/// A stretch of mixed work (short, self-requeueing, long-running, blocking with and without a region, throwing) from
+/// several producers. Zero lost items; after warm-up the thread count and the managed heap stay bounded. The per-commit run lasts about a second; <c>SPINDLE_STRESS=1</c> runs it for a minute.
 /// </summary>
 [Collection(ProcessWideMeasurementCollection.Name)]
 public sealed class SoakTests

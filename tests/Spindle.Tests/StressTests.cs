@@ -6,8 +6,9 @@ using Xunit;
 namespace Spindle.Tests;
 
 /// <summary>
-/// Stress forms of the reliability scenarios. The per-commit run uses small counts (a smoke run of each); with
-/// <c>SPINDLE_STRESS=1</c> the counts grow by two or three orders of magnitude (see RELIABILITY.md).
+/// Stress forms of the exactly-once, wake-up, work-stealing, queue, blocker and shutdown-race tests. The per-commit run
+/// uses small counts (a smoke run of each); with <c>SPINDLE_STRESS=1</c> the counts grow by two or three orders of
+/// magnitude.
 /// </summary>
 public sealed class StressTests
 {
@@ -17,7 +18,7 @@ public sealed class StressTests
     private static WorkerPoolContractTests Pool(string flavor) =>
         flavor == "monitor" ? new MonitorBlockerPoolTests() : new DefaultBlockerPoolTests();
 
-    // Scenario 1: 1,000,000 items (and more) from several producers.
+    // Every item runs exactly once: up to millions of items from several producers.
     [Theory]
     [MemberData(nameof(Flavors))]
     public void ExactlyOnce_ManyItemsFromManyProducers(string flavor)
@@ -26,7 +27,7 @@ public sealed class StressTests
         pool.RunExactlyOnceFromProducers(producers: Stress.Scale(2, 8), itemsPerProducer: Stress.Scale(5_000, 500_000));
     }
 
-    // Scenario 2: long self-requeue chains.
+    // Every link of long self-requeue chains runs exactly once.
     [Theory]
     [MemberData(nameof(Flavors))]
     public void SelfRequeueChains_Long(string flavor)
@@ -35,7 +36,7 @@ public sealed class StressTests
         pool.RunSelfRequeueChains(chains: Environment.ProcessorCount * Stress.Scale(1, 4), totalLinks: Stress.Scale(20_000, 2_000_000));
     }
 
-    // Scenario 3: a deep, wide fan-out.
+    // A deep, wide fan-out drains completely.
     [Theory]
     [MemberData(nameof(Flavors))]
     public void FanOut_Large(string flavor)
@@ -44,7 +45,7 @@ public sealed class StressTests
         pool.RunFanOut(roots: Stress.Scale(2, 32), fanOut: 4, depth: Stress.Scale(5, 8));
     }
 
-    // Scenario 5: many more enqueues racing a parking worker.
+    // No lost wake-up: many more enqueues racing a parking worker.
     [Theory]
     [MemberData(nameof(Flavors))]
     public void LostWakeUp_ManyIterations(string flavor)
@@ -55,7 +56,7 @@ public sealed class StressTests
         pool.RunLostWakeUp(threads: 0, iterations);
     }
 
-    // Scenario 6: the owner's pop racing a thief on the last item.
+    // The owner's pop racing a thief on the last item: the item is taken exactly once.
     [Fact]
     public void Ring_LastItemRace_ManyRounds()
     {
@@ -91,7 +92,7 @@ public sealed class StressTests
         new MonitorBlockerTests().RunTimedWaitRace(Stress.Scale(500, 50_000));
     }
 
-    // Scenario 18: many more rounds of enqueue racing dispose.
+    // Each enqueue racing dispose either runs once or is rejected, over many more rounds.
     [Theory]
     [MemberData(nameof(Flavors))]
     public void EnqueueRacingDispose_ManyRounds(string flavor)

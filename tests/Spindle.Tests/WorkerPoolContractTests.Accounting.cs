@@ -9,7 +9,7 @@ namespace Spindle.Tests;
 // and neither outside work nor the oldest local item can be starved.
 public abstract partial class WorkerPoolContractTests
 {
-    // ---- Scenario 1: exactly once from several producers -------------------------------------------------------
+    // ---- Every item queued from several producers runs exactly once --------------------------------------------
 
     [Fact]
     public void EveryItemRunsExactlyOnce_WhenQueuedFromSeveralProducers() =>
@@ -48,7 +48,7 @@ public abstract partial class WorkerPoolContractTests
         Assert.Equal(0, pool.ThreadCount);
     }
 
-    // ---- Scenario 2: self-requeue chains ---------------------------------------------------------------------
+    // ---- Self-requeue chains: every link runs exactly once ---------------------------------------------------
 
     [Fact]
     public void SelfRequeueChains_RunEveryLinkExactlyOnce() =>
@@ -116,7 +116,7 @@ public abstract partial class WorkerPoolContractTests
         }
     }
 
-    // ---- Scenario 3: mixed local and global fan-out -----------------------------------------------------------
+    // ---- Mixed local and global fan-out drains completely -----------------------------------------------------
 
     [Fact]
     public void MixedLocalAndGlobalFanOut_DrainsCompletely() => RunFanOut(roots: 8, fanOut: 4, depth: 6);
@@ -180,7 +180,7 @@ public abstract partial class WorkerPoolContractTests
         }
     }
 
-    // ---- Scenario 4: the same work-item object queued K times ---------------------------------------------
+    // ---- The same work-item object queued K times runs K times --------------------------------------------
 
     [Fact]
     public void SameWorkItemObjectQueuedKTimes_RunsKTimes()
@@ -208,7 +208,7 @@ public abstract partial class WorkerPoolContractTests
         Assert.Equal(2 * k, item.Runs);
     }
 
-    // ---- Scenario 5: lost wake-up ----------------------------------------------------------------------------
+    // ---- No lost wake-up: an item queued as the last worker parks still starts -------------------------------
 
     [Theory]
     [InlineData(1)]
@@ -232,8 +232,9 @@ public abstract partial class WorkerPoolContractTests
             {
                 pool.QueueUserWorkItem(release, started);
             }
-            // RELIABILITY.md asks for a start within 100 ms; as a must-happen check that is "starts at all", with a
-            // bound that a lost wake-up (the item waiting forever) fails and a slow machine does not.
+            // An item queued to an idle pool should start within about 100 ms; as a must-happen check that is
+            // "starts at all", with a bound that a lost wake-up (the item waiting forever) fails and a slow machine
+            // does not.
             Assert.True(started.Wait(TimeSpan.FromSeconds(10)),
                 $"Item {i} of {iterations} did not start within 10 s after being queued to an idle pool: a lost wake-up.");
 
@@ -258,7 +259,7 @@ public abstract partial class WorkerPoolContractTests
         }
     }
 
-    // ---- Scenario 7: steal fairness --------------------------------------------------------------------------
+    // ---- Steal fairness: every worker gets work queued locally by another ------------------------------------
 
     [Fact]
     public void EveryWorker_RunsAtLeastOneItemQueuedLocallyByAnotherWorker()
@@ -304,7 +305,7 @@ public abstract partial class WorkerPoolContractTests
             $"worker ({everyone.Count} workers ran anything).");
     }
 
-    // ---- Scenario 9: one thread serializes -------------------------------------------------------------------
+    // ---- One thread serializes: never two items at once ------------------------------------------------------
 
     [Fact]
     public void MaxThreadsOne_NeverRunsTwoItemsAtOnce()

@@ -5,10 +5,11 @@ using Xunit;
 
 namespace Spindle.Tests;
 
-// Counters (scenario 22: ThreadCount, PendingWorkItemCount, CompletedWorkItemCount) and retention (scenario 23).
+// Counters (ThreadCount, PendingWorkItemCount, CompletedWorkItemCount) match what the test knows, and completed items
+// are not retained.
 public abstract partial class WorkerPoolContractTests
 {
-    // ---- Scenario 22 ---------------------------------------------------------------------------------------
+    // ---- Counters ------------------------------------------------------------------------------------------
 
     [Fact]
     public void Counters_MatchWhatTheTestKnows()
@@ -103,7 +104,7 @@ public abstract partial class WorkerPoolContractTests
         Assert.Equal(0, pool.ThreadCount);
     }
 
-    // ---- Scenario 23: no retention ---------------------------------------------------------------------------
+    // ---- No retention: a completed item becomes collectable --------------------------------------------------
 
     /// <summary>What an item's state points to; the test checks that it becomes collectable.</summary>
     private sealed class Payload(CountdownEvent done)

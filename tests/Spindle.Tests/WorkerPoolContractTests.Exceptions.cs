@@ -7,8 +7,8 @@ using Xunit;
 
 namespace Spindle.Tests;
 
-// Exceptions under the Report policy (scenarios 14 and 16). The default FailProcess policy is tested in a child
-// process: see WorkerPoolCrashTests.
+// Exceptions under the Report policy: each is reported once and loses no worker, and a throwing handler or hook does
+// not stop the pool. The default FailProcess policy is tested in a child process: see WorkerPoolCrashTests.
 public abstract partial class WorkerPoolContractTests
 {
     private const string FailurePrefix = "work item failure #";
@@ -18,7 +18,7 @@ public abstract partial class WorkerPoolContractTests
 
     private static int FailureId(Exception exception) => int.Parse(exception.Message.AsSpan(FailurePrefix.Length), provider: null);
 
-    // ---- Scenario 14 ---------------------------------------------------------------------------------------
+    // ---- A throwing item is reported once and its siblings still run ---------------------------------------
 
     [Fact]
     public void ThrowingItems_UnderReport_AreReportedOnceEachWithTheirStack_AndSiblingsRun()
@@ -90,7 +90,7 @@ public abstract partial class WorkerPoolContractTests
         Assert.Equal(1, pool.ThreadCount);
     }
 
-    // ---- Scenario 16 ---------------------------------------------------------------------------------------
+    // ---- A throwing handler or hook loses no worker --------------------------------------------------------
 
     [Fact]
     public void ThrowingHandler_LosesNoWorker_DoesNotHang_AndLaterHandlersStillRun()

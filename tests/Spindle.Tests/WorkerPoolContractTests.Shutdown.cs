@@ -5,10 +5,10 @@ using Xunit;
 
 namespace Spindle.Tests;
 
-// Shutdown (scenarios 17–19): drain or cancel exactly once, enqueue racing dispose, dispose from anywhere, idempotent.
+// Shutdown: drain or cancel each accepted item exactly once, enqueue racing dispose, dispose from anywhere, idempotent.
 public abstract partial class WorkerPoolContractTests
 {
-    // ---- Scenario 17 ---------------------------------------------------------------------------------------
+    // ---- Drain or cancel: every accepted item runs or is cancelled exactly once ----------------------------
 
     [Fact]
     public void Dispose_WithWorkQueued_RunsEveryAcceptedItemOnce_AndStopsEveryWorker()
@@ -135,7 +135,7 @@ public abstract partial class WorkerPoolContractTests
         Assert.Throws<ObjectDisposedException>(() => pool.QueueUserWorkItem(_ => { }));
     }
 
-    // ---- Scenario 18: enqueue racing dispose ----------------------------------------------------------------
+    // ---- Enqueue racing dispose: each enqueue either runs once or is rejected -------------------------------
 
     [Fact]
     public void EnqueueRacingDispose_EveryEnqueueIsEitherRunOnceOrRejected() =>
@@ -310,7 +310,7 @@ public abstract partial class WorkerPoolContractTests
         }
     }
 
-    // ---- Scenario 19: dispose from inside an item, twice, concurrently ------------------------------------
+    // ---- Dispose from inside an item, twice, concurrently -------------------------------------------------
 
     [Fact]
     public void DisposeFromInsideAWorkItem_ReturnsAtOnce_AndTheAcceptedItemsStillRun()

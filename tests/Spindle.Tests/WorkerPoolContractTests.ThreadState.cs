@@ -5,7 +5,8 @@ using Xunit;
 
 namespace Spindle.Tests;
 
-// Worker state between items (scenario 10) and ExecutionContext flow (scenario 11).
+// Worker state is reset between items; ExecutionContext flows through the safe methods only, and not when the pool
+// or the caller turns flow off.
 public abstract partial class WorkerPoolContractTests
 {
     private static readonly AsyncLocal<string?> s_flowed = new();
@@ -67,7 +68,7 @@ public abstract partial class WorkerPoolContractTests
         Waits.For(done, "the item");
     }
 
-    // ---- Scenario 10: worker state is reset between items ---------------------------------------------------
+    // ---- Worker state is reset between items ----------------------------------------------------------------
 
     [Theory]
     [InlineData(true)]
@@ -107,7 +108,7 @@ public abstract partial class WorkerPoolContractTests
         Assert.False(after.FlowSuppressed);
     }
 
-    // ---- Scenario 11: ExecutionContext flow --------------------------------------------------------------------
+    // ---- ExecutionContext flow ---------------------------------------------------------------------------------
 
     [Fact]
     public void ExecutionContext_FlowsThroughTheSafeMethods_AndNotThroughTheUnsafeOnes()

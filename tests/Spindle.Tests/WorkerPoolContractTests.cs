@@ -9,7 +9,9 @@ using Xunit;
 namespace Spindle.Tests;
 
 /// <summary>
-/// The behaviour every flavour of <see cref="WorkerPool"/> must have (RELIABILITY.md scenarios 1–11, 14, 16–19, 22–23).
+/// The behaviour every flavour of <see cref="WorkerPool"/> must have: every accepted item runs exactly once, no wake-up
+/// is lost, work is shared fairly, worker state and ExecutionContext do not leak between items, exceptions lose no
+/// worker, shutdown drains or cancels each item once, the counters are right and completed items are not retained.
 /// One derived class per flavour: the platform blocker, the <see cref="BlockerKind.Monitor"/> fallback, and tiny rings
 /// with workers that park without spinning. Split by concern like the pool itself:
 /// <c>.Accounting.cs</c>, <c>.ThreadState.cs</c>, <c>.Exceptions.cs</c>, <c>.Shutdown.cs</c>, <c>.Counters.cs</c>.

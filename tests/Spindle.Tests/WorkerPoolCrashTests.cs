@@ -7,8 +7,8 @@ using Xunit;
 namespace Spindle.Tests;
 
 /// <summary>
-/// The default <see cref="UnhandledExceptionPolicy.FailProcess"/> policy (scenario 15), which would take the test host
-/// down, so each case runs Spindle.CrashHost in a child process.
+/// The default <see cref="UnhandledExceptionPolicy.FailProcess"/> policy: an exception escaping a work item ends the
+/// process. That would take the test host down, so each case runs Spindle.CrashHost in a child process.
 /// </summary>
 public sealed class WorkerPoolCrashTests
 {

@@ -54,7 +54,7 @@ public sealed class WorkerPoolInjectionTests
     [Fact]
     public void AllWorkersBlocked_OneMoreItemStartsByStarvationInjection()
     {
-        // Scenario 20: documented reaction time is milliseconds (WorkerPool.Monitor.cs); the bound here is generous.
+        // Starvation injection reacts within milliseconds (WorkerPool.Monitor.cs); the bound here is generous.
         using var pool = NewPool();
         using var gate = new ManualResetEventSlim();
         BlockWorkers(pool, BaseTarget, gate);
@@ -112,7 +112,7 @@ public sealed class WorkerPoolInjectionTests
     [Fact]
     public void ItemsBlockingOnATaskCompletedByALaterItem_AllComplete()
     {
-        // Scenario 21: sync-over-async. Every waiter holds a worker; only injection lets the completing item run.
+        // Sync-over-async completes: every waiter holds a worker; only injection lets the completing item run.
         const int waiters = 24;
         using var pool = NewPool();
         var source = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);

@@ -5,7 +5,7 @@ using Xunit;
 
 namespace Spindle.Tests;
 
-/// <summary>Options: defaults, validation with the right exception and parameter name (scenario 8), and copying.</summary>
+/// <summary>Options: defaults, validation with the right exception and parameter name, and copying.</summary>
 public sealed class WorkerPoolOptionsTests
 {
     private static WorkerPoolOptions Valid() => new() { ExceptionPolicy = UnhandledExceptionPolicy.Report };

@@ -4,7 +4,7 @@ using Xunit;
 
 namespace Spindle.Tests;
 
-/// <summary>Idle retirement (scenario 13): threads above the minimum exit after the idle timeout, and new work still runs.</summary>
+/// <summary>Idle retirement: threads above the minimum exit after the idle timeout, and new work still runs.</summary>
 public sealed class WorkerPoolRetirementTests
 {
     private static WorkerPool NewPool(int minThreads, TimeSpan idleTimeout) => new(new WorkerPoolOptions

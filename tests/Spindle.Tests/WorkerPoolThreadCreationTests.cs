@@ -6,9 +6,9 @@ using Xunit;
 namespace Spindle.Tests;
 
 /// <summary>
-/// Thread creation through the internal <see cref="WorkerPoolOptions.ThreadFactory"/> seam (scenario 12): failures lose
-/// nothing, enqueue never throws because of them, and work accepted while no worker could be created still runs (or
-/// is cancelled) exactly once at shutdown.
+/// Thread creation through the internal <see cref="WorkerPoolOptions.ThreadFactory"/> seam: failures lose nothing,
+/// enqueue never throws because of them, and work accepted while no worker could be created still runs (or is
+/// cancelled) exactly once at shutdown.
 /// </summary>
 public sealed class WorkerPoolThreadCreationTests
 {

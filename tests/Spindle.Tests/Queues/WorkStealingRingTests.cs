@@ -10,7 +10,7 @@ namespace Spindle.Tests.Queues;
 
 /// <summary>
 /// The worker's local Chase–Lev ring: capacity, LIFO pops, FIFO steals, stealing half, wrap-around, the owner racing
-/// thieves (every item taken exactly once; scenario 6), and that taken items are not retained.
+/// thieves (every item taken exactly once), and that taken items are not retained.
 /// </summary>
 public sealed class WorkStealingRingTests
 {
