@@ -78,7 +78,7 @@ public sealed class WorkerPoolContinuationShutdownTests
         }
     }
 
-    /// <summary>Arranges for <paramref name="awaited"/> to be completed by <paramref name="completer"/> once <see cref="Trigger"/> is called.</summary>
+    /// <summary>Completes an awaited task the way a <see cref="Completer"/> says, once <see cref="Trigger"/> is called.</summary>
     private sealed class Completion
     {
         private readonly TaskCompletionSource _awaited;

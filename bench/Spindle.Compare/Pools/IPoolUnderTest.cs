@@ -3,20 +3,23 @@ using System.Threading;
 
 namespace Spindle.Compare.Pools;
 
+/// <summary>A registered wait and the signal that releases it.</summary>
+internal interface IRegisteredSignal
+{
+    /// <summary>Signals the wait once, so that its callback runs.</summary>
+    void Set();
+
+    /// <summary>Ends the registration and releases what it holds; later signals call nothing.</summary>
+    void Unregister();
+}
+
 /// <summary>
 /// The operations scenarios need from a pool, so that each scenario is written once. Each method maps to the pool's
 /// own closest API; see the implementations for the exact calls.
 /// </summary>
-/// <summary>A registered wait and the signal that releases it.</summary>
-internal interface IRegisteredSignal
-{
-    void Set();
-
-    void Unregister();
-}
-
 internal interface IPoolUnderTest : IDisposable
 {
+    /// <summary>Which pool this is.</summary>
     PoolKind Kind { get; }
 
     /// <summary>Threads the pool has right now (for Spindle, workers plus dedicated long-running threads).</summary>
