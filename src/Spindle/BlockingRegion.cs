@@ -14,9 +14,9 @@ namespace Spindle;
 /// </remarks>
 public readonly struct BlockingRegion : IDisposable
 {
-    private readonly WorkerPool.Worker? _worker;
+    private readonly Scheduling.Worker? _worker;
 
-    internal BlockingRegion(WorkerPool.Worker worker) => _worker = worker;
+    internal BlockingRegion(Scheduling.Worker worker) => _worker = worker;
 
     /// <summary>Whether this region raised a pool's thread target (false outside a pool worker and on dedicated threads).</summary>
     public bool IsActive => _worker is not null;
@@ -33,6 +33,6 @@ public readonly struct BlockingRegion : IDisposable
         {
             throw new InvalidOperationException("A blocking region must be disposed on the thread that entered it.");
         }
-        _worker.Pool.ExitBlockingRegion(_worker);
+        _worker.Threads.ExitBlockingRegion(_worker);
     }
 }

@@ -1,5 +1,4 @@
 using System;
-using System.Diagnostics.CodeAnalysis;
 using System.Runtime.CompilerServices;
 using System.Threading;
 using Spindle.Queues;
@@ -151,16 +150,16 @@ public sealed partial class WorkerPool
     {
         if ((options & WorkItemOptions.LongRunning) != 0)
         {
-            EnqueueLongRunning(entry);
+            if (!_dedicated.TryEnqueue(entry))
+            {
+                ThrowShutDown();
+            }
         }
         else
         {
             Enqueue(entry, preferLocal: (options & WorkItemOptions.PreferLocal) != 0);
         }
     }
-
-    [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    private ExecutionContext? CaptureContext() => _flowExecutionContext ? ExecutionContext.Capture() : null;
 
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     private static WorkItemEntry CreateEntry<TState>(Action<TState> callBack, TState state, ExecutionContext? context)
@@ -173,66 +172,13 @@ public sealed partial class WorkerPool
         return new WorkItemEntry(callBack, state, context);
     }
 
-    /// <summary>The enqueue path of new work: <see cref="TryEnqueue"/>, throwing when the pool is shutting down.</summary>
+    /// <summary>The enqueue path of new work: the scheduler's, throwing when the pool is shutting down.</summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    internal void Enqueue(in WorkItemEntry entry, bool preferLocal)
+    private void Enqueue(in WorkItemEntry entry, bool preferLocal)
     {
-        if (!TryEnqueue(entry, preferLocal))
+        if (!_scheduler.TryEnqueue(entry, preferLocal))
         {
             ThrowShutDown();
         }
     }
-
-    /// <summary>
-    /// The single enqueue path: local ring for this pool's workers, global queue otherwise; then wake if needed. Returns
-    /// false, having queued nothing, when the pool is shutting down.
-    /// </summary>
-    [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    internal bool TryEnqueue(in WorkItemEntry entry, bool preferLocal)
-    {
-        Worker? worker = t_currentWorker;
-        if (preferLocal && worker is not null && ReferenceEquals(worker.Pool, this))
-        {
-            if (_state != StateRunning)
-            {
-                return false;
-            }
-            bool surplus;
-            if (entry.Context is null && ReferenceEquals(entry.State, WorkItemEntry.WorkItemMarker))
-            {
-                surplus = worker.PushToLifoSlot(entry.Callback);
-            }
-            else
-            {
-                if (!worker.Ring.TryPush(entry, out surplus))
-                {
-                    worker.OverflowToGlobal(entry);
-                }
-                surplus |= worker.LifoSlot.Value is not null; // owner's own field: a plain read is current
-            }
-            // Wake a helper only when this worker already held work: a lone item is what this worker runs next, and
-            // waking a thread to race it for that item costs a system call and moves the work between cores. If the
-            // current item then blocks instead of returning, the stall monitor wakes a helper (WorkerPool.Monitor.cs).
-            if (surplus)
-            {
-                WakeWorkerIfNeeded();
-            }
-            else
-            {
-                DeferWake(worker);
-            }
-            return true;
-        }
-        if (!_globalQueue.TryEnqueue(entry))
-        {
-            return false;
-        }
-        // preferLocal: false (or a caller outside the pool) asks for the item to be shared: wake a helper if needed.
-        WakeWorkerIfNeeded();
-        return true;
-    }
-
-    [DoesNotReturn]
-    private void ThrowShutDown() =>
-        throw new ObjectDisposedException(GetType().FullName, $"The worker pool '{Name}' is shut down or shutting down and accepts no more work.");
 }

@@ -6,40 +6,13 @@ using Spindle.Registrations;
 
 namespace Spindle;
 
-// Registered waits.
-//
-// Two kinds share RegisteredWait (Waits/RegisteredWait.cs): registrations on a PoolSignal cost no thread (Set queues
-// their callbacks; timeouts are entries of the pool's timing wheel), and registrations on any WaitHandle are watched by
-// wait threads, 63 handles per thread (Waits/WaitThread.cs), the fewest WaitHandle.WaitAny allows.
-//
-// _waitLock guards the wait-thread list, each wait thread's Reserved count and pending changes, the list of live
-// registrations (intrusive links in RegisteredWait) and _waitsStopped. Shutdown sets _waitsStopped and unregisters every
-// live registration, so no callback is queued after it and none that was queued starts (the pool drains first).
 public sealed partial class WorkerPool
 {
-    private readonly object _waitLock = new();
-    private readonly List<WaitThread> _waitThreads = [];
-    private readonly List<Thread> _exitedWaitThreads = [];
-    private RegisteredWait? _registrations;
-    private int _registrationCount;
-    private bool _waitsStopped;
-
     /// <summary>Wait threads that exist right now (each watches up to 63 <see cref="WaitHandle"/> registrations).</summary>
-    public int WaitThreadCount
-    {
-        get
-        {
-            lock (_waitLock)
-            {
-                return _waitThreads.Count;
-            }
-        }
-    }
+    public int WaitThreadCount => _waits.WaitThreadCount;
 
     /// <summary>Registrations not yet unregistered (a snapshot).</summary>
-    public int RegisteredWaitCount => Volatile.Read(ref _registrationCount);
-
-    internal int IdleTimeoutMilliseconds => _idleTimeoutMs;
+    public int RegisteredWaitCount => _waits.RegistrationCount;
 
     /// <summary>
     /// Queues <paramref name="callBack"/> on this pool each time <paramref name="waitObject"/> is signalled or
@@ -72,29 +45,7 @@ public sealed partial class WorkerPool
         // As with the built-in pool, a disposed handle is refused here, before anything is recorded or a slot taken (a
         // handle disposed later is found by its wait thread, whose WaitAny throws for it, and unregistered there).
         ObjectDisposedException.ThrowIf(waitObject.SafeWaitHandle.IsClosed, waitObject);
-        var registration = new RegisteredWait(this, callBack, state, CaptureContext(), timeout, executeOnlyOnce) { Handle = waitObject };
-        WaitThread? target;
-        lock (_waitLock)
-        {
-            ThrowIfWaitsStopped();
-            target = FindWaitThreadWithRoomLocked();
-            if (target is null)
-            {
-                // Started under the lock (once per 63 registrations), so that shutdown never finds an unstarted thread
-                // to join. The new thread's first step takes the lock, so it simply waits for this call to finish.
-                target = new WaitThread(this, _waitLock, $"{_threadNamePrefix} wait {_waitThreads.Count + 1}");
-                // If the thread cannot be started, nothing has been recorded yet and the exception reaches the caller.
-                target.Thread.UnsafeStart(target);
-                _waitThreads.Add(target);
-                target.AddLocked(registration);
-                TrackLocked(registration);
-                return registration;
-            }
-            target.AddLocked(registration);
-            TrackLocked(registration);
-        }
-        target.NotifyChanged();
-        return registration;
+        return _waits.RegisterHandle(waitObject, callBack, state, CaptureContext(), timeout, executeOnlyOnce);
     }
 
     /// <summary>Same as <see cref="RegisterWaitForSingleObject(WaitHandle, WaitOrTimerCallback, object?, TimeSpan, bool)"/>
@@ -184,16 +135,7 @@ public sealed partial class WorkerPool
         ArgumentNullException.ThrowIfNull(signal);
         ArgumentNullException.ThrowIfNull(callBack);
         ValidateWaitTimeout(timeout);
-        var registration = new RegisteredWait(this, callBack, state, CaptureContext(), timeout, executeOnlyOnce);
-        var waiter = new PoolSignal.RegistrationWaiter(signal, registration, this, registration.TimeoutTicks);
-        registration.SignalWaiter = waiter;
-        lock (_waitLock)
-        {
-            ThrowIfWaitsStopped();
-            TrackLocked(registration);
-        }
-        signal.Register(waiter);
-        return registration;
+        return _waits.RegisterSignal(signal, callBack, state, CaptureContext(), timeout, executeOnlyOnce);
     }
 
     /// <summary>The timeout is kept whole (no rounding to milliseconds): see <see cref="RegisteredWait.TimeoutTicks"/>.</summary>
@@ -205,136 +147,4 @@ public sealed partial class WorkerPool
         }
     }
 
-    private void ThrowIfWaitsStopped()
-    {
-        if (_waitsStopped || _state != StateRunning)
-        {
-            ThrowShutDown();
-        }
-    }
-
-    private WaitThread? FindWaitThreadWithRoomLocked()
-    {
-        // Newest first: registrations fill threads in order, so the newest thread is the one most likely to have room.
-        for (int i = _waitThreads.Count - 1; i >= 0; i--)
-        {
-            WaitThread thread = _waitThreads[i];
-            if (thread.Reserved < WaitThread.MaxHandles && !thread.Exiting)
-            {
-                return thread;
-            }
-        }
-        return null;
-    }
-
-    private void TrackLocked(RegisteredWait registration)
-    {
-        registration.PoolNext = _registrations;
-        if (_registrations is not null)
-        {
-            _registrations.PoolPrevious = registration;
-        }
-        _registrations = registration;
-        registration.InPoolList = true;
-        _registrationCount++;
-    }
-
-    /// <summary>Called once per registration by its unregistration.</summary>
-    internal void ForgetRegistration(RegisteredWait registration)
-    {
-        lock (_waitLock)
-        {
-            if (!registration.InPoolList)
-            {
-                return;
-            }
-            if (registration.PoolPrevious is null)
-            {
-                _registrations = registration.PoolNext;
-            }
-            else
-            {
-                registration.PoolPrevious.PoolNext = registration.PoolNext;
-            }
-            if (registration.PoolNext is not null)
-            {
-                registration.PoolNext.PoolPrevious = registration.PoolPrevious;
-            }
-            registration.PoolPrevious = null;
-            registration.PoolNext = null;
-            registration.InPoolList = false;
-            _registrationCount--;
-        }
-    }
-
-    /// <summary>A wait thread decided to exit (caller holds the wait lock).</summary>
-    internal void OnWaitThreadExitingLocked(WaitThread thread)
-    {
-        _waitThreads.Remove(thread);
-        _exitedWaitThreads.RemoveAll(static exited => !exited.IsAlive);
-        _exitedWaitThreads.Add(thread.Thread);
-    }
-
-    /// <summary>Queues an entry on the global queue for any worker; false (dropping it) when the pool is shutting down.</summary>
-    internal bool TryEnqueueShared(in WorkItemEntry entry)
-    {
-        if (!_globalQueue.TryEnqueue(entry))
-        {
-            return false;
-        }
-        WakeWorkerIfNeeded();
-        return true;
-    }
-
-    /// <summary>Shutdown: no more registrations; every live one is unregistered, and wait threads are woken to exit.</summary>
-    private void StopWaits()
-    {
-        List<RegisteredWait> live = [];
-        WaitThread[] threads;
-        lock (_waitLock)
-        {
-            _waitsStopped = true;
-            for (RegisteredWait? registration = _registrations; registration is not null; registration = registration.PoolNext)
-            {
-                live.Add(registration);
-            }
-            threads = [.. _waitThreads];
-        }
-        foreach (RegisteredWait registration in live)
-        {
-            registration.UnregisterCore(null);
-        }
-        foreach (WaitThread thread in threads)
-        {
-            thread.Wake();
-        }
-    }
-
-    private void JoinWaitThreads()
-    {
-        while (true)
-        {
-            Thread[] exited;
-            WaitThread[] running;
-            lock (_waitLock)
-            {
-                exited = [.. _exitedWaitThreads];
-                _exitedWaitThreads.Clear();
-                running = [.. _waitThreads];
-            }
-            foreach (Thread thread in exited)
-            {
-                thread.Join();
-            }
-            if (running.Length == 0)
-            {
-                return;
-            }
-            foreach (WaitThread thread in running)
-            {
-                thread.Wake();
-                thread.Thread.Join();
-            }
-        }
-    }
 }

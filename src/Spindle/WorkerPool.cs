@@ -1,8 +1,14 @@
 using System;
+using System.Diagnostics;
+using System.Runtime.CompilerServices;
+using System.Diagnostics.CodeAnalysis;
 using System.Threading;
 using Spindle.Parking;
-using Spindle.Queues;
+using Spindle.Scheduling;
+using Spindle.Tasks;
 using Spindle.Threading;
+using Spindle.Timers;
+using Spindle.Registrations;
 
 namespace Spindle;
 
@@ -16,30 +22,27 @@ namespace Spindle;
 /// look at every few dozen items, so outside work is never starved by local work.</para>
 /// <para>Idle workers search briefly (longer when cores are free, not at all when the pool's threads occupy most of
 /// them), then park in LIFO order on a per-thread futex-style blocker. At most about half the workers search at once.</para>
-/// <para>The type is split by concern: <c>WorkerPool.Queueing.cs</c> (public queueing API and the enqueue path),
-/// <c>WorkerPool.Worker.cs</c> (the dispatch loop), <c>WorkerPool.Parking.cs</c> (search, park and wake),
-/// <c>WorkerPool.Injection.cs</c> (the one place that decides to add a thread), <c>WorkerPool.Shutdown.cs</c>.</para>
+/// <para>This type is the public façade: it validates arguments, orchestrates the pool's lifetime and forwards to the
+/// components that own the state (see docs/ARCHITECTURE.md): the scheduler (work sources and the admission state), the
+/// item runner, the idle coordinator (search, park, wake), the thread controller (limits, threads, lifetime), the stall
+/// monitor, the dedicated threads, the timer service, the wait registry and the task bridge. The partial files hold its
+/// public surface by concern: <c>WorkerPool.Queueing.cs</c>, <c>WorkerPool.Threads.cs</c>, <c>WorkerPool.Tasks.cs</c>,
+/// <c>WorkerPool.Timers.cs</c>, <c>WorkerPool.Waits.cs</c> and <c>WorkerPool.Shutdown.cs</c>.</para>
 /// </remarks>
 public sealed partial class WorkerPool : IDisposable, IAsyncDisposable
 {
-    private const int StateRunning = 0;
-    private const int StateDraining = 1;
-    private const int StateCancelling = 2;
-
+    // The components, created by the constructor and never replaced. Each owns its state and lock; the façade holds
+    // no mutable state of its own besides the lazily created TimeProvider and the event's handler list.
     private readonly WorkerPoolOptions _options;
-    private readonly bool _flowExecutionContext;
-    private readonly string _threadNamePrefix;
-    private readonly int _idleTimeoutMs;
-    private readonly GlobalQueue _globalQueue = new();
-    private readonly IdleStack<Worker> _idle = new();
-
-    // Workers currently searching for work (spinning). Written by searchers and wakers with atomics; read by every
-    // enqueue, hence alone on its cache line.
-    private PaddedInt32 _searching;
-
-    // 0 running, 1 draining, 2 cancelling. Written once or twice (under _threadLock), read on the enqueue and dispatch
-    // paths; it sits on a line that is otherwise read-only while the pool runs.
-    private volatile int _state;
+    private readonly ItemRunner _runner;
+    private readonly Scheduler _scheduler;
+    private readonly ThreadController _threads;
+    private readonly DedicatedThreads _dedicated;
+    private readonly TimerService _timers;
+    private readonly WaitRegistry _waits;
+    private readonly TaskBridge _tasks;
+    private readonly StallMonitor _monitor;
+    private WorkerPoolTimeProvider? _timeProvider;
 
     /// <summary>Creates a pool with default options.</summary>
     public WorkerPool()
@@ -55,27 +58,36 @@ public sealed partial class WorkerPool : IDisposable, IAsyncDisposable
     {
         ArgumentNullException.ThrowIfNull(options);
         _options = options.Validate();
-        _flowExecutionContext = _options.FlowExecutionContext;
-        _threadNamePrefix = _options.ThreadNamePrefix ?? _options.Name;
-        _idleTimeoutMs = _options.IdleTimeout == Timeout.InfiniteTimeSpan ? Timeout.Infinite : (int)_options.IdleTimeout.TotalMilliseconds;
-        _workers = [];
-        InitializeLimits(_options.MinThreads, _options.MaxThreads);
+        // Wiring, in dependency order. The back edges (the idle coordinator and the scheduler need the thread controller
+        // and the monitor, which need them) are set once by Connect, here, before any thread of the pool exists.
+        _runner = new ItemRunner(this);
+        var idle = new IdleCoordinator(_options);
+        _scheduler = new Scheduler(idle, _runner);
+        _timers = new TimerService(_options, _scheduler, _runner);
+        _threads = new ThreadController(this, _options, _scheduler, idle, _runner, _timers);
+        _monitor = new StallMonitor(_options, _scheduler, idle, _threads);
+        idle.Connect(_scheduler, _threads, _monitor);
+        _scheduler.Connect(_threads, _monitor);
+        _threads.Connect(_monitor);
+        _dedicated = new DedicatedThreads(this, _options, _scheduler, _threads, _runner);
+        _waits = new WaitRegistry(this, _options, _scheduler, _timers);
+        _tasks = new TaskBridge(this, _scheduler, _threads, _dedicated);
     }
 
     /// <summary>The pool's name, from <see cref="WorkerPoolOptions.Name"/>.</summary>
     public string Name => _options.Name;
 
     /// <summary>The pool's current minimum thread count (from the options, or the last <see cref="SetThreadLimits(int, int)"/>).</summary>
-    public int MinThreads => Volatile.Read(ref _minThreads);
+    public int MinThreads => _threads.MinThreads;
 
     /// <summary>The pool's current maximum worker thread count (from the options, or the last <see cref="SetThreadLimits(int, int)"/>).</summary>
-    public int MaxThreads => Volatile.Read(ref _maxThreads);
+    public int MaxThreads => _threads.MaxThreads;
 
     /// <summary>How long idle threads above the minimum wait before they exit, from <see cref="WorkerPoolOptions.IdleTimeout"/>.</summary>
     public TimeSpan IdleTimeout => _options.IdleTimeout;
 
     /// <summary>Whether the safe queueing methods flow the caller's <see cref="ExecutionContext"/>.</summary>
-    public bool FlowsExecutionContext => _flowExecutionContext;
+    public bool FlowsExecutionContext => _options.FlowExecutionContext;
 
     /// <summary>What the pool does when a work item throws.</summary>
     public UnhandledExceptionPolicy ExceptionPolicy => _options.ExceptionPolicy;
@@ -84,53 +96,28 @@ public sealed partial class WorkerPool : IDisposable, IAsyncDisposable
     /// The number of worker threads that exist right now (created and not yet retired), including workers blocked
     /// inside an item. Dedicated threads of long-running items are counted by <see cref="DedicatedThreadCount"/>.
     /// </summary>
-    public int ThreadCount => Volatile.Read(ref _threadCount);
+    public int ThreadCount => _threads.ThreadCount;
 
     /// <summary>The number of dedicated threads (running or idle) that serve <see cref="WorkItemOptions.LongRunning"/> items.</summary>
-    public int DedicatedThreadCount => Volatile.Read(ref _dedicatedCount);
+    public int DedicatedThreadCount => _dedicated.Count;
 
     /// <summary>
     /// The number of accepted items that have not started yet. A snapshot: exact when no thread is queueing or
     /// dispatching, approximate while the pool is busy.
     /// </summary>
-    public long PendingWorkItemCount
-    {
-        get
-        {
-            long pending = _globalQueue.Count + ReadyTimerCount;
-            foreach (Worker worker in Volatile.Read(ref _workers))
-            {
-                pending += worker.Ring.Count + (Volatile.Read(ref worker.LifoSlot.Value) is null ? 0 : 1);
-            }
-            return pending;
-        }
-    }
-
-    /// <summary>Items waiting in the global queue (tests and diagnostics; a snapshot).</summary>
-    internal long GlobalQueueCount => _globalQueue.Count;
+    public long PendingWorkItemCount => _scheduler.PendingCount;
 
     /// <summary>The number of items that have finished running (normally or by throwing) on this pool.</summary>
-    public long CompletedWorkItemCount
-    {
-        get
-        {
-            long completed = Volatile.Read(ref _exitedWorkersCompleted);
-            foreach (Worker worker in Volatile.Read(ref _workers))
-            {
-                completed += worker.CompletedCount;
-            }
-            return completed;
-        }
-    }
+    public long CompletedWorkItemCount => _threads.WorkerCompletedCount + _dedicated.CompletedCount + _runner.LeftoversCompleted;
 
     /// <summary>Whether <see cref="Dispose"/> or <see cref="Shutdown(ShutdownMode)"/> has been called.</summary>
-    public bool IsShutdownStarted => _state != StateRunning;
+    public bool IsShutdownStarted => _scheduler.IsShutdownStarted;
 
     /// <summary>
     /// The pool that owns the calling thread (one of its workers or dedicated long-running threads), or
     /// <see langword="null"/> on any other thread.
     /// </summary>
-    public static WorkerPool? Current => t_currentWorker?.Pool ?? t_dedicatedPool;
+    public static WorkerPool? Current => Worker.Current?.Pool ?? DedicatedThreads.CurrentPool;
 
     /// <summary>
     /// Raised on the worker thread when a work item throws (and when a worker hook throws). Handlers run one at a
@@ -141,4 +128,49 @@ public sealed partial class WorkerPool : IDisposable, IAsyncDisposable
 
     /// <inheritdoc/>
     public override string ToString() => $"WorkerPool '{Name}' (threads {ThreadCount}, pending {PendingWorkItemCount})";
+
+    /// <summary>Items waiting in the global queue (tests and diagnostics; a snapshot).</summary>
+    internal long GlobalQueueCount => _scheduler.GlobalQueueCount;
+
+    /// <summary>Whether shutdown has finished: no worker is left and every accepted item has run or was cancelled.</summary>
+    internal bool HasStopped => _threads.HasStopped;
+
+    /// <summary>
+    /// Offers an exception thrown by an item or a hook to the <see cref="UnhandledException"/> handlers. Returns true
+    /// when the pool may go on (the policy is <see cref="UnhandledExceptionPolicy.Report"/>, or a handler marked it
+    /// handled); the item runner applies the policy.
+    /// </summary>
+    internal bool ReportItemException(Exception exception)
+    {
+        var args = new WorkItemExceptionEventArgs(this, exception);
+        EventHandler<WorkItemExceptionEventArgs>? handlers = UnhandledException;
+        if (handlers is not null)
+        {
+            foreach (EventHandler<WorkItemExceptionEventArgs> handler in handlers.GetInvocationList())
+            {
+                try
+                {
+                    handler(this, args);
+                }
+                catch (Exception handlerException)
+                {
+                    // A failing handler must not take the worker down with it. Whatever it set on args.Handled before
+                    // throwing stands; the other handlers still run.
+                    Trace.TraceError($"Spindle: an UnhandledException handler of pool '{Name}' threw: {handlerException}");
+                }
+            }
+        }
+        return _options.ExceptionPolicy == UnhandledExceptionPolicy.Report || args.Handled;
+    }
+
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private ExecutionContext? CaptureContext() => _options.FlowExecutionContext ? ExecutionContext.Capture() : null;
+
+    /// <summary>Throws the exception every entry point throws once the pool is shutting down.</summary>
+    [DoesNotReturn]
+    internal void ThrowShutDown() =>
+        throw new ObjectDisposedException(GetType().FullName, $"The worker pool '{Name}' is shut down or shutting down and accepts no more work.");
+
+    /// <summary>Whether the calling thread is one of this pool's (a worker or a dedicated thread).</summary>
+    private bool IsOwnThread => Current == this;
 }

@@ -67,6 +67,19 @@ public sealed class WorkerPoolOptions
     /// <summary>Test seam: the blocker parked workers sleep on (null: the platform's best, see <see cref="Parking.ThreadBlocker.PlatformKind"/>).</summary>
     internal Parking.BlockerKind? BlockerKind { get; set; }
 
+    /// <summary>Test seam: the capacity of each worker's local ring (a power of two, at least 2; null: the default).</summary>
+    internal int? LocalQueueCapacity { get; set; }
+
+    /// <summary>Test seam: upper bound on a searching worker's backoff attempts (null: the default; 0: never spin).</summary>
+    internal int? MaxSpinAttempts { get; set; }
+
+    /// <summary>Test seam: how many times a searching worker yields its core before it parks (null: the default).</summary>
+    internal int? YieldAttempts { get; set; }
+
+    /// <summary>The idle timeout in milliseconds, or <see cref="Timeout.Infinite"/>.</summary>
+    internal int IdleTimeoutMilliseconds =>
+        IdleTimeout == Timeout.InfiniteTimeSpan ? Timeout.Infinite : (int)IdleTimeout.TotalMilliseconds;
+
     internal const int MinStackSize = 64 * 1024;
 
     internal static void ValidateThreadLimits(int minThreads, int maxThreads, string minName, string maxName)
@@ -103,6 +116,14 @@ public sealed class WorkerPoolOptions
         if (ThreadNamePrefix is { Length: 0 })
         {
             throw new ArgumentException("The thread name prefix must not be empty; leave it null to use the pool name.", nameof(ThreadNamePrefix));
+        }
+        if (LocalQueueCapacity is int capacity && (capacity < 2 || (capacity & (capacity - 1)) != 0))
+        {
+            throw new ArgumentOutOfRangeException(nameof(LocalQueueCapacity), capacity, "The local queue capacity must be a power of two, at least 2.");
+        }
+        if (MaxSpinAttempts < 0 || YieldAttempts < 0)
+        {
+            throw new ArgumentOutOfRangeException(MaxSpinAttempts < 0 ? nameof(MaxSpinAttempts) : nameof(YieldAttempts), "Spin and yield attempts must not be negative.");
         }
         if (!Enum.IsDefined(ExceptionPolicy))
         {

@@ -31,11 +31,6 @@ public abstract partial class WorkerPoolContractTests : IDisposable
     {
     }
 
-    /// <summary>Undoes what the flavour changed for the test (called after each test).</summary>
-    protected virtual void RestoreFlavor()
-    {
-    }
-
     public void Dispose()
     {
         WorkerPool[] pools;
@@ -56,7 +51,6 @@ public abstract partial class WorkerPoolContractTests : IDisposable
                 _unexpected.Enqueue(e);
             }
         }
-        RestoreFlavor();
         GC.SuppressFinalize(this);
         Assert.True(_unexpected.IsEmpty,
             "Work items or hooks threw: " + string.Join(" | ", _unexpected.Select(e => $"{e.GetType().Name}: {e.Message}")));

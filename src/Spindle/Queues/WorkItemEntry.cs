@@ -38,6 +38,24 @@ internal struct WorkItemEntry
 
     public readonly bool IsEmpty => Callback is null;
 
+    /// <summary>
+    /// The library object that decides what shutdown does with this entry, or null for a plain work item (see
+    /// <see cref="Scheduling.IShutdownAware"/> for the order of the tests). Cold path: only shutdown with
+    /// <see cref="ShutdownMode.CancelPending"/> asks.
+    /// </summary>
+    public readonly Scheduling.IShutdownAware? FindShutdownOwner()
+    {
+        if (ReferenceEquals(State, WorkItemMarker))
+        {
+            return Callback as Scheduling.IShutdownAware;
+        }
+        if (Unsafe.As<Delegate>(Callback).Target is Scheduling.IShutdownAware target)
+        {
+            return target;
+        }
+        return State is Scheduling.IShutdownAware owner && ReferenceEquals(owner.QueuedCallback, Callback) ? owner : null;
+    }
+
     /// <summary>Runs the entry on the current thread, in whatever ExecutionContext the thread is in.</summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public readonly void Invoke()

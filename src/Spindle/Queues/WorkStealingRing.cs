@@ -42,9 +42,6 @@ internal sealed class WorkStealingRing
     /// <summary>Default number of slots (a power of two).</summary>
     public const int DefaultCapacity = 256;
 
-    /// <summary>Test seam: when non-zero, new rings get this many slots (a power of two, at least 2).</summary>
-    internal static int s_capacityOverride;
-
     private readonly WorkItemEntry[] _slots;
     private readonly long _mask;
     private PaddedInt64 _top;
@@ -52,7 +49,7 @@ internal sealed class WorkStealingRing
     private long _clearedTo; // owner-only
 
     public WorkStealingRing()
-        : this(s_capacityOverride != 0 ? s_capacityOverride : DefaultCapacity)
+        : this(DefaultCapacity)
     {
     }
 

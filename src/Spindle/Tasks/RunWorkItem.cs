@@ -2,6 +2,7 @@ using System;
 using System.Runtime.CompilerServices;
 using System.Threading;
 using System.Threading.Tasks;
+using Spindle.Scheduling;
 
 namespace Spindle.Tasks;
 
@@ -26,7 +27,7 @@ internal enum RunKind : byte
 /// item either runs or is reported cancelled, never both. An async delegate whose task is still running when it returns
 /// takes a drain hold of the pool until that task completes, so that a shutdown drains it.
 /// </remarks>
-internal sealed class RunWorkItem<TResult> : TaskCompletionSource<TResult>, IShutdownCancellable
+internal sealed class RunWorkItem<TResult> : TaskCompletionSource<TResult>, IShutdownAware
 {
     private const int Queued = 0;
     private const int Started = 1;
@@ -34,16 +35,16 @@ internal sealed class RunWorkItem<TResult> : TaskCompletionSource<TResult>, IShu
 
     public static readonly Action<object?> RunCallback = static item => ((RunWorkItem<TResult>)item!).Execute();
 
-    private readonly WorkerPool _pool;
+    private readonly TaskBridge _bridge;
     private readonly RunKind _kind;
     private readonly CancellationToken _token;
     private Delegate? _work;
     private CancellationTokenRegistration _registration;
     private int _state;
 
-    public RunWorkItem(WorkerPool pool, Delegate work, RunKind kind, CancellationToken token)
+    public RunWorkItem(TaskBridge bridge, Delegate work, RunKind kind, CancellationToken token)
     {
-        _pool = pool;
+        _bridge = bridge;
         _work = work;
         _kind = kind;
         _token = token;
@@ -54,6 +55,15 @@ internal sealed class RunWorkItem<TResult> : TaskCompletionSource<TResult>, IShu
         _registration = _token.UnsafeRegister(static item => ((RunWorkItem<TResult>)item!).Cancel(), this);
 
     /// <inheritdoc/>
+    object? IShutdownAware.QueuedCallback => RunCallback;
+
+    /// <summary>Shutdown cancels the item through its task, unless it started or its token cancelled it already.</summary>
+    ShutdownOutcome IShutdownAware.OnCancelPending() => CancelByShutdown() ? ShutdownOutcome.Cancelled : ShutdownOutcome.AlreadyEnded;
+
+    /// <summary>
+    /// The pool drops the item's entry without running it (shutdown, or an enqueue refused by a pool that is shutting
+    /// down): cancels the item if it has not started and was not cancelled already. Returns whether this call cancelled it.
+    /// </summary>
     public bool CancelByShutdown()
     {
         if (Interlocked.CompareExchange(ref _state, Cancelled, Queued) != Queued)
@@ -85,7 +95,7 @@ internal sealed class RunWorkItem<TResult> : TaskCompletionSource<TResult>, IShu
         Delegate work = _work!;
         _work = null;
         SynchronizationContext? previous = SynchronizationContext.Current;
-        SynchronizationContext.SetSynchronizationContext(_pool.SynchronizationContext);
+        SynchronizationContext.SetSynchronizationContext(_bridge.SynchronizationContext);
         try
         {
             switch (_kind)
@@ -123,7 +133,7 @@ internal sealed class RunWorkItem<TResult> : TaskCompletionSource<TResult>, IShu
     {
         if (inner is null)
         {
-            TrySetException(WorkerPool.NullTaskException());
+            TrySetException(TaskBridge.NullTaskException());
             return;
         }
         if (inner.IsCompleted)
@@ -134,11 +144,11 @@ internal sealed class RunWorkItem<TResult> : TaskCompletionSource<TResult>, IShu
         // Still running: its continuations come back to the pool, so a shutdown must wait for it. The hold is released
         // before the result is copied: completing the task may run its awaiter's code inline, and that code may dispose
         // the pool and wait for the drain.
-        _pool.AcquireDrainHold();
+        _bridge.AcquireDrainHold();
         inner.ContinueWith(static (task, state) =>
         {
             var item = (RunWorkItem<TResult>)state!;
-            item._pool.ReleaseDrainHold();
+            item._bridge.ReleaseDrainHold();
             item.CopyFrom(task);
         }, this, CancellationToken.None, TaskContinuationOptions.ExecuteSynchronously, TaskScheduler.Default);
     }

@@ -4,6 +4,7 @@ using System.Runtime.CompilerServices;
 using System.Threading;
 using System.Threading.Tasks;
 using System.Threading.Tasks.Sources;
+using Spindle.Scheduling;
 
 namespace Spindle.Tasks;
 
@@ -28,7 +29,7 @@ namespace Spindle.Tasks;
 /// therefore stays out of the cache until its stale queue entry has been popped and skipped: it can never run on, or be
 /// cancelled by, a pool that its next rental was not queued to.</para>
 /// </remarks>
-internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IValueTaskSource, IShutdownCancellable
+internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IValueTaskSource, IShutdownAware
 {
     private const int Queued = 0;
     private const int Started = 1;
@@ -40,7 +41,7 @@ internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IVa
     private static readonly ValueTaskRunItem<TResult>?[] s_cache = new ValueTaskRunItem<TResult>?[Math.Min(64, Environment.ProcessorCount * 4)];
 
     private ManualResetValueTaskSourceCore<TResult> _core;
-    private WorkerPool? _pool;
+    private TaskBridge? _bridge;
     private Delegate? _work;
     private bool _isFunc;
     private CancellationToken _token;
@@ -50,7 +51,7 @@ internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IVa
 
     public short Version => _core.Version;
 
-    public static ValueTaskRunItem<TResult> Rent(WorkerPool pool, Delegate work, bool isFunc, CancellationToken token)
+    public static ValueTaskRunItem<TResult> Rent(TaskBridge bridge, Delegate work, bool isFunc, CancellationToken token)
     {
         ValueTaskRunItem<TResult>? item = null;
         ValueTaskRunItem<TResult>?[] cache = s_cache;
@@ -66,7 +67,7 @@ internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IVa
         }
         item ??= new ValueTaskRunItem<TResult>();
         Debug.Assert(item._shares == 0, "A cached item has no share out.");
-        item._pool = pool;
+        item._bridge = bridge;
         item._work = work;
         item._isFunc = isFunc;
         item._token = token;
@@ -83,6 +84,15 @@ internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IVa
     }
 
     /// <inheritdoc/>
+    object? IShutdownAware.QueuedCallback => RunCallback;
+
+    /// <summary>Shutdown cancels the item through its value task, unless it started or its token cancelled it already.</summary>
+    ShutdownOutcome IShutdownAware.OnCancelPending() => CancelByShutdown() ? ShutdownOutcome.Cancelled : ShutdownOutcome.AlreadyEnded;
+
+    /// <summary>
+    /// The pool drops the item's entry without running it: cancels the item if it has not started and was not
+    /// cancelled already, and releases the queue's share. Returns whether this call cancelled it.
+    /// </summary>
     public bool CancelByShutdown()
     {
         bool cancelled = Interlocked.CompareExchange(ref _state, Cancelled, Queued) == Queued;
@@ -121,7 +131,7 @@ internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IVa
         Delegate work = _work!;
         _work = null;
         SynchronizationContext? previous = SynchronizationContext.Current;
-        SynchronizationContext.SetSynchronizationContext(_pool!.SynchronizationContext);
+        SynchronizationContext.SetSynchronizationContext(_bridge!.SynchronizationContext);
         TResult result = default!;
         Exception? failure = null;
         try
@@ -202,7 +212,7 @@ internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IVa
     private void Return()
     {
         _core.Reset();
-        _pool = null;
+        _bridge = null;
         _work = null;
         _token = default;
         _registration = default;

@@ -2,8 +2,10 @@ using System;
 using System.Runtime.ExceptionServices;
 using System.Threading;
 using Spindle.Queues;
+using Spindle.Scheduling;
+using Spindle.Tasks;
 
-namespace Spindle.Tasks;
+namespace Spindle;
 
 /// <summary>
 /// A <see cref="SynchronizationContext"/> whose <see cref="Post"/> queues to a <see cref="WorkerPool"/>. Get it from
@@ -15,12 +17,12 @@ namespace Spindle.Tasks;
 /// </summary>
 public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
 {
-    private readonly WorkerPool _pool;
+    private readonly TaskBridge _bridge;
 
-    internal WorkerPoolSynchronizationContext(WorkerPool pool) => _pool = pool;
+    internal WorkerPoolSynchronizationContext(TaskBridge bridge) => _bridge = bridge;
 
     /// <summary>The pool this context posts to.</summary>
-    public WorkerPool Pool => _pool;
+    public WorkerPool Pool => _bridge.Pool;
 
     /// <summary>
     /// Queues <paramref name="d"/> to the pool (to the calling worker's local queue when called on one of the pool's
@@ -37,7 +39,7 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
     public override void Post(SendOrPostCallback d, object? state)
     {
         ArgumentNullException.ThrowIfNull(d);
-        _pool.EnqueueContinuation(new WorkItemEntry(RunnerFor(d).Run, state, null), preferLocal: true);
+        _bridge.Scheduler.EnqueueContinuation(new WorkItemEntry(RunnerFor(d).Run, state, null), preferLocal: true);
     }
 
     /// <summary>
@@ -61,9 +63,10 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
 
     /// <summary>
     /// A queued Post: its <see cref="Run"/> is the entry's callback (an <c>Action&lt;object?&gt;</c>), and the post's
-    /// state is the entry's state. Shutdown recognises it by its target type (see WorkerPool.Tasks.cs).
+    /// state is the entry's state. Shutdown finds it as the callback's target and runs it in both modes (a dropped
+    /// continuation would leave its awaiting code waiting forever).
     /// </summary>
-    internal sealed class PostedRunner : IPostedWork
+    internal sealed class PostedRunner : IShutdownAware
     {
         private readonly WorkerPoolSynchronizationContext _context;
         public readonly SendOrPostCallback Callback;
@@ -75,6 +78,10 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
             Callback = callback;
             Run = Invoke;
         }
+
+        object? IShutdownAware.QueuedCallback => null;
+
+        ShutdownOutcome IShutdownAware.OnCancelPending() => ShutdownOutcome.Run;
 
         private void Invoke(object? state)
         {
@@ -104,7 +111,7 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
     public override void Send(SendOrPostCallback d, object? state)
     {
         ArgumentNullException.ThrowIfNull(d);
-        if (WorkerPool.Current == _pool || _pool.HasStopped)
+        if (WorkerPool.Current == _bridge.Pool || _bridge.HasStopped)
         {
             SynchronizationContext? previous = Current;
             SetSynchronizationContext(this);
@@ -119,7 +126,7 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
             return;
         }
         var sent = new SentCallback(this, d, state);
-        _pool.EnqueueContinuation(new WorkItemEntry(sent, WorkItemEntry.WorkItemMarker, null), preferLocal: false);
+        _bridge.Scheduler.EnqueueContinuation(new WorkItemEntry(sent, WorkItemEntry.WorkItemMarker, null), preferLocal: false);
         sent.WaitUntilDone();
         sent.Failure?.Throw();
     }
@@ -128,18 +135,18 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
     public override SynchronizationContext CreateCopy() => this;
 
     /// <inheritdoc/>
-    public override bool Equals(object? obj) => obj is WorkerPoolSynchronizationContext other && other._pool == _pool;
+    public override bool Equals(object? obj) => obj is WorkerPoolSynchronizationContext other && other._bridge == _bridge;
 
     /// <inheritdoc/>
-    public override int GetHashCode() => _pool.GetHashCode();
+    public override int GetHashCode() => _bridge.GetHashCode();
 
-    /// <summary>Marks the queued items of Post and Send (shutdown runs them even when cancelling, see WorkerPool.Tasks.cs).</summary>
-    internal interface IPostedWork
+    /// <summary>A queued Send: the caller blocks until it has run (shutdown runs it in both modes, as a Post).</summary>
+    private sealed class SentCallback(WorkerPoolSynchronizationContext context, SendOrPostCallback callback, object? state) : IWorkItem, IShutdownAware
     {
-    }
+        object? IShutdownAware.QueuedCallback => null;
 
-    private sealed class SentCallback(WorkerPoolSynchronizationContext context, SendOrPostCallback callback, object? state) : IWorkItem, IPostedWork
-    {
+        ShutdownOutcome IShutdownAware.OnCancelPending() => ShutdownOutcome.Run;
+
         private readonly object _lock = new(); // Monitor.Wait/Pulse need a monitor, not a System.Threading.Lock
         private bool _done; // under _lock
         public ExceptionDispatchInfo? Failure; // written before _done is set, read after it is seen

@@ -3,8 +3,10 @@ using System.Collections.Generic;
 using System.Threading;
 using System.Threading.Tasks;
 using Spindle.Queues;
+using Spindle.Scheduling;
+using Spindle.Tasks;
 
-namespace Spindle.Tasks;
+namespace Spindle;
 
 /// <summary>
 /// A <see cref="TaskScheduler"/> that runs tasks on a <see cref="WorkerPool"/>'s workers. Get it from
@@ -22,29 +24,32 @@ namespace Spindle.Tasks;
 /// <para>Inlining (<see cref="Task.Wait()"/> on an unstarted task, synchronous continuations) happens only on the
 /// pool's own threads, as the built-in scheduler inlines only on pool threads.</para>
 /// </remarks>
-public sealed class WorkerPoolTaskScheduler : TaskScheduler
+public sealed class WorkerPoolTaskScheduler : TaskScheduler, IShutdownAware
 {
-    private readonly WorkerPool _pool;
+    private readonly TaskBridge _bridge;
     private readonly Action<object?> _execute;
 
-    internal WorkerPoolTaskScheduler(WorkerPool pool)
+    internal WorkerPoolTaskScheduler(TaskBridge bridge)
     {
-        _pool = pool;
+        _bridge = bridge;
         _execute = ExecuteQueued;
     }
 
-    /// <summary>The callback of this scheduler's queued entries (their state is the task).</summary>
-    internal object ExecuteCallback => _execute;
+    /// <summary>Entries of this scheduler are found through their callback's target (this scheduler).</summary>
+    object? IShutdownAware.QueuedCallback => null;
+
+    /// <summary>A queued task always runs at shutdown: a Task cannot be cancelled from outside, and its awaiters wait for it.</summary>
+    ShutdownOutcome IShutdownAware.OnCancelPending() => ShutdownOutcome.Run;
 
     /// <summary>The pool this scheduler runs tasks on.</summary>
-    public WorkerPool Pool => _pool;
+    public WorkerPool Pool => _bridge.Pool;
 
     /// <summary>
     /// How many tasks the pool runs at once when they are CPU work: the number of workers it aims for,
     /// <c>max(MinThreads, ProcessorCount)</c> capped at <c>MaxThreads</c> (it adds threads beyond that only while work
     /// is blocked). <see cref="Parallel"/> and PLINQ size their partitions by this figure.
     /// </summary>
-    public override int MaximumConcurrencyLevel => Math.Min(_pool.MaxThreads, Math.Max(_pool.MinThreads, Environment.ProcessorCount));
+    public override int MaximumConcurrencyLevel => Math.Min(Pool.MaxThreads, Math.Max(Pool.MinThreads, Environment.ProcessorCount));
 
     /// <inheritdoc/>
     /// <remarks>
@@ -58,10 +63,10 @@ public sealed class WorkerPoolTaskScheduler : TaskScheduler
         ArgumentNullException.ThrowIfNull(task);
         TaskCreationOptions options = task.CreationOptions;
         var entry = new WorkItemEntry(_execute, task, null); // a task carries its own ExecutionContext
-        if ((options & TaskCreationOptions.LongRunning) == 0 || !_pool.TryEnqueueLongRunning(entry))
+        if ((options & TaskCreationOptions.LongRunning) == 0 || !_bridge.Dedicated.TryEnqueue(entry))
         {
             // A long-running task during shutdown runs as ordinary work: no new dedicated thread is started then.
-            _pool.EnqueueContinuation(entry, preferLocal: (options & TaskCreationOptions.PreferFairness) == 0);
+            _bridge.Scheduler.EnqueueContinuation(entry, preferLocal: (options & TaskCreationOptions.PreferFairness) == 0);
         }
     }
 
@@ -70,7 +75,7 @@ public sealed class WorkerPoolTaskScheduler : TaskScheduler
     {
         // Only on this pool's threads. A task that was queued may be inlined too: whoever runs it first wins the task's
         // own atomic start, and the queued entry then finds it completed and does nothing.
-        if (WorkerPool.Current != _pool)
+        if (WorkerPool.Current != _bridge.Pool)
         {
             return false;
         }
@@ -85,7 +90,7 @@ public sealed class WorkerPoolTaskScheduler : TaskScheduler
     protected override IEnumerable<Task> GetScheduledTasks()
     {
         var tasks = new List<Task>();
-        _pool.VisitQueuedStates(state =>
+        _bridge.Scheduler.VisitQueuedStates(state =>
         {
             if (state is Task task)
             {

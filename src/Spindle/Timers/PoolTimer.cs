@@ -5,6 +5,7 @@ using System.Runtime.CompilerServices;
 using System.Threading;
 using System.Threading.Tasks;
 using Spindle.Queues;
+using Spindle.Scheduling;
 
 namespace Spindle.Timers;
 
@@ -38,22 +39,22 @@ namespace Spindle.Timers;
 /// only while the word is at its maximum (the word leaves it only under the lock, once the excess is zero), so the word
 /// reaches zero only when the total does.</para>
 /// </remarks>
-internal sealed class PoolTimer : TimerNode, ITimer
+internal sealed class PoolTimer : TimerNode, ITimer, IShutdownAware
 {
     private const long FirePendingFlag = OwnerFlagA;
     private const long DisposedFlag = OwnerFlagB;
 
     private static readonly Action<object?> s_fire = static timer => ((PoolTimer)timer!).Fire();
 
-    private readonly WorkerPool _pool;
+    private readonly TimerService _timers;
     private object _callback; // the TimerCallback, or a Companion when the timer is periodic or an ExecutionContext flows
     private readonly object? _state;
 
-    internal PoolTimer(WorkerPool pool, TimerCallback callback, object? state, ExecutionContext? context)
+    internal PoolTimer(TimerService timers, TimerCallback callback, object? state, ExecutionContext? context)
     {
-        _pool = pool;
+        _timers = timers;
         // The default context (no AsyncLocal values) is what a worker runs in between items: it needs no companion.
-        _callback = context is null || WorkerPool.IsDefaultContext(context) ? callback : new Companion(callback, context, 0);
+        _callback = context is null || ItemRunner.IsDefaultContext(context) ? callback : new Companion(callback, context, 0);
         _state = state;
     }
 
@@ -97,23 +98,23 @@ internal sealed class PoolTimer : TimerNode, ITimer
             }
         }
         bool startThread;
-        lock (_pool.TimerLock)
+        lock (_timers.TimerLock)
         {
             if (IsDisposed)
             {
                 return false;
             }
-            _pool.UnscheduleLocked(this);
+            _timers.UnscheduleLocked(this);
             SetPeriodLocked(PeriodToMilliseconds(periodTicks));
             if (dueTicks < 0)
             {
                 return true;
             }
-            startThread = _pool.ScheduleLocked(this, due, now);
+            startThread = _timers.ScheduleLocked(this, due, now);
         }
         if (startThread)
         {
-            _pool.StartTimerThread();
+            _timers.StartTimerThread();
         }
         return true;
     }
@@ -124,10 +125,10 @@ internal sealed class PoolTimer : TimerNode, ITimer
     /// </summary>
     public void Dispose()
     {
-        lock (_pool.TimerLock)
+        lock (_timers.TimerLock)
         {
             SetOwnerFlagsLocked(DisposedFlag);
-            _pool.UnscheduleLocked(this);
+            _timers.UnscheduleLocked(this);
         }
     }
 
@@ -139,10 +140,10 @@ internal sealed class PoolTimer : TimerNode, ITimer
     public ValueTask DisposeAsync()
     {
         TaskCompletionSource disposal;
-        lock (_pool.TimerLock)
+        lock (_timers.TimerLock)
         {
             SetOwnerFlagsLocked(DisposedFlag);
-            _pool.UnscheduleLocked(this);
+            _timers.UnscheduleLocked(this);
             if (OwnerCount(ReadWord()) == 0)
             {
                 return default; // nothing runs, and with the flag set nothing starts
@@ -169,12 +170,12 @@ internal sealed class PoolTimer : TimerNode, ITimer
         uint periodMs = PeriodMilliseconds;
         if (periodMs != 0 && !IsDisposed)
         {
-            long next = _pool.TickStart(When + periodMs);
+            long next = _timers.TickStart(When + periodMs);
             if (next <= nowTimestamp)
             {
-                next = nowTimestamp + periodMs * WorkerPool.s_ticksPerWheelTick; // fell behind by a period or more: skip the missed firings
+                next = nowTimestamp + periodMs * TimerService.s_ticksPerWheelTick; // fell behind by a period or more: skip the missed firings
             }
-            _pool.ScheduleLocked(this, next, nowTimestamp);
+            _timers.ScheduleLocked(this, next, nowTimestamp);
         }
     }
 
@@ -191,6 +192,12 @@ internal sealed class PoolTimer : TimerNode, ITimer
         SetOwnerFlagsLocked(FirePendingFlag);
         return true;
     }
+
+    /// <inheritdoc/>
+    object? IShutdownAware.QueuedCallback => s_fire;
+
+    /// <summary>A firing always runs at shutdown: a firing of a disposed timer does nothing by itself.</summary>
+    ShutdownOutcome IShutdownAware.OnCancelPending() => ShutdownOutcome.Run;
 
     internal WorkItemEntry CreateFireEntry() =>
         new(s_fire, this, AsCompanion(Volatile.Read(ref _callback))?.Context);
@@ -220,7 +227,7 @@ internal sealed class PoolTimer : TimerNode, ITimer
     /// <summary>The word's count is at its maximum: count this callback under the lock, or refuse it if the timer is disposed.</summary>
     private bool BeginExcessCallback()
     {
-        lock (_pool.TimerLock)
+        lock (_timers.TimerLock)
         {
             if (IsDisposed)
             {
@@ -240,7 +247,7 @@ internal sealed class PoolTimer : TimerNode, ITimer
         if (!TryUncount(out before))
         {
             // The word is at its maximum: only a locked write changes it, and the excess goes first.
-            lock (_pool.TimerLock)
+            lock (_timers.TimerLock)
             {
                 if (_callback is TrackingCompanion { Excess: > 0 } tracking)
                 {
@@ -337,7 +344,7 @@ internal sealed class PoolTimer : TimerNode, ITimer
         {
             return 0;
         }
-        long ms = (periodTicks + WorkerPool.s_ticksPerWheelTick - 1) / WorkerPool.s_ticksPerWheelTick;
+        long ms = (periodTicks + TimerService.s_ticksPerWheelTick - 1) / TimerService.s_ticksPerWheelTick;
         Debug.Assert(ms <= MaxMilliseconds, "Periods are validated to at most MaxMilliseconds.");
         return (uint)ms;
     }

@@ -312,15 +312,15 @@ public sealed class PoolSignal
 
         private readonly PoolSignal _signal;
         private readonly RegisteredWait _registration;
-        private readonly WorkerPool _pool;
+        private readonly TimerService _timers;
         private readonly long _timeoutTicks;
         private ITimer? _timeoutTimer;
 
-        public RegistrationWaiter(PoolSignal signal, RegisteredWait registration, WorkerPool pool, long timeoutTicks)
+        public RegistrationWaiter(PoolSignal signal, RegisteredWait registration, TimerService timers, long timeoutTicks)
         {
             _signal = signal;
             _registration = registration;
-            _pool = pool;
+            _timers = timers;
             _timeoutTicks = timeoutTicks;
         }
 
@@ -340,8 +340,8 @@ public sealed class PoolSignal
             if (_timeoutTicks >= 0)
             {
                 // A repeating zero timeout would fire without pause: it fires once per wheel tick instead.
-                long period = Repeating ? Math.Max(_timeoutTicks, WorkerPool.s_ticksPerWheelTick) : -1;
-                var timer = new PoolTimer(_pool, s_onTimeout, this, null);
+                long period = Repeating ? Math.Max(_timeoutTicks, TimerService.s_ticksPerWheelTick) : -1;
+                var timer = new PoolTimer(_timers, s_onTimeout, this, null);
                 Volatile.Write(ref _timeoutTimer, timer);
                 timer.Change(_timeoutTicks, period);
                 if (_registration.IsUnregistered)
@@ -362,7 +362,7 @@ public sealed class PoolSignal
                 if (Repeating)
                 {
                     // The timeout counts from the last release, as a wait thread's would.
-                    timer.Change(_timeoutTicks, Math.Max(_timeoutTicks, WorkerPool.s_ticksPerWheelTick));
+                    timer.Change(_timeoutTicks, Math.Max(_timeoutTicks, TimerService.s_ticksPerWheelTick));
                 }
                 else
                 {

@@ -22,7 +22,7 @@ internal sealed class WaitThread : IDisposable
 {
     internal const int MaxHandles = 63;
 
-    private readonly WorkerPool _pool;
+    private readonly WaitRegistry _registry;
     private readonly object _waitLock;
     private readonly AutoResetEvent _changed = new(false);
     private readonly RegisteredWait[] _registrations = new RegisteredWait[MaxHandles];
@@ -34,9 +34,9 @@ internal sealed class WaitThread : IDisposable
     private bool _handlesDirty;
     private volatile bool _changesPending = true; // the first pass always looks at the pending adds, under the lock
 
-    public WaitThread(WorkerPool pool, object waitLock, string name)
+    public WaitThread(WaitRegistry registry, object waitLock, string name)
     {
-        _pool = pool;
+        _registry = registry;
         _waitLock = waitLock;
         _handles = [_changed];
         Thread = new Thread(static state => ((WaitThread)state!).Main(), 256 * 1024)
@@ -127,7 +127,7 @@ internal sealed class WaitThread : IDisposable
             idleExpired = false;
             // With nothing to watch the thread lingers for the pool's idle timeout, so that a pattern of register and
             // unregister does not start a thread each time.
-            int timeout = _count == 0 ? _pool.IdleTimeoutMilliseconds : MillisecondsToNextDeadline();
+            int timeout = _count == 0 ? _registry.IdleTimeoutMilliseconds : MillisecondsToNextDeadline();
             int index;
             try
             {
@@ -199,11 +199,11 @@ internal sealed class WaitThread : IDisposable
                 changed = true;
             }
             _pendingAdds.Clear();
-            if (Reserved == 0 && (idleExpired || _pool.IsShutdownStarted))
+            if (Reserved == 0 && (idleExpired || _registry.IsStoppedLocked))
             {
                 Debug.Assert(_count == 0);
                 Exiting = true;
-                _pool.OnWaitThreadExitingLocked(this);
+                _registry.OnWaitThreadExitingLocked(this);
                 return false;
             }
         }

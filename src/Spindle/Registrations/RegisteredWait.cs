@@ -2,6 +2,7 @@ using System;
 using System.Diagnostics;
 using System.Threading;
 using Spindle.Queues;
+using Spindle.Scheduling;
 using Spindle.Registrations;
 
 namespace Spindle;
@@ -18,7 +19,7 @@ namespace Spindle;
 /// queued and had not started are dropped. One that had started finishes, and the wait object passed to
 /// <see cref="Unregister(WaitHandle?)"/> is signalled once it has.</para>
 /// </remarks>
-public sealed class RegisteredWait
+public sealed class RegisteredWait : IShutdownAware
 {
     // _state: the running-callback count in the low bits and the Unregistered flag. Callbacks enter with a CAS that
     // refuses once the flag is set, so after the flag is set the count only falls, and exactly one thread sees it reach
@@ -28,7 +29,7 @@ public sealed class RegisteredWait
 
     private static readonly Action<object?> s_run = static registration => ((RegisteredWait)registration!).RunFiring();
 
-    private readonly WorkerPool _pool;
+    private readonly WaitRegistry _registry;
     private readonly WaitOrTimerCallback _callback;
     private readonly object? _state;
     private readonly ExecutionContext? _context;
@@ -42,15 +43,21 @@ public sealed class RegisteredWait
     private int _pendingFirings;
     private int _pendingTimeouts;
 
-    // Pool-wide list of live registrations (WorkerPool.Waits.cs), guarded by the pool's wait lock.
+    // Pool-wide list of live registrations (WaitRegistry), guarded by the pool's wait lock.
     internal RegisteredWait? PoolPrevious;
     internal RegisteredWait? PoolNext;
     internal bool InPoolList;
 
     // The timeout is validated by the caller: zero to int.MaxValue milliseconds, or infinite. It is kept whole.
-    internal RegisteredWait(WorkerPool pool, WaitOrTimerCallback callback, object? state, ExecutionContext? context, TimeSpan timeout, bool executeOnlyOnce)
+    /// <inheritdoc/>
+    object? IShutdownAware.QueuedCallback => s_run;
+
+    /// <summary>A firing always runs at shutdown: shutdown has ended the registration, so the firing finds it ended.</summary>
+    ShutdownOutcome IShutdownAware.OnCancelPending() => ShutdownOutcome.Run;
+
+    internal RegisteredWait(WaitRegistry registry, WaitOrTimerCallback callback, object? state, ExecutionContext? context, TimeSpan timeout, bool executeOnlyOnce)
     {
-        _pool = pool;
+        _registry = registry;
         _callback = callback;
         _state = state;
         _context = context;
@@ -108,7 +115,7 @@ public sealed class RegisteredWait
         _unregisterWaitObject = waitObject;
         int previous = Interlocked.Or(ref _callbackState, UnregisteredFlag);
         Detach();
-        _pool.ForgetRegistration(this);
+        _registry.ForgetRegistration(this);
         if (previous == 0)
         {
             SignalUnregisterWaitObject();
@@ -155,7 +162,7 @@ public sealed class RegisteredWait
 
     private void Queue()
     {
-        if (!_pool.TryEnqueueShared(new WorkItemEntry(s_run, this, _context)))
+        if (!_registry.TryQueueFiring(new WorkItemEntry(s_run, this, _context)))
         {
             // The pool is shutting down and unregisters every registration: the firing is dropped with it.
             Volatile.Write(ref _pendingFirings, 0);

@@ -3,27 +3,28 @@ using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Threading;
 using Spindle.Parking;
+using Spindle.Scheduling;
 
-namespace Spindle;
+namespace Spindle.Threading;
 
-// The monitor: one low-cost thread per pool that watches the workers while any of them is awake, and sleeps on its
+// The stall monitor: one low-cost thread per pool that watches the workers while any of them is awake, and sleeps on its
 // blocker when the pool has been quiet for a while. It does two jobs.
 //
 // 1. Stalled deferrals. A worker that queues a lone item to itself does not wake a helper (it will run the item right
 //    after the current one). If the current item then blocks, the queued item would wait with it while other workers
 //    sleep. So the skipping worker records the fact (Worker.DeferredAt = its completed count, stored with a full fence)
-//    and makes sure the monitor is running; a worker whose DeferredAt has not moved for a whole tick (the same value two
+//    and makes sure the monitor is running (DeferWake); a worker whose DeferredAt has not moved for a whole tick (the same value two
 //    ticks running, its completed count unchanged) is stalled, and the monitor wakes a parked helper, which steals it.
 //
-// 2. Starvation (the injection controller's detector). Work is starving when it is visible in a queue, no worker is
+// 2. Starvation (the thread controller's detector). Work is starving when it is visible in a queue, no worker is
 //    parked or searching (nobody free to take it), and no item has completed for the stall allowance. The allowance is
 //    StallThresholdMs while the process leaves a core idle (the workers are blocked, not computing), and
 //    max(SaturatedStallMs, 4 x the recent gap between completions) while the cores are busy (long CPU-bound items;
 //    adding threads then only helps items that never end, such as a spin-wait on a flag). On starvation the monitor
-//    raises _starvationBoost and adds threads in a ramp, 1, 2, 4 ... per allowance while the stall lasts (capped by
+//    raises the controller's starvation boost and adds threads in a ramp, 1, 2, 4 ... per allowance while the stall lasts (capped by
 //    the waiting items and MaxThreads), and stops as soon as an item completes. The boost decays (halves every
 //    DecayIntervalMs) while the queues are empty, or while the cores are saturated and items complete; surplus workers
-//    then retire (WorkerPool.Injection.cs). CPU-bound work whose items complete keeps the thread count at the target.
+//    then retire (ThreadController). CPU-bound work whose items complete keeps the thread count at the target.
 //
 // Ticks: 1 ms while something is suspicious (a deferral is open, or work waits with no free worker and no completion),
 // otherwise the interval doubles up to MaxTickMs. So a stall is noticed within MaxTickMs and acted on within the
@@ -38,7 +39,11 @@ namespace Spindle;
 // the idle stack either is seen by that look or reads the cleared flag afterwards (its read follows a full fence: the
 // waker's signal, a barrier, the creation lock or the DeferredAt store) and re-arms it. So a pool that could starve is
 // never left unwatched, and a mostly idle pool (a trickle of work) costs no monitor ticks at all.
-public sealed partial class WorkerPool
+//
+// State: everything here is written by the monitor thread only, except _monitorArmed (atomics, by armers and the
+// monitor) and _monitorThread (under _lock, by the first armer). A worker's DeferredAt and MonitorSeen fields are
+// written by this class only. The boost and the target are the controller's: the monitor asks it to raise or halve them.
+internal sealed class StallMonitor
 {
     /// <summary>The monitor's tick while something looks suspicious.</summary>
     internal const int MonitorTickMs = 1;
@@ -58,8 +63,13 @@ public sealed partial class WorkerPool
     /// <summary>How long the pool must be quiet before the monitor sleeps until it is needed again.</summary>
     internal const int QuietMsBeforeDisarm = 20;
 
+    private readonly Lock _lock = new();
+    private readonly string _threadNamePrefix;
+    private readonly Scheduler _scheduler;
+    private readonly IdleCoordinator _idle;
+    private readonly ThreadController _threads;
     private readonly ThreadBlocker _monitorBlocker = ThreadBlocker.Create();
-    private Thread? _monitorThread; // created under _threadLock on first arming
+    private Thread? _monitorThread; // created under _lock on first arming
     private volatile int _monitorArmed;
 
     // Monitor-thread-only state of the starvation detector.
@@ -77,18 +87,26 @@ public sealed partial class WorkerPool
     private long _decayCheckedAt;
     private long _quietSince;
 
+    public StallMonitor(WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, ThreadController threads)
+    {
+        _threadNamePrefix = options.ThreadNamePrefix ?? options.Name;
+        _scheduler = scheduler;
+        _idle = idle;
+        _threads = threads;
+    }
+
     /// <summary>Diagnostics for tests: the controller's state in one line.</summary>
-    internal string DescribeInjectionState() =>
-        $"threads {ThreadCount}, target {_threadTarget}, idle {_idle.Count}, searching {Volatile.Read(ref _searching.Value)}, " +
-        $"pending {PendingWorkItemCount}, boost {Volatile.Read(ref _starvationBoost)}, blocking {Volatile.Read(ref _blockingCount)}, " +
-        $"monitor armed {_monitorArmed}, monitor alive {_monitorThread?.IsAlive}, starvation injections " +
-        $"{GetThreadInjectionCount(ThreadInjectionReason.Starvation)}, creation failures {CreationFailureCount}";
+    public string Describe() =>
+        $"threads {_threads.ThreadCount}, target {_threads.ThreadTarget}, idle {_idle.IdleCount}, searching {_idle.SearchingCount}, " +
+        $"pending {_scheduler.PendingCount}, boost {_threads.StarvationBoost}, blocking {_threads.BlockingCount}, " +
+        $"monitor armed {_monitorArmed}, monitor alive {Volatile.Read(ref _monitorThread)?.IsAlive}, starvation injections " +
+        $"{_threads.GetInjectionCount(ThreadInjectionReason.Starvation)}, creation failures {_threads.GetInjectionCount(ThreadInjectionReason.CreationFailed)}";
 
     /// <summary>Records that <paramref name="worker"/> skipped a wake-up a parked worker could have served.</summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    private void DeferWake(Worker worker)
+    public void DeferWake(Worker worker)
     {
-        if (Volatile.Read(ref _searching.Value) == 0 && (_idle.Count != 0 || Volatile.Read(ref _threadCount) < _threadTarget))
+        if (_idle.SearchingCount == 0 && (_idle.IdleCount != 0 || _threads.IsBelowTarget))
         {
             Interlocked.Exchange(ref worker.DeferredAt, worker.CompletedCountByOwner);
             EnsureMonitor();
@@ -100,9 +118,9 @@ public sealed partial class WorkerPool
     /// an enqueue wakes it). Called by a worker that leaves the idle stack, a new worker, and a retiring one.
     /// </summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    private void EnsureMonitorIfNoneIdle()
+    public void EnsureMonitorIfNoneIdle()
     {
-        if (_idle.Count == 0 && _monitorArmed == 0)
+        if (_idle.IdleCount == 0 && _monitorArmed == 0)
         {
             ArmMonitor();
         }
@@ -110,7 +128,7 @@ public sealed partial class WorkerPool
 
     /// <summary>Makes sure the monitor is watching (see the arming protocol).</summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    private void EnsureMonitor()
+    public void EnsureMonitor()
     {
         if (_monitorArmed == 0)
         {
@@ -127,9 +145,9 @@ public sealed partial class WorkerPool
         }
         if (Volatile.Read(ref _monitorThread) is null)
         {
-            lock (_threadLock)
+            lock (_lock)
             {
-                if (_monitorThread is null && _state == StateRunning)
+                if (_monitorThread is null && !_scheduler.IsShutdownStarted)
                 {
                     try
                     {
@@ -146,7 +164,7 @@ public sealed partial class WorkerPool
                         // No monitor thread (the OS refused one): the item is already accepted, so the caller must not
                         // throw. Fall back to the eager wake-up a deferral was saving, and let a later call retry.
                         _monitorArmed = 0;
-                        WakeWorkerIfNeeded();
+                        _idle.WakeWorkerIfNeeded();
                         return;
                     }
                 }
@@ -160,7 +178,7 @@ public sealed partial class WorkerPool
         int interval = MonitorTickMs;
         _lastProgressAt = Stopwatch.GetTimestamp();
         _stallStartAt = 0;
-        while (_state == StateRunning)
+        while (!_scheduler.IsShutdownStarted)
         {
             long now = Stopwatch.GetTimestamp();
             bool urgent = Tick(now, out bool quiet);
@@ -196,14 +214,14 @@ public sealed partial class WorkerPool
 
     /// <summary>Nothing to watch: some worker is parked (or none exists), no deferral is open, no boost is left to decay.</summary>
     private bool IsQuiet() =>
-        (_idle.Count != 0 || Volatile.Read(ref _threadCount) == 0) && !AnyDeferral() && Volatile.Read(ref _starvationBoost) == 0;
+        (_idle.IdleCount != 0 || _threads.ThreadCount == 0) && !AnyDeferral() && _threads.StarvationBoost == 0;
 
     /// <summary>One monitor tick. Returns whether the next tick should come soon; <paramref name="quiet"/>: nothing to watch.</summary>
     private bool Tick(long now, out bool quiet)
     {
         bool deferralsOpen = CheckDeferrals();
 
-        long completed = CompletedWorkItemCount;
+        long completed = _threads.WorkerCompletedCount;
         bool progress = completed != _lastCompleted;
         _lastCompleted = completed;
         if (progress)
@@ -213,13 +231,13 @@ public sealed partial class WorkerPool
             ResetProgress(now);
         }
 
-        int threads = Volatile.Read(ref _threadCount);
-        int idle = _idle.Count;
-        bool pending = AnyWorkVisible();
-        bool starving = pending && !progress && idle == 0 && Volatile.Read(ref _searching.Value) == 0;
+        int threads = _threads.ThreadCount;
+        int idle = _idle.IdleCount;
+        bool pending = _scheduler.AnyWorkVisible();
+        bool starving = pending && !progress && idle == 0 && _idle.SearchingCount == 0;
         bool saturated = false;
         bool judged = true;
-        if (starving || _starvationBoost > 0)
+        if (starving || _threads.StarvationBoost > 0)
         {
             if (_stallStartAt == 0)
             {
@@ -253,7 +271,7 @@ public sealed partial class WorkerPool
             // Saturated by long CPU-bound items, only items that never end justify threads, so the allowance is long.
             // Not for fired timers: a timer callback waiting behind such items gets a thread after the short allowance,
             // so timers stay punctual however long the running items are.
-            double allowance = saturated && !UrgentWorkMayBeWaiting
+            double allowance = saturated && !_scheduler.Urgent.MayBeWaiting
                 ? Math.Max(SaturatedStallMs, 4 * _completionGapMs)
                 : (_lastInjectionAt == 0 ? StallThresholdMs : MonitorTickMs);
             if (stalledMs >= allowance)
@@ -263,32 +281,19 @@ public sealed partial class WorkerPool
             }
         }
         DecayBoost(now, pending, progress, saturated);
-        quiet = !deferralsOpen && (idle != 0 || threads == 0) && Volatile.Read(ref _starvationBoost) == 0;
+        quiet = !deferralsOpen && (idle != 0 || threads == 0) && _threads.StarvationBoost == 0;
         return deferralsOpen || starving;
     }
 
     private void InjectForStarvation(int threads)
     {
-        long waiting = PendingWorkItemCount;
-        int add = (int)Math.Min(_ramp, Math.Max(waiting, 1));
-        lock (_threadLock)
+        long waiting = _scheduler.PendingCount;
+        int add = _threads.RaiseStarvationBoost(threads, (int)Math.Min(_ramp, Math.Max(waiting, 1)));
+        if (add == 0)
         {
-            if (_state != StateRunning)
-            {
-                return;
-            }
-            // Raise the target from what exists now (not from the old target, which blocked workers already fill).
-            int room = _maxThreads - threads;
-            add = Math.Min(add, room);
-            if (add <= 0)
-            {
-                return;
-            }
-            int baseTarget = Math.Max(_minThreads, Environment.ProcessorCount) + _blockingCount;
-            _starvationBoost = Math.Max(_starvationBoost, threads + add - baseTarget);
-            RecomputeTargetLocked();
+            return;
         }
-        for (int i = 0; i < add && TryAddWorker(ThreadInjectionReason.Starvation); i++)
+        for (int i = 0; i < add && _threads.TryAddWorker(ThreadInjectionReason.Starvation); i++)
         {
         }
         _ramp = Math.Min(_ramp * 2, 1024);
@@ -297,7 +302,7 @@ public sealed partial class WorkerPool
     private void DecayBoost(long now, bool pending, bool progress, bool saturated)
     {
         bool unneeded = !pending || (saturated && progress);
-        if (!unneeded || Volatile.Read(ref _starvationBoost) == 0)
+        if (!unneeded || _threads.StarvationBoost == 0)
         {
             _decayCheckedAt = now;
             return;
@@ -307,26 +312,17 @@ public sealed partial class WorkerPool
             return;
         }
         _decayCheckedAt = now;
-        int surplus;
-        lock (_threadLock)
-        {
-            _starvationBoost -= (_starvationBoost + 1) / 2;
-            RecomputeTargetLocked();
-            surplus = _threadCount - _threadTarget;
-        }
+        int surplus = _threads.HalveStarvationBoost();
         // Busy surplus workers retire after their current item; parked ones would wait for the idle timeout, so wake
         // that many: each finds nothing, goes back to Park, sees the pool above its target and retires.
-        for (int i = 0; i < surplus && _idle.TryPop() is Worker worker; i++)
-        {
-            worker.Blocker.Signal();
-        }
+        _idle.WakeParked(surplus);
     }
 
     /// <summary>Settles finished deferrals, rescues stalled ones. Returns whether any deferral is still open.</summary>
     private bool CheckDeferrals()
     {
         bool open = false;
-        foreach (Worker worker in Volatile.Read(ref _workers))
+        foreach (Worker worker in _threads.Workers)
         {
             long deferredAt = Volatile.Read(ref worker.DeferredAt);
             if (deferredAt < 0)
@@ -344,7 +340,7 @@ public sealed partial class WorkerPool
             {
                 Interlocked.CompareExchange(ref worker.DeferredAt, -1, deferredAt);
                 worker.MonitorSeen = -1;
-                WakeWorkerIfNeeded();
+                _idle.WakeWorkerIfNeeded();
                 continue;
             }
             worker.MonitorSeen = deferredAt;
@@ -355,7 +351,7 @@ public sealed partial class WorkerPool
 
     private bool AnyDeferral()
     {
-        foreach (Worker worker in Volatile.Read(ref _workers))
+        foreach (Worker worker in _threads.Workers)
         {
             if (Volatile.Read(ref worker.DeferredAt) >= 0)
             {
@@ -365,10 +361,14 @@ public sealed partial class WorkerPool
         return false;
     }
 
-    private void StopMonitor()
+    /// <summary>Wakes the monitor thread to look at the pool now (shutdown: it exits).</summary>
+    public void Signal() => _monitorBlocker.Signal();
+
+    /// <summary>Shutdown has begun: waits for the monitor thread to exit (it sees the admission state).</summary>
+    public void Stop()
     {
         Thread? thread;
-        lock (_threadLock)
+        lock (_lock)
         {
             thread = _monitorThread;
         }

@@ -1,0 +1,337 @@
+using System;
+using System.Diagnostics;
+using System.Runtime.CompilerServices;
+using System.Threading;
+using Spindle.Queues;
+using Spindle.Scheduling;
+using Spindle.Threading;
+
+namespace Spindle.Parking;
+
+/// <summary>
+/// Searching, parking and waking: the searching count, the stack of parked workers, and the protocol between them.
+/// Workers sleep on their own blocker (<see cref="ThreadBlocker"/>); this component decides who sleeps and who wakes.
+/// </summary>
+/// <remarks>
+/// <para>State (owned here): <see cref="_searching"/> (atomics, alone on its cache line: every enqueue reads it) and
+/// <see cref="_idle"/> (the idle stack, with its own small lock). A worker's <c>WokenAsSearcher</c> flag is written by
+/// this component only.</para>
+/// <para>Protocol (after Go's scheduler and Tokio's idle.rs, with the LIFO blocker of the runtime's own pool):</para>
+/// <list type="bullet">
+/// <item>The searching count counts workers that are looking for work (spinning over the queues). A worker may start
+/// searching only while fewer than half of the non-parked workers (and fewer than <see cref="MinSearchers"/>, whichever
+/// is more) are searching; otherwise it parks at once, since the searchers will find whatever there is.</item>
+/// <item>An enqueue publishes its item and then calls <see cref="WakeWorkerIfNeeded"/>, which does nothing if anyone is
+/// searching or nobody is parked. Otherwise it claims the count 0 -> 1 on behalf of the worker it is about to wake (so
+/// that a burst of enqueues wakes one worker, not one per item), pops the most recently parked worker and signals it.</item>
+/// <item>A searcher that finds work stops searching; if it was the last searcher and more work is visible, it wakes one
+/// more worker (which arrives as a searcher), so parallelism ramps up one worker at a time without a thundering herd.</item>
+/// <item>A searcher that finds nothing decrements the count, pushes itself on the idle stack, and only then looks at
+/// every queue once more before blocking. Both the decrement and the push are full fences, and the global enqueue's
+/// claim is a full fence before its read of the count and the idle count, so (store-buffering argument) either the
+/// enqueuer sees this worker counted as searching or parked, or this worker's last look sees the item. A wake-up cannot
+/// be lost for work queued from outside.</item>
+/// <item>A local push by a worker is not fenced (it is the hot path), and a lone local item deliberately wakes nobody
+/// (the worker runs it next). If the pushing worker's current item then blocks, the stall monitor wakes a helper. The
+/// store-buffering race between an unfenced push and a parking searcher is closed on the parking side by a
+/// process-wide barrier (see <see cref="PushIdleAndLookAgain"/>).</item>
+/// </list>
+/// </remarks>
+internal sealed class IdleCoordinator
+{
+    /// <summary>
+    /// Searchers allowed however few workers are awake. Half of two awake workers is one searcher, so the other worker
+    /// parked at once whenever it ran dry and was woken again by the next burst (a futex round trip, and a process-wide
+    /// barrier, per burst); measured in-process on 2 cores, outside batches of 1,000 Run items went from about 5.7M to
+    /// 10.2M items/s when both workers may search. From three awake workers on, half of them (rounded up) is at least
+    /// two anyway, so this changes nothing for larger pools.
+    /// </summary>
+    private const int MinSearchers = 2;
+
+    /// <summary>Upper bound on a searcher's backoff attempts when every other core is free.</summary>
+    internal const int DefaultMaxSpinAttempts = 7;
+
+    /// <summary>How many times a searcher yields its core after spinning, before it parks.</summary>
+    internal const int DefaultYieldAttempts = 4;
+
+    private readonly IdleStack<Worker> _idle = new();
+    private readonly int _maxSpinAttempts;
+    private readonly int _yieldAttempts;
+    private readonly int _idleTimeoutMs;
+
+    // Workers currently searching for work. Written by searchers and wakers with atomics; read by every enqueue.
+    private PaddedInt32 _searching;
+
+    // Set once by Connect, before any thread of the pool exists.
+    private Scheduler _scheduler = null!;
+    private ThreadController _threads = null!;
+    private StallMonitor _monitor = null!;
+
+    public IdleCoordinator(WorkerPoolOptions options)
+    {
+        _maxSpinAttempts = options.MaxSpinAttempts ?? DefaultMaxSpinAttempts;
+        _yieldAttempts = options.YieldAttempts ?? DefaultYieldAttempts;
+        _idleTimeoutMs = options.IdleTimeoutMilliseconds;
+    }
+
+    public void Connect(Scheduler scheduler, ThreadController threads, StallMonitor monitor)
+    {
+        _scheduler = scheduler;
+        _threads = threads;
+        _monitor = monitor;
+    }
+
+    /// <summary>Parked workers (a snapshot).</summary>
+    public int IdleCount => _idle.Count;
+
+    /// <summary>Searching workers (a snapshot).</summary>
+    public int SearchingCount => Volatile.Read(ref _searching.Value);
+
+    /// <summary>Wakes a parked worker if work may be waiting and nobody is looking for it.</summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    public void WakeWorkerIfNeeded()
+    {
+        if (Volatile.Read(ref _searching.Value) == 0)
+        {
+            WakeWorkerIfNeededSlow();
+        }
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private void WakeWorkerIfNeededSlow()
+    {
+        if (_idle.Count == 0)
+        {
+            // Nobody to wake: maybe the pool has not reached its thread target yet.
+            if (_threads.IsBelowTarget)
+            {
+                _threads.TryAddWorker(ThreadInjectionReason.Demand);
+            }
+            return;
+        }
+        if (Interlocked.CompareExchange(ref _searching.Value, 1, 0) != 0)
+        {
+            return; // someone started searching meanwhile
+        }
+        Worker? worker = _idle.TryPop();
+        if (worker is null)
+        {
+            Interlocked.Decrement(ref _searching.Value);
+            return;
+        }
+        worker.WokenAsSearcher = true;
+        worker.Blocker.Signal();
+    }
+
+    /// <summary>
+    /// The thread controller is adding <paramref name="worker"/>: it counts as a searcher until it first looks for work,
+    /// so the enqueues that follow do not each create another thread; it hands the role on like any searcher.
+    /// </summary>
+    public void CountNewWorkerAsSearcher(Worker worker)
+    {
+        worker.WokenAsSearcher = true;
+        Interlocked.Increment(ref _searching.Value);
+    }
+
+    /// <summary>The new worker counted by <see cref="CountNewWorkerAsSearcher"/> never started.</summary>
+    public void UncountUnstartedWorker() => Interlocked.Decrement(ref _searching.Value);
+
+    /// <summary>Looks for work in the global queue and in other workers' rings, spinning with backoff between looks.</summary>
+    public bool Search(Worker self, out WorkItemEntry item)
+    {
+        bool counted = self.WokenAsSearcher;
+        if (counted)
+        {
+            self.WokenAsSearcher = false;
+        }
+        else if (!TryBeginSearching())
+        {
+            item = default;
+            return false;
+        }
+
+        // A worker arriving as a searcher skipped its own queues (and a start hook may have queued locally), so its own
+        // slot and ring are looked at once here; otherwise the dispatch loop has just found them empty, and only their
+        // owner fills them.
+        bool checkOwnWork = counted;
+        int attempts = SpinAttemptsForFreeCores();
+        Scheduler scheduler = _scheduler;
+        for (int attempt = 0; ; attempt++)
+        {
+            if ((checkOwnWork && (self.TryTakeLifoSlot(out item) || self.Ring.TryPop(out item)))
+                || scheduler.TryStealOrTakeGlobal(self, out item))
+            {
+                int left = Interlocked.Decrement(ref _searching.Value);
+                Debug.Assert(left >= 0);
+                if (left == 0 && scheduler.AnyWorkVisible())
+                {
+                    WakeWorkerIfNeeded(); // the last searcher to find work brings in one more
+                }
+                return true;
+            }
+            checkOwnWork = false;
+            if (attempt < attempts)
+            {
+                self.Backoff.Spin(attempt);
+            }
+            else if (attempt < attempts + _yieldAttempts)
+            {
+                // Past the spin budget, offer the core to other runnable threads before parking. When threads outnumber
+                // cores (an outside producer sharing the machine with the workers) this lets the producer run without
+                // this worker parking, so the producer's next enqueue finds a searcher and pays no wake-up system call.
+                // With nothing else runnable, a yield returns at once and costs about a microsecond.
+                Thread.Yield();
+            }
+            else
+            {
+                break;
+            }
+        }
+        int remaining = Interlocked.Decrement(ref _searching.Value);
+        Debug.Assert(remaining >= 0);
+        item = default;
+        return false;
+    }
+
+    private bool TryBeginSearching()
+    {
+        while (true)
+        {
+            int searching = Volatile.Read(ref _searching.Value);
+            int active = _threads.ThreadCount - _idle.Count;
+            if (searching >= Math.Max(MinSearchers, (active + 1) / 2))
+            {
+                return false;
+            }
+            if (Interlocked.CompareExchange(ref _searching.Value, searching + 1, searching) == searching)
+            {
+                return true;
+            }
+        }
+    }
+
+    /// <summary>
+    /// How long to spin before parking: scaled by the cores not occupied by this pool's other running threads, and zero
+    /// when they occupy them all (spinning then only steals CPU from the threads doing the work).
+    /// </summary>
+    private int SpinAttemptsForFreeCores()
+    {
+        int running = _threads.ThreadCount - _idle.Count - 1; // other non-parked workers
+        int free = Environment.ProcessorCount - Math.Max(running, 0);
+        if (free <= 0 || _maxSpinAttempts <= 0)
+        {
+            return 0;
+        }
+        // Each extra attempt roughly doubles the spin; giving up one attempt per busy core halves it per busy core.
+        int attempts = _maxSpinAttempts - (Environment.ProcessorCount - free);
+        return Math.Max(attempts, 1);
+    }
+
+    /// <summary>
+    /// Blocks the worker until it is woken. Returns false when the worker should exit instead: shutdown with nothing
+    /// left, or retirement (surplus above the target, or idle for the idle timeout above the minimum).
+    /// </summary>
+    public bool Park(Worker self)
+    {
+        Debug.Assert(self.HasNoLocalWork, "A worker parks only with an empty ring and LIFO slot.");
+        self.Ring.ReleaseTakenSlots(); // an idle worker must not keep stolen items' state alive
+        if (_scheduler.IsShutdownStarted && _threads.MayExitForShutdown())
+        {
+            return false;
+        }
+        if (_threads.IsAboveTarget && _threads.TryRetire(self, ThreadInjectionReason.RetiredSurplus))
+        {
+            return false;
+        }
+        if (!PushIdleAndLookAgain(self))
+        {
+            // Work appeared (or shutdown started) while parking: look again without sleeping. This worker was counted
+            // idle for a moment, so the monitor may have judged the pool quiet and disarmed: re-arm it if nobody else is
+            // parked. The barrier orders the idle-stack removal before the monitor's armed flag is read (see the
+            // arming protocol in StallMonitor).
+            Interlocked.MemoryBarrier();
+            _monitor.EnsureMonitorIfNoneIdle();
+            return true;
+        }
+        while (true)
+        {
+            int timeout = _idleTimeoutMs != Timeout.Infinite && _threads.ThreadCount > _threads.MinThreads
+                ? _idleTimeoutMs
+                : Timeout.Infinite;
+            if (self.Blocker.Wait(timeout))
+            {
+                break;
+            }
+            // Timed out. Leave the idle stack first: once out of it no waker can pick this worker, so retiring cannot
+            // strand an item a waker meant for it. If a waker popped it already, its signal is on the way: take it.
+            if (!_idle.TryRemove(self))
+            {
+                self.Blocker.Wait();
+                break;
+            }
+            if (_threads.TryRetire(self, ThreadInjectionReason.RetiredIdle))
+            {
+                return false;
+            }
+            if (!PushIdleAndLookAgain(self))
+            {
+                Interlocked.MemoryBarrier();
+                _monitor.EnsureMonitorIfNoneIdle();
+                return true;
+            }
+        }
+        _monitor.EnsureMonitorIfNoneIdle(); // this worker is busy again: if nobody is left parked, the monitor must watch
+        return true;
+    }
+
+    /// <summary>
+    /// Pushes the worker on the idle stack, then looks at every queue once more. Returns true when the worker should
+    /// sleep, false when it took itself back off the stack because work (or shutdown) appeared.
+    /// </summary>
+    private bool PushIdleAndLookAgain(Worker self)
+    {
+        _idle.Push(self);
+        // Local pushes are not fenced (they are the hot path), so a pusher's store of its item may still sit in its
+        // store buffer while it reads the searching count as non-zero and skips both the wake-up and the stall monitor.
+        // A process-wide barrier here flushes every other core's pending stores before the look below: either this look
+        // sees the item, or the pusher's read came after our decrement and idle push, and it wakes us or arms the
+        // monitor. The barrier interrupts every core running the process (an IPI, expensive in a VM), so it is skipped
+        // when every worker is parked: then no worker can be between an unfenced push and its read (a worker woken
+        // after our count runs only after its waker's pop, which follows our push and count in the lock's order, so its
+        // later push-and-read sees us parked and wakes us).
+        if (_threads.ThreadCount - _idle.Count > 0)
+        {
+            Interlocked.MemoryBarrierProcessWide();
+        }
+        else
+        {
+            Interlocked.MemoryBarrier();
+        }
+        // A shutting-down pool with a drain hold out parks its idle workers like a running one (continuations may still
+        // come); once the holds are gone it wakes them all, and this look (after the push, a full fence) sees the count.
+        if ((_scheduler.AnyWorkVisible() || (_scheduler.IsShutdownStarted && !_threads.HasDrainHolds)) && _idle.TryRemove(self))
+        {
+            return false;
+        }
+        // Either nothing is visible, or a waker popped us first and has signalled (or is about to): sleep and take it.
+        return true;
+    }
+
+    /// <summary>Wakes up to <paramref name="count"/> parked workers (each finds nothing and re-evaluates in <see cref="Park"/>).</summary>
+    public void WakeParked(int count)
+    {
+        for (int i = 0; i < count && _idle.TryPop() is Worker worker; i++)
+        {
+            worker.Blocker.Signal();
+        }
+    }
+
+    /// <summary>Wakes every parked worker (shutdown, or a limit change they must re-evaluate).</summary>
+    public void WakeAll()
+    {
+        while (_idle.TryPop() is Worker worker)
+        {
+            worker.Blocker.Signal();
+        }
+    }
+}

@@ -1,0 +1,230 @@
+using System;
+using System.Collections.Generic;
+using System.Threading;
+using Spindle.Queues;
+using Spindle.Scheduling;
+using Spindle.Timers;
+
+namespace Spindle.Registrations;
+
+// The wait registry: every live registration of a pool and the wait threads.
+//
+// Two kinds share RegisteredWait (RegisteredWait.cs): registrations on a PoolSignal cost no thread (Set queues
+// their callbacks; timeouts are entries of the pool's timing wheel), and registrations on any WaitHandle are watched by
+// wait threads, 63 handles per thread (WaitThread.cs), the fewest WaitHandle.WaitAny allows.
+//
+// _waitLock guards the wait-thread list, each wait thread's Reserved count and pending changes, the list of live
+// registrations (intrusive links in RegisteredWait) and _waitsStopped. Shutdown sets _waitsStopped and unregisters every
+// live registration, so no callback is queued after it and none that was queued starts (the pool drains first).
+// Firings go to the scheduler's global queue (TryQueueFiring); the registry calls nothing else of the pool.
+internal sealed class WaitRegistry
+{
+    private readonly object _waitLock = new();
+    private readonly WorkerPool _pool;
+    private readonly string _threadNamePrefix;
+    private readonly Scheduler _scheduler;
+    private readonly TimerService _timers;
+    private readonly List<WaitThread> _waitThreads = [];
+    private readonly List<Thread> _exitedWaitThreads = [];
+    private RegisteredWait? _registrations;
+    private int _registrationCount;
+    private bool _waitsStopped;
+
+    public WaitRegistry(WorkerPool pool, WorkerPoolOptions options, Scheduler scheduler, TimerService timers)
+    {
+        _pool = pool;
+        _threadNamePrefix = options.ThreadNamePrefix ?? options.Name;
+        IdleTimeoutMilliseconds = options.IdleTimeoutMilliseconds;
+        _scheduler = scheduler;
+        _timers = timers;
+    }
+
+    /// <summary>How long a wait thread with nothing to watch lingers before it exits.</summary>
+    internal int IdleTimeoutMilliseconds { get; }
+
+    /// <summary>Wait threads that exist right now.</summary>
+    public int WaitThreadCount
+    {
+        get
+        {
+            lock (_waitLock)
+            {
+                return _waitThreads.Count;
+            }
+        }
+    }
+
+    /// <summary>Registrations not yet unregistered (a snapshot).</summary>
+    public int RegistrationCount => Volatile.Read(ref _registrationCount);
+
+    /// <summary>Registers a wait on any handle (arguments validated by the caller); throws when the pool is shutting down.</summary>
+    public RegisteredWait RegisterHandle(WaitHandle waitObject, WaitOrTimerCallback callBack, object? state, ExecutionContext? context, TimeSpan timeout, bool executeOnlyOnce)
+    {
+        var registration = new RegisteredWait(this, callBack, state, context, timeout, executeOnlyOnce) { Handle = waitObject };
+        WaitThread? target;
+        lock (_waitLock)
+        {
+            ThrowIfStoppedLocked();
+            target = FindWaitThreadWithRoomLocked();
+            if (target is null)
+            {
+                // Started under the lock (once per 63 registrations), so that shutdown never finds an unstarted thread
+                // to join. The new thread's first step takes the lock, so it simply waits for this call to finish.
+                target = new WaitThread(this, _waitLock, $"{_threadNamePrefix} wait {_waitThreads.Count + 1}");
+                // If the thread cannot be started, nothing has been recorded yet and the exception reaches the caller.
+                target.Thread.UnsafeStart(target);
+                _waitThreads.Add(target);
+                target.AddLocked(registration);
+                TrackLocked(registration);
+                return registration;
+            }
+            target.AddLocked(registration);
+            TrackLocked(registration);
+        }
+        target.NotifyChanged();
+        return registration;
+    }
+
+    /// <summary>Registers a wait on a <see cref="PoolSignal"/> (arguments validated by the caller); throws when the pool is shutting down.</summary>
+    public RegisteredWait RegisterSignal(PoolSignal signal, WaitOrTimerCallback callBack, object? state, ExecutionContext? context, TimeSpan timeout, bool executeOnlyOnce)
+    {
+        var registration = new RegisteredWait(this, callBack, state, context, timeout, executeOnlyOnce);
+        var waiter = new PoolSignal.RegistrationWaiter(signal, registration, _timers, registration.TimeoutTicks);
+        registration.SignalWaiter = waiter;
+        lock (_waitLock)
+        {
+            ThrowIfStoppedLocked();
+            TrackLocked(registration);
+        }
+        signal.Register(waiter);
+        return registration;
+    }
+
+    private void ThrowIfStoppedLocked()
+    {
+        if (_waitsStopped || _scheduler.IsShutdownStarted)
+        {
+            _pool.ThrowShutDown();
+        }
+    }
+
+    private WaitThread? FindWaitThreadWithRoomLocked()
+    {
+        // Newest first: registrations fill threads in order, so the newest thread is the one most likely to have room.
+        for (int i = _waitThreads.Count - 1; i >= 0; i--)
+        {
+            WaitThread thread = _waitThreads[i];
+            if (thread.Reserved < WaitThread.MaxHandles && !thread.Exiting)
+            {
+                return thread;
+            }
+        }
+        return null;
+    }
+
+    private void TrackLocked(RegisteredWait registration)
+    {
+        registration.PoolNext = _registrations;
+        if (_registrations is not null)
+        {
+            _registrations.PoolPrevious = registration;
+        }
+        _registrations = registration;
+        registration.InPoolList = true;
+        _registrationCount++;
+    }
+
+    /// <summary>Called once per registration by its unregistration.</summary>
+    internal void ForgetRegistration(RegisteredWait registration)
+    {
+        lock (_waitLock)
+        {
+            if (!registration.InPoolList)
+            {
+                return;
+            }
+            if (registration.PoolPrevious is null)
+            {
+                _registrations = registration.PoolNext;
+            }
+            else
+            {
+                registration.PoolPrevious.PoolNext = registration.PoolNext;
+            }
+            if (registration.PoolNext is not null)
+            {
+                registration.PoolNext.PoolPrevious = registration.PoolPrevious;
+            }
+            registration.PoolPrevious = null;
+            registration.PoolNext = null;
+            registration.InPoolList = false;
+            _registrationCount--;
+        }
+    }
+
+    /// <summary>Whether shutdown has ended every registration (read by wait threads under the wait lock).</summary>
+    internal bool IsStoppedLocked => _waitsStopped;
+
+    /// <summary>A wait thread decided to exit (caller holds the wait lock).</summary>
+    internal void OnWaitThreadExitingLocked(WaitThread thread)
+    {
+        _waitThreads.Remove(thread);
+        _exitedWaitThreads.RemoveAll(static exited => !exited.IsAlive);
+        _exitedWaitThreads.Add(thread.Thread);
+    }
+
+    /// <summary>Queues a wait firing for any worker; false (dropping it) when the pool is shutting down.</summary>
+    internal bool TryQueueFiring(in WorkItemEntry entry) => _scheduler.TryEnqueueShared(entry);
+
+    /// <summary>Shutdown: no more registrations; every live one is unregistered, and wait threads are woken to exit.</summary>
+    public void Stop()
+    {
+        List<RegisteredWait> live = [];
+        WaitThread[] threads;
+        lock (_waitLock)
+        {
+            _waitsStopped = true;
+            for (RegisteredWait? registration = _registrations; registration is not null; registration = registration.PoolNext)
+            {
+                live.Add(registration);
+            }
+            threads = [.. _waitThreads];
+        }
+        foreach (RegisteredWait registration in live)
+        {
+            registration.UnregisterCore(null);
+        }
+        foreach (WaitThread thread in threads)
+        {
+            thread.Wake();
+        }
+    }
+
+    public void JoinThreads()
+    {
+        while (true)
+        {
+            Thread[] exited;
+            WaitThread[] running;
+            lock (_waitLock)
+            {
+                exited = [.. _exitedWaitThreads];
+                _exitedWaitThreads.Clear();
+                running = [.. _waitThreads];
+            }
+            foreach (Thread thread in exited)
+            {
+                thread.Join();
+            }
+            if (running.Length == 0)
+            {
+                return;
+            }
+            foreach (WaitThread thread in running)
+            {
+                thread.Wake();
+                thread.Thread.Join();
+            }
+        }
+    }
+}

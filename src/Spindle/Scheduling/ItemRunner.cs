@@ -1,0 +1,296 @@
+using System;
+using System.Diagnostics;
+using System.Globalization;
+using System.Runtime.CompilerServices;
+using System.Runtime.ExceptionServices;
+using System.Threading;
+using Spindle.Queues;
+
+namespace Spindle.Scheduling;
+
+/// <summary>
+/// The one place that runs an item: on a worker, on a dedicated thread, and (at shutdown) on a foreign thread or on the
+/// built-in pool. It owns the ExecutionContext switch, the exception policy, the shutdown-cancellation decision and
+/// the counters those produce.
+/// </summary>
+/// <remarks>
+/// <para>State (all written here, with atomics): <see cref="_cancelledCount"/> (items shutdown cancelled),
+/// <see cref="_redirectedCount"/> (callbacks that ran on the built-in pool after the stop) and
+/// <see cref="_leftoversCompleted"/> (leftovers run by a thread that is not a worker). Workers and dedicated threads
+/// count their own completions.</para>
+/// <para>Pool threads run between items in the runtime's default ExecutionContext (<see cref="DefaultContext"/>), so an
+/// item that carries it, or none, is invoked directly; any other context is restored around the item. What an item may
+/// change on the thread is put back by <see cref="PoolThreadState"/>.</para>
+/// </remarks>
+internal sealed class ItemRunner
+{
+    // The runtime's default ExecutionContext, as captured on a fresh pool thread: items carrying it need no
+    // ExecutionContext.Run because a pool thread runs in it between items. A process-wide fact of the runtime, learnt
+    // once (every capture on a fresh thread yields the same object), not a setting.
+    private static ExecutionContext? s_defaultContext;
+
+    private readonly WorkerPool _pool;
+    private long _cancelledCount;
+    private long _redirectedCount;
+    private long _leftoversCompleted;
+
+    public ItemRunner(WorkerPool pool) => _pool = pool;
+
+    /// <summary>The default context, once a pool thread has started (null before).</summary>
+    public static ExecutionContext? DefaultContext => s_defaultContext;
+
+    /// <summary>Called first thing on every pool thread: learns the default context (the thread was started without flowing one).</summary>
+    public static void OnPoolThreadStarted() => s_defaultContext ??= ExecutionContext.Capture();
+
+    /// <summary>Whether <paramref name="context"/> is the runtime's default ExecutionContext (no AsyncLocal values).</summary>
+    public static bool IsDefaultContext(ExecutionContext context) =>
+        ReferenceEquals(context, Volatile.Read(ref s_defaultContext) ?? ProbeDefaultContext());
+
+    /// <summary>
+    /// Learns the default context before any pool thread has started: a thread started without flowing its creator's
+    /// context runs in it. Once per process, and only if a pool creates a timer before any of its threads exists.
+    /// </summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private static ExecutionContext ProbeDefaultContext()
+    {
+        ExecutionContext? captured = null;
+        var probe = new Thread(() => captured = ExecutionContext.Capture(), 64 * 1024) { IsBackground = true, Name = "Spindle context probe" };
+        probe.UnsafeStart(); // UnsafeStart: the probe does not run in this thread's context
+        probe.Join();
+        Interlocked.CompareExchange(ref s_defaultContext, captured, null);
+        return s_defaultContext!;
+    }
+
+    /// <summary>Items cancelled by shutdown, over the pool's life.</summary>
+    public long CancelledCount => Interlocked.Read(ref _cancelledCount);
+
+    /// <summary>Callbacks that ran on the built-in pool because they arrived after the stop.</summary>
+    public long RedirectedCount => Interlocked.Read(ref _redirectedCount);
+
+    /// <summary>Leftovers run to completion by a thread that is not one of the pool's.</summary>
+    public long LeftoversCompleted => Interlocked.Read(ref _leftoversCompleted);
+
+    /// <summary>
+    /// Runs <paramref name="item"/> on a pool thread (a worker or a dedicated thread, in the default context between
+    /// items), applying the exception policy. Clears the entry. The caller counts the completion and resets the thread.
+    /// </summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    public void RunOnPoolThread(ref WorkItemEntry item)
+    {
+        try
+        {
+            ExecutionContext? context = item.Context;
+            if (context is null || ReferenceEquals(context, s_defaultContext))
+            {
+                item.Invoke();
+            }
+            else
+            {
+                // The thread is in the default context between items, so switching to the item's context and back is
+                // all ExecutionContext.Run would do, minus its save and restore of the SynchronizationContext (the
+                // thread-state reset clears that). Restore also raises AsyncLocal change notifications.
+                ExecutionContext.Restore(context);
+                try
+                {
+                    item.Invoke();
+                }
+                finally
+                {
+                    ExecutionContext.Restore(s_defaultContext!);
+                }
+            }
+        }
+        catch (Exception exception)
+        {
+            HandleException(exception);
+        }
+        finally
+        {
+            item = default; // drop the state now, not when the stack slot is next overwritten
+        }
+    }
+
+    /// <summary>Runs a worker hook (start, stop), applying the exception policy to what it throws.</summary>
+    public void RunHook(Action? hook)
+    {
+        if (hook is null)
+        {
+            return;
+        }
+        try
+        {
+            hook();
+        }
+        catch (Exception exception)
+        {
+            HandleException(exception);
+        }
+    }
+
+    /// <summary>
+    /// Applies the exception policy. Under <see cref="UnhandledExceptionPolicy.FailProcess"/> an unhandled exception is
+    /// rethrown from here, which is inside the pool thread's catch block: it escapes the thread and fails the process,
+    /// as an exception on a built-in pool thread does.
+    /// </summary>
+    private void HandleException(Exception exception)
+    {
+        if (!_pool.ReportItemException(exception))
+        {
+            ExceptionDispatchInfo.Throw(exception);
+        }
+    }
+
+    /// <summary>
+    /// Shutdown with <see cref="ShutdownMode.CancelPending"/> meets an entry that has not started: asks the entry's
+    /// owner (<see cref="IShutdownAware"/>) what to do, counts what it cancelled, and returns whether the entry must run
+    /// anyway. An entry without an owner is a plain work item: dropped and counted.
+    /// </summary>
+    public bool MustRunDespiteCancel(in WorkItemEntry item)
+    {
+        ShutdownOutcome outcome = item.FindShutdownOwner()?.OnCancelPending() ?? ShutdownOutcome.Cancelled;
+        if (outcome == ShutdownOutcome.Cancelled)
+        {
+            Interlocked.Increment(ref _cancelledCount);
+        }
+        return outcome == ShutdownOutcome.Run;
+    }
+
+    /// <summary>Runs a callback that arrived after the pool stopped on the built-in ThreadPool, and counts it.</summary>
+    public void RunElsewhere(in WorkItemEntry entry)
+    {
+        Interlocked.Increment(ref _redirectedCount);
+        ThreadPool.UnsafeQueueUserWorkItem(new RedirectedCallback(this, entry), preferLocal: false);
+    }
+
+    /// <summary>
+    /// Runs one leftover item on a thread that is not the pool's, in the item's ExecutionContext (or the caller's, for
+    /// an item queued without one), and puts the caller's thread state back afterwards. Returns false with the
+    /// exception when the item threw and the policy says the exception is unhandled.
+    /// </summary>
+    public bool RunOnForeignThread(in WorkItemEntry item, out Exception? unhandled, bool countCompleted)
+    {
+        unhandled = null;
+        ExecutionContext? callerContext = ExecutionContext.Capture();
+        SynchronizationContext? callerSync = SynchronizationContext.Current;
+        CultureInfo culture = CultureInfo.CurrentCulture;
+        CultureInfo uiCulture = CultureInfo.CurrentUICulture;
+        try
+        {
+            if (item.Context is null)
+            {
+                item.Invoke();
+            }
+            else
+            {
+                ExecutionContext.Run(item.Context, static state => ((StrongBox<WorkItemEntry>)state!).Value.Invoke(), new StrongBox<WorkItemEntry>(item));
+            }
+        }
+        catch (Exception exception)
+        {
+            if (!_pool.ReportItemException(exception))
+            {
+                unhandled = exception;
+            }
+        }
+        finally
+        {
+            if (callerContext is not null)
+            {
+                ExecutionContext.Restore(callerContext);
+            }
+            SynchronizationContext.SetSynchronizationContext(callerSync);
+            CultureInfo.CurrentCulture = culture;
+            CultureInfo.CurrentUICulture = uiCulture;
+            if (countCompleted)
+            {
+                Interlocked.Increment(ref _leftoversCompleted);
+            }
+        }
+        return unhandled is null;
+    }
+
+    /// <summary>A callback run on the built-in ThreadPool after its pool stopped: in its own context, under the pool's exception policy.</summary>
+    private sealed class RedirectedCallback(ItemRunner runner, WorkItemEntry entry) : IThreadPoolWorkItem
+    {
+        public void Execute()
+        {
+            if (!runner.RunOnForeignThread(entry, out Exception? unhandled, countCompleted: false))
+            {
+                // The policy says the process fails: rethrown on a built-in pool thread, as there.
+                ExceptionDispatchInfo.Throw(unhandled!);
+            }
+        }
+    }
+}
+
+/// <summary>
+/// What an item may change on a pool thread and the thread's own values for it, captured when the thread starts: the
+/// SynchronizationContext (none), the ExecutionContext (the default), the cultures, the name, the priority and the
+/// background flag. The built-in pool puts back the same things between items.
+/// </summary>
+internal struct PoolThreadState
+{
+    private readonly Thread _thread;
+    private readonly string? _name;
+    private readonly CultureInfo _culture;
+    private readonly CultureInfo _uiCulture;
+    private readonly bool _background;
+
+    /// <summary>Captures the calling pool thread's values (call on the thread, at its start).</summary>
+    public PoolThreadState(bool background)
+    {
+        _thread = Thread.CurrentThread;
+        _name = _thread.Name;
+        _culture = CultureInfo.CurrentCulture;
+        _uiCulture = CultureInfo.CurrentUICulture;
+        _background = background;
+    }
+
+    /// <summary>Puts back whatever the last item changed; a few reference comparisons when it changed nothing.</summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    public readonly void Reset()
+    {
+        if (SynchronizationContext.Current is not null
+            || !ReferenceEquals(ExecutionContext.Capture(), ItemRunner.DefaultContext)
+            || !ReferenceEquals(CultureInfo.CurrentCulture, _culture)
+            || !ReferenceEquals(CultureInfo.CurrentUICulture, _uiCulture))
+        {
+            ResetContextsSlow();
+        }
+        Thread thread = _thread;
+        if (!ReferenceEquals(thread.Name, _name) || thread.Priority != ThreadPriority.Normal || thread.IsBackground != _background)
+        {
+            ResetIdentitySlow();
+        }
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private readonly void ResetContextsSlow()
+    {
+        SynchronizationContext.SetSynchronizationContext(null);
+        ExecutionContext? defaultContext = ItemRunner.DefaultContext;
+        Debug.Assert(defaultContext is not null, "A pool thread learns the default context as it starts.");
+        if (defaultContext is not null && !ReferenceEquals(ExecutionContext.Capture(), defaultContext))
+        {
+            // Also ends a flow suppression the item left behind.
+            ExecutionContext.Restore(defaultContext);
+        }
+        CultureInfo.CurrentCulture = _culture;
+        CultureInfo.CurrentUICulture = _uiCulture;
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private readonly void ResetIdentitySlow()
+    {
+        Thread thread = _thread;
+        if (!ReferenceEquals(thread.Name, _name))
+        {
+            thread.Name = _name;
+        }
+        if (thread.Priority != ThreadPriority.Normal)
+        {
+            thread.Priority = ThreadPriority.Normal;
+        }
+        thread.IsBackground = _background;
+    }
+}

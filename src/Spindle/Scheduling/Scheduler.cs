@@ -1,0 +1,358 @@
+using System;
+using System.Diagnostics;
+using System.Runtime.CompilerServices;
+using System.Runtime.ExceptionServices;
+using System.Threading;
+using Spindle.Parking;
+using Spindle.Queues;
+using Spindle.Threading;
+
+namespace Spindle.Scheduling;
+
+/// <summary>
+/// The one owner of the pool's work sources: the global queue, the urgent queue (fired timers), and the local queues
+/// of the workers (each worker owns its own ring and LIFO slot; the scheduler only reads them, and takes from them as
+/// thieves do). It decides where an enqueue goes, what "work is visible" means, the pending count, the drain at
+/// shutdown, and the admission state.
+/// </summary>
+/// <remarks>
+/// <para>Admission state (<see cref="_state"/>: running, draining, cancelling): written only by <see cref="Close"/>,
+/// which the thread controller calls under its lock when shutdown begins (it closes the global queue first, so that once
+/// the state reads as shut down no enqueue from outside can still be accepted). Read on the enqueue and dispatch paths;
+/// a local enqueue that raced the change put its item in the ring of a live worker, which drains it.</para>
+/// <para>The narrow surface other components use to hand work in: <see cref="TryEnqueue"/> (new work and
+/// continuations while running), <see cref="TryEnqueueShared"/> (wait firings), <see cref="TrySubmitUrgent"/> (timer
+/// firings), and the continuation path <see cref="EnqueueContinuation"/>, which never throws.</para>
+/// </remarks>
+internal sealed class Scheduler
+{
+    public const int StateRunning = 0;
+    public const int StateDraining = 1;
+    public const int StateCancelling = 2;
+
+    private readonly GlobalQueue _globalQueue = new();
+    private readonly IdleCoordinator _idle;
+    private readonly ItemRunner _runner;
+
+    // 0 running, 1 draining, 2 cancelling: see the remarks. It sits on a line that is otherwise read-only while the
+    // pool runs.
+    private volatile int _state;
+
+    // Set once by Connect, before any thread of the pool exists.
+    private ThreadController _threads = null!;
+    private StallMonitor _monitor = null!;
+
+    public Scheduler(IdleCoordinator idle, ItemRunner runner)
+    {
+        _idle = idle;
+        _runner = runner;
+    }
+
+    /// <summary>Fired timers, looked at before any other queue.</summary>
+    public UrgentQueue Urgent { get; } = new();
+
+    public void Connect(ThreadController threads, StallMonitor monitor)
+    {
+        _threads = threads;
+        _monitor = monitor;
+    }
+
+    /// <summary>Whether shutdown has begun (the admission state is not running).</summary>
+    public bool IsShutdownStarted => _state != StateRunning;
+
+    /// <summary>Whether shutdown with <see cref="ShutdownMode.CancelPending"/> has begun.</summary>
+    public bool IsCancelling => _state == StateCancelling;
+
+    /// <summary>
+    /// Caller is the thread controller, under its lock: closes the global queue, then publishes
+    /// <paramref name="state"/>. Returns false when the pool was already at or past that state.
+    /// </summary>
+    public bool Close(int state)
+    {
+        Debug.Assert(state is StateDraining or StateCancelling);
+        if (_state >= state)
+        {
+            return false;
+        }
+        _globalQueue.Close();
+        _state = state;
+        return true;
+    }
+
+    /// <summary>Items waiting in the global queue (tests and diagnostics; a snapshot).</summary>
+    public long GlobalQueueCount => _globalQueue.Count;
+
+    /// <summary>
+    /// The single enqueue path: the calling worker's local queues when <paramref name="preferLocal"/> and the caller is
+    /// one of this pool's workers, the global queue otherwise; then wake if needed. Returns false, having queued
+    /// nothing, when the pool is shutting down.
+    /// </summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    public bool TryEnqueue(in WorkItemEntry entry, bool preferLocal)
+    {
+        Worker? worker = Worker.Current;
+        if (preferLocal && worker is not null && ReferenceEquals(worker.Scheduler, this))
+        {
+            if (_state != StateRunning)
+            {
+                return false;
+            }
+            bool surplus;
+            if (entry.Context is null && ReferenceEquals(entry.State, WorkItemEntry.WorkItemMarker))
+            {
+                surplus = worker.PushToLifoSlot(entry.Callback);
+            }
+            else
+            {
+                if (!worker.Ring.TryPush(entry, out surplus))
+                {
+                    worker.OverflowToGlobal(entry);
+                }
+                surplus |= worker.LifoSlot.Value is not null; // the owner's own field: a plain read is current
+            }
+            // Wake a helper only when this worker already held work: a lone item is what this worker runs next, and
+            // waking a thread to race it for that item costs a system call and moves the work between cores. If the
+            // current item then blocks instead of returning, the stall monitor wakes a helper.
+            if (surplus)
+            {
+                _idle.WakeWorkerIfNeeded();
+            }
+            else
+            {
+                _monitor.DeferWake(worker);
+            }
+            return true;
+        }
+        if (!_globalQueue.TryEnqueue(entry))
+        {
+            return false;
+        }
+        // preferLocal: false (or a caller outside the pool) asks for the item to be shared: wake a helper if needed.
+        _idle.WakeWorkerIfNeeded();
+        return true;
+    }
+
+    /// <summary>Queues an entry on the global queue for any worker; false (queueing nothing) when the pool is shutting down.</summary>
+    public bool TryEnqueueShared(in WorkItemEntry entry)
+    {
+        if (!_globalQueue.TryEnqueue(entry))
+        {
+            return false;
+        }
+        _idle.WakeWorkerIfNeeded();
+        return true;
+    }
+
+    /// <summary>
+    /// Queues a continuation: a callback that belongs to work the pool has already accepted (a post to the pool's
+    /// SynchronizationContext, a task of its TaskScheduler). Never throws: while the pool runs it is an ordinary
+    /// enqueue; during shutdown it goes to the global queue until the pool has stopped (the thread controller decides,
+    /// under its lock), and after that it runs on the built-in ThreadPool.
+    /// </summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    public void EnqueueContinuation(in WorkItemEntry entry, bool preferLocal)
+    {
+        if (!TryEnqueue(entry, preferLocal))
+        {
+            EnqueueContinuationDuringShutdown(entry);
+        }
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private void EnqueueContinuationDuringShutdown(in WorkItemEntry entry)
+    {
+        if (_threads.TryAcceptBeforeStop(this, entry))
+        {
+            _idle.WakeWorkerIfNeeded();
+        }
+        else
+        {
+            _runner.RunElsewhere(entry);
+        }
+    }
+
+    /// <summary>
+    /// Caller is the thread controller, under its lock, before the stop: queues a continuation whatever the admission
+    /// state (the queue is closed to new work, not to this; whoever stops the pool later runs what is in it).
+    /// </summary>
+    public void EnqueueWhileDrainingLocked(in WorkItemEntry entry) => _globalQueue.EnqueueAlways(entry);
+
+    /// <summary>A worker's ring overflowed: its oldest items move to the global queue, open or closed (they were accepted).</summary>
+    public void EnqueueOverflow(in WorkItemEntry entry) => _globalQueue.EnqueueAlways(entry);
+
+    /// <summary>Takes up to <paramref name="destination"/>'s length from the global queue, oldest first.</summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    public int TryDequeueGlobalBatch(Span<WorkItemEntry> destination) => _globalQueue.TryDequeueBatch(destination);
+
+    /// <summary>
+    /// Hands fired timers in, ahead of all ordinary work. Returns false, having taken nothing, once the pool has stopped
+    /// (the caller then runs them elsewhere). The caller wakes workers for them with <see cref="WakeForUrgent"/>,
+    /// outside its own lock.
+    /// </summary>
+    public bool TrySubmitUrgent(ReadOnlySpan<WorkItemEntry> entries) => Urgent.TryAppend(entries);
+
+    /// <summary>Wakes workers for <paramref name="count"/> newly submitted urgent entries.</summary>
+    public void WakeForUrgent(int count)
+    {
+        _idle.WakeWorkerIfNeeded();
+        if (count > 1 && _idle.IdleCount > 0)
+        {
+            // A burst: the first searcher brings in the next (the search), but a second wake now halves the ramp.
+            _idle.WakeWorkerIfNeeded();
+        }
+        _monitor.EnsureMonitorIfNoneIdle();
+    }
+
+    /// <summary>
+    /// A thief's look, for a searching worker: fired timers, then the global queue, then the other workers' rings and
+    /// LIFO slots, starting at a random victim.
+    /// </summary>
+    public bool TryStealOrTakeGlobal(Worker self, out WorkItemEntry item)
+    {
+        if (Urgent.MayBeWaiting && Urgent.TryTake(out item))
+        {
+            self.NoteTimerCallback();
+            return true;
+        }
+        if (self.TryTakeGlobalBatch(out item))
+        {
+            return true;
+        }
+        Worker[] workers = _threads.Workers;
+        int count = workers.Length;
+        if (count > 1)
+        {
+            int start = (int)((uint)self.Backoff.SpinCount(Backoff.MaxExponent) % (uint)count);
+            for (int i = 0; i < count; i++)
+            {
+                Worker victim = workers[(start + i) % count];
+                if (victim == self)
+                {
+                    continue;
+                }
+                if ((!victim.Ring.IsEmpty && victim.Ring.StealHalfInto(self.Ring, out item) > 0) || victim.TryTakeLifoSlot(out item))
+                {
+                    return true;
+                }
+            }
+        }
+        item = default;
+        return false;
+    }
+
+    /// <summary>Whether any queue of the pool holds an item right now.</summary>
+    public bool AnyWorkVisible()
+    {
+        if (!_globalQueue.IsEmpty || Urgent.MayBeWaiting)
+        {
+            return true;
+        }
+        foreach (Worker worker in _threads.Workers)
+        {
+            if (!worker.HasNoLocalWork)
+            {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /// <summary>Accepted items that have not started (a snapshot: exact only while nobody queues or dispatches).</summary>
+    public long PendingCount
+    {
+        get
+        {
+            long pending = _globalQueue.Count + Urgent.Count;
+            foreach (Worker worker in _threads.Workers)
+            {
+                pending += worker.Ring.Count + (Volatile.Read(ref worker.LifoSlot.Value) is null ? 0 : 1);
+            }
+            return pending;
+        }
+    }
+
+    /// <summary>Debugger support for the task scheduler: visits the states of queued entries whose callback is <paramref name="callback"/>.</summary>
+    public void VisitQueuedStates(Action<object?> visit, object callback)
+    {
+        _globalQueue.VisitStates(callback, visit);
+        foreach (Worker worker in _threads.Workers)
+        {
+            worker.Ring.VisitStates(callback, visit);
+        }
+    }
+
+    /// <summary>Whether anything is left in the queues that outlive the workers (fired timers, the global queue).</summary>
+    public bool HasLeftovers => Urgent.MayBeWaiting || !_globalQueue.IsEmpty;
+
+    /// <summary>Takes a batch of what is left in the queues a worker would look at outside its own ring: fired timers first, then the global queue.</summary>
+    private int TakeLeftovers(Span<WorkItemEntry> batch)
+    {
+        int taken = 0;
+        while (taken < batch.Length && Urgent.TryTake(out batch[taken]))
+        {
+            taken++;
+        }
+        return taken != 0 ? taken : _globalQueue.TryDequeueBatch(batch);
+    }
+
+    /// <summary>After the stop, by a thread that is not the pool's: every leftover runs on the built-in ThreadPool.</summary>
+    public void RedirectLeftovers()
+    {
+        Span<WorkItemEntry> batch = new WorkItemEntry[Worker.GlobalBatchSize];
+        while (true)
+        {
+            int taken = TakeLeftovers(batch);
+            if (taken == 0)
+            {
+                return;
+            }
+            for (int i = 0; i < taken; i++)
+            {
+                if (!IsCancelling || _runner.MustRunDespiteCancel(batch[i]))
+                {
+                    _runner.RunElsewhere(batch[i]);
+                }
+                batch[i] = default;
+            }
+        }
+    }
+
+    /// <summary>
+    /// Runs or cancels what is left after every worker has exited. Items are only left when the pool never managed to
+    /// start a worker for them (thread creation failing up to shutdown, or a first enqueue racing the shutdown), or when
+    /// a continuation arrived between the last worker's decision to exit and the stop; accepted work must still run
+    /// exactly once, so the calling thread (the disposing thread, or the last worker on its way out) runs them itself.
+    /// </summary>
+    /// <remarks>
+    /// The loop runs until the queue is empty counting claimed positions, not just until a batch comes back empty: a
+    /// producer that claimed its slot before the close may still be publishing it. The queue is closed, so every later
+    /// claim is published empty and the loop ends. Under <see cref="UnhandledExceptionPolicy.FailProcess"/> the first
+    /// unhandled exception is rethrown once every leftover has been dealt with.
+    /// </remarks>
+    public void SweepLeftovers()
+    {
+        Span<WorkItemEntry> batch = new WorkItemEntry[Worker.GlobalBatchSize];
+        ExceptionDispatchInfo? firstUnhandled = null;
+        var spinner = new SpinWait();
+        while (HasLeftovers)
+        {
+            int taken = TakeLeftovers(batch);
+            if (taken == 0)
+            {
+                spinner.SpinOnce();
+                continue;
+            }
+            for (int i = 0; i < taken; i++)
+            {
+                if ((!IsCancelling || _runner.MustRunDespiteCancel(batch[i]))
+                    && !_runner.RunOnForeignThread(batch[i], out Exception? unhandled, countCompleted: true)
+                    && firstUnhandled is null)
+                {
+                    firstUnhandled = ExceptionDispatchInfo.Capture(unhandled!);
+                }
+                batch[i] = default;
+            }
+        }
+        firstUnhandled?.Throw();
+    }
+}

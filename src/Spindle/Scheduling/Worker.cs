@@ -1,0 +1,378 @@
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.Runtime.CompilerServices;
+using System.Threading;
+using Spindle.Parking;
+using Spindle.Queues;
+using Spindle.Threading;
+using Spindle.Timers;
+
+namespace Spindle.Scheduling;
+
+/// <summary>One worker thread: its local queues, its blocker, its counters and its dispatch loop.</summary>
+/// <remarks>
+/// <para>Fields are grouped by the component that writes them; no other component writes them:</para>
+/// <list type="bullet">
+/// <item>This worker (the dispatch loop, the owner side of the ring and the LIFO slot): <see cref="Ring"/>'s owner
+/// end, <see cref="LifoSlot"/> stores, the completed count, the fairness and timer-assist state.</item>
+/// <item>The idle coordinator: <see cref="WokenAsSearcher"/>.</item>
+/// <item>The stall monitor: <see cref="DeferredAt"/> and <see cref="MonitorSeen"/>.</item>
+/// <item>The thread controller: <see cref="Thread"/>, <see cref="StartState"/>, <see cref="InjectedFor"/>,
+/// <see cref="RegionDepth"/> (blocking regions).</item>
+/// </list>
+/// Thieves only take from the ring and the LIFO slot through their own protocols (WorkStealingRing, the slot's CAS).
+/// </remarks>
+internal sealed class Worker
+{
+    /// <summary>How many local items a worker runs between looks at the global queue (and at its own oldest item).</summary>
+    internal const int FairnessInterval = 61;
+
+    /// <summary>How long the oldest item of a worker's local ring may wait, untouched, before its owner takes it.</summary>
+    internal const int OldestLocalAgeMs = 20;
+
+    /// <summary>Most items a worker takes from the global queue at once.</summary>
+    internal const int GlobalBatchSize = 32;
+
+    [ThreadStatic]
+    private static Worker? t_current;
+
+    public readonly WorkerPool Pool;
+    public readonly Scheduler Scheduler;
+    public readonly ThreadController Threads;
+    public readonly WorkStealingRing Ring;
+    public readonly ThreadBlocker Blocker;
+    public readonly int Id;
+    private readonly IdleCoordinator _idle;
+    private readonly TimerService _timers;
+    private readonly ItemRunner _runner;
+    private readonly WorkerPoolOptions _options;
+
+    // Thread controller: written once by the creating thread before the thread starts.
+    public Thread? Thread;
+
+    // Idle coordinator: set by a waker (before it signals the blocker) when it counted this worker in the searching
+    // count on its behalf; cleared by this worker's search.
+    public volatile bool WokenAsSearcher;
+
+    // The LIFO slot (Go's runnext): the newest IWorkItem this worker queued to itself without an ExecutionContext,
+    // the item it will most likely run next. Protocol: only the owner stores a non-null value (a release store when the
+    // slot is empty, an exchange when it displaces an older item into the ring); the owner and thieves take the value
+    // with a CAS to null, so exactly one of them gets it. The value is a whole item (an IWorkItem has no separate
+    // state), so a thief whose CAS succeeds after the owner took the object and queued the same object again has simply
+    // taken that newer queueing: no ABA hazard. Taking it costs one CAS and no copy, against a fence, index arithmetic
+    // and a three-reference copy for the ring.
+    public PaddedReference LifoSlot;
+
+    // Stall monitor (StallMonitor's deferral protocol): the monitor stores this worker's completed count here when the
+    // worker queued a lone local item without waking anyone, and clears it (CAS) once the count has moved on, or wakes a
+    // helper if it has not within a tick. -1: nothing deferred.
+    public long DeferredAt = -1;
+
+    // Stall monitor only: the DeferredAt value the monitor saw on its previous tick.
+    public long MonitorSeen = -1;
+
+    // Thread controller, on this thread only: nesting depth of blocking regions.
+    public int RegionDepth;
+
+    // Thread controller: why this worker was added; it passes the reason on if it starts the next thread of a ramp.
+    public ThreadInjectionReason InjectedFor;
+
+    // Thread controller: written once by the creating thread after Thread.Start returns or throws; shutdown waits for
+    // it before joining.
+    public int StartState;
+    public const int StartPending = 0;
+    public const int StartSucceeded = 1;
+    public const int StartFailed = 2;
+
+    private readonly WorkItemEntry[] _batch = new WorkItemEntry[GlobalBatchSize];
+    // Written on every item by this worker only (read by the pool's completed count): padded so that a neighbouring
+    // worker's or ring's fields never share its cache line.
+    private PaddedInt64 _completed;
+    private int _tick;
+    private long _bottomTop = -1;   // owner only: the ring's top index at the last fairness look
+    private long _bottomSince;      // owner only: when that top index was first seen
+    private Backoff _backoff;
+    // Timer assist (owner only): items left before the next look at the timer deadline, the look's interval in items,
+    // when the last look read the clock, and the worker's buffer for timers it expires itself.
+    private int _timerCountdown = TimerCheckIdleInterval;
+    private int _timerInterval = 1;
+    private long _lastTimerCheck;
+    private bool _ranTimerCallback;
+    private List<TimerNode>? _expiredTimers;
+
+    public Worker(WorkerPool pool, WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, ThreadController threads,
+        TimerService timers, ItemRunner runner, int id)
+    {
+        Pool = pool;
+        _options = options;
+        Scheduler = scheduler;
+        _idle = idle;
+        Threads = threads;
+        _timers = timers;
+        _runner = runner;
+        Id = id;
+        Ring = options.LocalQueueCapacity is int capacity ? new WorkStealingRing(capacity) : new WorkStealingRing();
+        Blocker = options.BlockerKind is BlockerKind kind ? ThreadBlocker.Create(kind) : ThreadBlocker.Create();
+        _backoff = new Backoff((uint)HashCode.Combine(id, pool));
+    }
+
+    /// <summary>The worker running on the calling thread, or null on any other thread.</summary>
+    public static Worker? Current => t_current;
+
+    public long CompletedCount => Volatile.Read(ref _completed.Value);
+
+    public bool IsCurrentThread => ReferenceEquals(t_current, this);
+
+    /// <summary>Owner only: the completed count without a volatile read.</summary>
+    public long CompletedCountByOwner => _completed.Value;
+
+    public ref Backoff Backoff => ref _backoff;
+
+    public void Main()
+    {
+        t_current = this;
+        ItemRunner.OnPoolThreadStarted();
+        var threadState = new PoolThreadState(_options.UseBackgroundThreads);
+        try
+        {
+            Threads.ContinueRamp(this);
+            _runner.RunHook(_options.OnWorkerStarted);
+            Dispatch(ref threadState);
+        }
+        finally
+        {
+            try
+            {
+                _runner.RunHook(_options.OnWorkerStopping);
+            }
+            finally
+            {
+                t_current = null;
+                Threads.OnWorkerExited(this);
+            }
+        }
+    }
+
+    private void Dispatch(ref PoolThreadState threadState)
+    {
+        Scheduler scheduler = Scheduler;
+        ThreadController threads = Threads;
+        while (true)
+        {
+            // A worker woken by an enqueue was counted as a searcher by its waker: it must go through the search, which
+            // ends that count. Its ring is empty (it parked that way), so skipping TryTakeWork loses nothing.
+            if ((!WokenAsSearcher && TryTakeWork(out WorkItemEntry item)) || _idle.Search(this, out item))
+            {
+                if (scheduler.IsCancelling && !_runner.MustRunDespiteCancel(item))
+                {
+                    item = default;
+                }
+                else
+                {
+                    _runner.RunOnPoolThread(ref item);
+                    Volatile.Write(ref _completed.Value, _completed.Value + 1);
+                    if (RegionDepth != 0)
+                    {
+                        threads.CloseAbandonedRegion(this);
+                    }
+                    threadState.Reset();
+                }
+                if (--_timerCountdown <= 0)
+                {
+                    CheckTimers();
+                }
+                // Above the target (a blocking region ended, a starvation episode is over, the maximum was lowered): the
+                // surplus retires as soon as its local queues are empty. Two plain loads per item.
+                if (threads.IsAboveTarget && threads.TryRetire(this, ThreadInjectionReason.RetiredSurplus))
+                {
+                    return;
+                }
+                continue;
+            }
+            if (!_idle.Park(this))
+            {
+                return; // shutting down and nothing left to run, or retired
+            }
+        }
+    }
+
+    /// <summary>The worker is about to run a timer callback: look at the deadline again right after it.</summary>
+    public void NoteTimerCallback()
+    {
+        _ranTimerCallback = true;
+        _timerCountdown = 1;
+    }
+
+    /// <summary>Items between looks at the timer deadline while the pool has no timer scheduled.</summary>
+    private const int TimerCheckIdleInterval = 64;
+
+    /// <summary>How much work (in Stopwatch ticks) a worker aims to do between looks at the timer deadline: 100 µs.</summary>
+    private static readonly long s_timerCheckTicks = Stopwatch.Frequency / 10_000;
+
+    /// <summary>
+    /// Looks at the timer deadline (<see cref="TimerService.AssistTimers"/>) and sets how many items to run before the
+    /// next look: about <see cref="s_timerCheckTicks"/> worth, judged from the time the last interval took, so that short
+    /// items pay a clock read per hundreds of items and 1 ms items a look after each.
+    /// </summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private void CheckTimers()
+    {
+        long now = _timers.AssistTimers(ref _expiredTimers);
+        if (now == 0)
+        {
+            _lastTimerCheck = 0;
+            _timerCountdown = TimerCheckIdleInterval; // no timer: no clock read
+            return;
+        }
+        if (_ranTimerCallback)
+        {
+            // Timer callbacks are short and say nothing about the items around them: judging the interval from them
+            // would stretch it across the next long items (a burst of callbacks followed by 1 ms items once left the
+            // next look hundreds of milliseconds away). Look after every item until ordinary work is timed again.
+            _ranTimerCallback = false;
+            _timerInterval = 1;
+        }
+        else if (_lastTimerCheck != 0)
+        {
+            // Shrinks at once, grows at most fourfold per look, so items that turn long are noticed soon.
+            long elapsed = now - _lastTimerCheck;
+            long interval = elapsed <= 0 ? 4L * _timerInterval : _timerInterval * s_timerCheckTicks / elapsed;
+            _timerInterval = (int)Math.Clamp(interval, 1, Math.Min(4L * _timerInterval, 1024));
+        }
+        _lastTimerCheck = now;
+        _timerCountdown = _timerInterval;
+    }
+
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private bool TryTakeWork(out WorkItemEntry item)
+    {
+        // Timer callbacks first: one load of a line written only when timers fire.
+        if (Scheduler.Urgent.MayBeWaiting && Scheduler.Urgent.TryTake(out item))
+        {
+            NoteTimerCallback();
+            return true;
+        }
+        if (++_tick >= FairnessInterval)
+        {
+            // Every few dozen items, outside work first, so the global queue cannot be starved by a worker that keeps
+            // re-queueing to itself. Then the bottom of the LIFO ring, but only once it has aged: if nobody has taken
+            // from it (the ring's top index has not moved) for OldestLocalAgeMs, the owner takes its oldest item, so a
+            // self-requeue loop cannot starve it. Not on every look: taking the oldest item of a tree-shaped workload
+            // (tasks spawning tasks) opens a whole new subtree, and done every 61 items it made skynet's live frontier
+            // breadth-first, turning its gen0 collections into gen2 ones.
+            _tick = 0;
+            if (TryTakeGlobalBatch(out item))
+            {
+                return true;
+            }
+            if (TakeAgedBottom(out item))
+            {
+                return true;
+            }
+        }
+        return TryTakeLifoSlot(out item) || Ring.TryPop(out item) || TryTakeGlobalBatch(out item);
+    }
+
+    /// <summary>Owner only: takes the ring's oldest item if it has waited at the bottom for <see cref="OldestLocalAgeMs"/>.</summary>
+    private bool TakeAgedBottom(out WorkItemEntry item)
+    {
+        long top = Ring.Top;
+        long now = Environment.TickCount64;
+        if (top != _bottomTop || Ring.IsEmpty)
+        {
+            _bottomTop = top;
+            _bottomSince = now;
+        }
+        else if (now - _bottomSince >= OldestLocalAgeMs && Ring.TrySteal(out item))
+        {
+            _bottomTop = Ring.Top;
+            _bottomSince = now;
+            return true;
+        }
+        item = default;
+        return false;
+    }
+
+    /// <summary>Owner or thief: takes the LIFO slot's item.</summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    public bool TryTakeLifoSlot(out WorkItemEntry item)
+    {
+        object? next = Volatile.Read(ref LifoSlot.Value);
+        if (next is not null && Interlocked.CompareExchange(ref LifoSlot.Value, null, next) == next)
+        {
+            item = new WorkItemEntry(next, WorkItemEntry.WorkItemMarker, null);
+            return true;
+        }
+        item = default;
+        return false;
+    }
+
+    /// <summary>Whether this worker holds no queued item (ring and LIFO slot; a snapshot).</summary>
+    public bool HasNoLocalWork => Volatile.Read(ref LifoSlot.Value) is null && Ring.IsEmpty;
+
+    /// <summary>
+    /// Owner only: queues an <see cref="IWorkItem"/> without ExecutionContext into the LIFO slot, moving the item it
+    /// displaces into the ring. Returns whether this worker now holds more than the new item (work to share).
+    /// </summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    public bool PushToLifoSlot(object workItem)
+    {
+        if (LifoSlot.Value is null)
+        {
+            // Only the owner stores non-null, so the slot stays empty until the store below.
+            Volatile.Write(ref LifoSlot.Value, workItem);
+            return !Ring.IsEmpty;
+        }
+        object? displaced = Interlocked.Exchange(ref LifoSlot.Value, workItem);
+        if (displaced is not null)
+        {
+            var entry = new WorkItemEntry(displaced, WorkItemEntry.WorkItemMarker, null);
+            if (!Ring.TryPush(entry))
+            {
+                OverflowToGlobal(entry);
+            }
+        }
+        return true;
+    }
+
+    /// <summary>Takes a batch from the global queue: returns the first, keeps the rest in the ring (where they can be stolen).</summary>
+    public bool TryTakeGlobalBatch(out WorkItemEntry item)
+    {
+        int room = Ring.Capacity - Ring.Count;
+        int want = Math.Min(_batch.Length, room + 1);
+        int taken = Scheduler.TryDequeueGlobalBatch(_batch.AsSpan(0, want));
+        if (taken == 0)
+        {
+            item = default;
+            return false;
+        }
+        item = _batch[0];
+        _batch[0] = default;
+        // Pushed newest first, so that the owner's LIFO pops run the batch in queue order.
+        if (taken > 1)
+        {
+            Ring.PushRangeReversed(_batch.AsSpan(1, taken - 1));
+        }
+        if (taken == want && taken > 1)
+        {
+            // A full batch: the global queue may hold more, and others can steal the rest of this batch. A partial
+            // batch emptied the queue, so this worker alone can run what it took.
+            _idle.WakeWorkerIfNeeded();
+        }
+        return true;
+    }
+
+    /// <summary>Called by the owner when its ring is full: half of it moves to the global queue, then the item goes in.</summary>
+    public void OverflowToGlobal(in WorkItemEntry entry)
+    {
+        for (int i = Ring.Capacity / 2; i > 0 && Ring.TrySteal(out WorkItemEntry oldest); i--)
+        {
+            Scheduler.EnqueueOverflow(oldest);
+        }
+        if (!Ring.TryPush(entry))
+        {
+            Scheduler.EnqueueOverflow(entry);
+        }
+    }
+}

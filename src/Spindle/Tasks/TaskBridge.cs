@@ -1,0 +1,97 @@
+using System;
+using System.Threading;
+using System.Threading.Tasks;
+using Spindle.Queues;
+using Spindle.Scheduling;
+using Spindle.Threading;
+
+namespace Spindle.Tasks;
+
+/// <summary>
+/// The task bridge: the pool's <see cref="WorkerPoolTaskScheduler"/> and <see cref="WorkerPoolSynchronizationContext"/>,
+/// and the queueing of Run items (see RunWorkItem.cs for the token protocol).
+/// </summary>
+/// <remarks>
+/// <para>Every Run overload, with a token or without, has one model: the queued entry is a RunWorkItem (a
+/// TaskCompletionSource that is also the work item; RunAsValueTask uses a pooled ValueTaskRunItem), and the delegate
+/// runs with the pool's SynchronizationContext installed, so its awaits come back to the pool through Post, which
+/// queues without allocating. TaskScheduler.Current inside is TaskScheduler.Default, as inside Task.Run. A cancellable
+/// token cancels the item the moment it fires; shutdown with CancelPending cancels it through its task. An async
+/// delegate whose task has not completed holds the pool's drain (ThreadController.Lifetime.cs), so Dispose waits for
+/// it too.</para>
+/// <para>State (owned here): the two lazily created bridge objects (set once by CAS). Work goes in through the
+/// scheduler's narrow surface (TryEnqueue, EnqueueContinuation) and the dedicated threads; drain holds through the
+/// thread controller.</para>
+/// </remarks>
+internal sealed class TaskBridge
+{
+    private WorkerPoolTaskScheduler? _taskScheduler;
+    private WorkerPoolSynchronizationContext? _synchronizationContext;
+
+    public TaskBridge(WorkerPool pool, Scheduler scheduler, ThreadController threads, DedicatedThreads dedicated)
+    {
+        Pool = pool;
+        Scheduler = scheduler;
+        Threads = threads;
+        Dedicated = dedicated;
+    }
+
+    public WorkerPool Pool { get; }
+
+    public Scheduler Scheduler { get; }
+
+    public ThreadController Threads { get; }
+
+    public DedicatedThreads Dedicated { get; }
+
+    public WorkerPoolTaskScheduler TaskScheduler =>
+        Volatile.Read(ref _taskScheduler) ?? Interlocked.CompareExchange(ref _taskScheduler, new WorkerPoolTaskScheduler(this), null) ?? _taskScheduler!;
+
+    public WorkerPoolSynchronizationContext SynchronizationContext =>
+        Volatile.Read(ref _synchronizationContext) ?? Interlocked.CompareExchange(ref _synchronizationContext, new WorkerPoolSynchronizationContext(this), null) ?? _synchronizationContext!;
+
+    /// <summary>Whether the pool has stopped (continuations then run elsewhere).</summary>
+    public bool HasStopped => Threads.HasStopped;
+
+    /// <summary>An async Run item's task is still running: hold the drain.</summary>
+    public void AcquireDrainHold() => Threads.AcquireDrainHold();
+
+    /// <summary>An async Run item's task has completed.</summary>
+    public void ReleaseDrainHold() => Threads.ReleaseDrainHold();
+
+    internal static InvalidOperationException NullTaskException() => new("The asynchronous delegate returned a null task.");
+
+    /// <summary>Queues a Run item; throws (having cancelled the item's task) when the pool is shutting down.</summary>
+    public Task<TResult> QueueRunItem<TResult>(Delegate work, RunKind kind, ExecutionContext? context, CancellationToken cancellationToken)
+    {
+        var item = new RunWorkItem<TResult>(this, work, kind, cancellationToken);
+        if (cancellationToken.CanBeCanceled)
+        {
+            // Registered before the item is queued, so that the registration exists whenever a worker could unregister it.
+            item.RegisterCancellation();
+        }
+        if (!Scheduler.TryEnqueue(new WorkItemEntry(RunWorkItem<TResult>.RunCallback, item, context), preferLocal: true))
+        {
+            item.CancelByShutdown(); // never queued: not counted as cancelled by shutdown, the caller gets the exception
+            Pool.ThrowShutDown();
+        }
+        return item.Task;
+    }
+
+    /// <summary>Queues a pooled value-task Run item; throws when the pool is shutting down.</summary>
+    public ValueTaskRunItem<TResult> QueueValueTaskItem<TResult>(Delegate work, bool isFunc, ExecutionContext? context, out short version, CancellationToken cancellationToken)
+    {
+        ValueTaskRunItem<TResult> item = ValueTaskRunItem<TResult>.Rent(this, work, isFunc, cancellationToken);
+        version = item.Version; // read before queueing: once it has run and been read, the item is reused
+        if (cancellationToken.CanBeCanceled)
+        {
+            item.RegisterCancellation();
+        }
+        if (!Scheduler.TryEnqueue(new WorkItemEntry(ValueTaskRunItem<TResult>.RunCallback, item, context), preferLocal: true))
+        {
+            item.CancelByShutdown(); // releases the queue's share; the caller never sees the item
+            Pool.ThrowShutDown();
+        }
+        return item;
+    }
+}

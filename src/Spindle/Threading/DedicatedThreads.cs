@@ -1,0 +1,280 @@
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.Threading;
+using Spindle.Parking;
+using Spindle.Queues;
+using Spindle.Scheduling;
+
+namespace Spindle.Threading;
+
+/// <summary>
+/// Long-running items (<see cref="WorkItemOptions.LongRunning"/>, <c>TaskCreationOptions.LongRunning</c>) run on
+/// dedicated threads, never on a worker, so they never hold a worker's place and never trigger starvation injection.
+/// </summary>
+/// <remarks>
+/// <para>State (owned here, under <see cref="_lock"/>): the idle threads (LIFO), every live thread, the retired ones
+/// shutdown must join, the count, and this component's own injection counts (LongRunning, RetiredIdle,
+/// CreationFailed) and completed count (atomics).</para>
+/// <para>Protocol: an enqueue takes a drain hold (a running long-running item may still produce continuations) and
+/// then reads the admission state: shutdown writes that state, fences and reads the hold count, so either the enqueue
+/// sees the shutdown (and gives its hold back: rejected) or the shutdown sees the hold (and drains the item). An
+/// accepted item goes to the most recently idled thread (stored in its Item field under the lock; the thread's blocker
+/// is signalled after the lock is released) or starts a new thread with it. A thread that finishes an item pushes
+/// itself on the idle stack and sleeps for the idle timeout; on timeout it exits only if it is still on the stack
+/// (nobody handed it an item); otherwise the signal is on its way and it takes it. Shutdown pops every idle thread and
+/// wakes it with no item, so it exits, and then joins them all. If a thread cannot be created the item goes to the
+/// global queue instead: it is never lost.</para>
+/// </remarks>
+internal sealed class DedicatedThreads
+{
+    [ThreadStatic]
+    private static WorkerPool? t_currentPool;
+
+    private readonly Lock _lock = new();
+    private readonly WorkerPool _pool;
+    private readonly WorkerPoolOptions _options;
+    private readonly string _threadName;
+    private readonly Scheduler _scheduler;
+    private readonly ThreadController _threads;
+    private readonly ItemRunner _runner;
+    private readonly List<DedicatedThread> _idle = [];
+    private readonly List<DedicatedThread> _all = [];
+    private readonly List<Thread> _retired = [];
+    private int _count;
+    private long _completed;
+    private long _started;
+    private long _retiredIdle;
+    private long _creationFailures;
+
+    public DedicatedThreads(WorkerPool pool, WorkerPoolOptions options, Scheduler scheduler, ThreadController threads, ItemRunner runner)
+    {
+        _pool = pool;
+        _options = options;
+        _threadName = $"{options.ThreadNamePrefix ?? options.Name} long-running";
+        _scheduler = scheduler;
+        _threads = threads;
+        _runner = runner;
+    }
+
+    /// <summary>The pool whose dedicated thread is the calling thread, or null.</summary>
+    public static WorkerPool? CurrentPool => t_currentPool;
+
+    /// <summary>Dedicated threads that exist (running or idle).</summary>
+    public int Count => Volatile.Read(ref _count);
+
+    /// <summary>Items run to completion on dedicated threads.</summary>
+    public long CompletedCount => Interlocked.Read(ref _completed);
+
+    /// <summary>This component's share of <see cref="WorkerPool.GetThreadInjectionCount"/>.</summary>
+    public long GetInjectionCount(ThreadInjectionReason reason) => reason switch
+    {
+        ThreadInjectionReason.LongRunning => Interlocked.Read(ref _started),
+        ThreadInjectionReason.RetiredIdle => Interlocked.Read(ref _retiredIdle),
+        ThreadInjectionReason.CreationFailed => Interlocked.Read(ref _creationFailures),
+        _ => 0,
+    };
+
+    /// <summary>Dedicated threads waiting for an item (tests and diagnostics).</summary>
+    public int IdleCount
+    {
+        get
+        {
+            lock (_lock)
+            {
+                return _idle.Count;
+            }
+        }
+    }
+
+    /// <summary>Hands the item to a dedicated thread; false, having queued nothing, when the pool is shutting down.</summary>
+    public bool TryEnqueue(in WorkItemEntry entry)
+    {
+        DedicatedThread? reused = null;
+        bool fallback = false;
+        lock (_lock)
+        {
+            // The hold first, then the state (see the remarks).
+            _threads.AcquireDrainHold();
+            if (_scheduler.IsShutdownStarted)
+            {
+                fallback = true; // released below, outside the lock: the release may stop the pool
+            }
+            else if (_idle.Count != 0)
+            {
+                reused = _idle[^1];
+                _idle.RemoveAt(_idle.Count - 1);
+                reused.Item = entry;
+            }
+            else
+            {
+                try
+                {
+                    var dedicated = new DedicatedThread(this, entry);
+                    Thread thread = PoolThread.Create(_options, dedicated.Main, _threadName);
+                    dedicated.Thread = thread;
+                    _all.Add(dedicated);
+                    Volatile.Write(ref _count, _all.Count);
+                    Interlocked.Increment(ref _started); // before the item can run: whoever sees it ran sees this
+                    try
+                    {
+                        thread.UnsafeStart();
+                    }
+                    catch (Exception)
+                    {
+                        Interlocked.Decrement(ref _started);
+                        _all.Remove(dedicated);
+                        Volatile.Write(ref _count, _all.Count);
+                        throw;
+                    }
+                }
+                catch (Exception)
+                {
+                    // The OS refused a thread: run the item as ordinary work rather than lose it or throw.
+                    Interlocked.Increment(ref _creationFailures);
+                    fallback = true;
+                }
+            }
+        }
+        if (reused is not null)
+        {
+            reused.Blocker.Signal();
+            return true;
+        }
+        if (fallback)
+        {
+            _threads.ReleaseDrainHold(); // no dedicated thread runs it
+            // Shutdown started (before or after the check above): rejected, like any enqueue.
+            return _scheduler.TryEnqueueShared(entry);
+        }
+        return true;
+    }
+
+    /// <summary>Every dedicated thread that may still be running, retired ones included (shutdown joins them).</summary>
+    public Thread[] SnapshotThreads()
+    {
+        lock (_lock)
+        {
+            var threads = new Thread[_all.Count + _retired.Count];
+            int i = 0;
+            foreach (DedicatedThread dedicated in _all)
+            {
+                threads[i++] = dedicated.Thread!;
+            }
+            _retired.CopyTo(threads, i);
+            return threads;
+        }
+    }
+
+    /// <summary>Wakes every idle dedicated thread with no item, so that it exits (shutdown).</summary>
+    public void ReleaseIdle()
+    {
+        DedicatedThread[] idle;
+        lock (_lock)
+        {
+            Debug.Assert(_scheduler.IsShutdownStarted);
+            idle = [.. _idle];
+            _idle.Clear();
+        }
+        foreach (DedicatedThread dedicated in idle)
+        {
+            dedicated.Blocker.Signal();
+        }
+    }
+
+    /// <summary>A thread that runs long-running items one at a time, then waits for the next.</summary>
+    private sealed class DedicatedThread(DedicatedThreads owner, WorkItemEntry first)
+    {
+        public readonly ThreadBlocker Blocker = owner._options.BlockerKind is BlockerKind kind ? ThreadBlocker.Create(kind) : ThreadBlocker.Create();
+        public Thread? Thread;
+        public WorkItemEntry Item = first; // handed over under the owner's lock, read by this thread after the signal
+
+        public void Main()
+        {
+            t_currentPool = owner._pool;
+            ItemRunner.OnPoolThreadStarted();
+            var threadState = new PoolThreadState(owner._options.UseBackgroundThreads);
+            ItemRunner runner = owner._runner;
+            try
+            {
+                runner.RunHook(owner._options.OnWorkerStarted);
+                while (TakeItem(out WorkItemEntry item))
+                {
+                    try
+                    {
+                        runner.RunOnPoolThread(ref item);
+                    }
+                    finally
+                    {
+                        Interlocked.Increment(ref owner._completed);
+                        threadState.Reset(); // undo what the item may have changed, as a worker does between items
+                        owner._threads.ReleaseDrainHold();
+                    }
+                }
+            }
+            finally
+            {
+                try
+                {
+                    runner.RunHook(owner._options.OnWorkerStopping);
+                }
+                finally
+                {
+                    t_currentPool = null;
+                }
+            }
+        }
+
+        private bool TakeItem(out WorkItemEntry item)
+        {
+            while (true)
+            {
+                lock (owner._lock)
+                {
+                    if (Item.Callback is not null)
+                    {
+                        item = Item;
+                        Item = default;
+                        return true;
+                    }
+                    if (owner._scheduler.IsShutdownStarted)
+                    {
+                        LeaveLocked();
+                        item = default;
+                        return false;
+                    }
+                    owner._idle.Add(this);
+                }
+                if (Blocker.Wait(owner._options.IdleTimeoutMilliseconds))
+                {
+                    continue; // handed an item, or released by shutdown
+                }
+                lock (owner._lock)
+                {
+                    if (owner._idle.Remove(this))
+                    {
+                        // Nobody picked this thread: retire. Shutdown still joins it through the retired list.
+                        Interlocked.Increment(ref owner._retiredIdle); // before the count drops: readers see both
+                        LeaveLocked();
+                        owner._retired.RemoveAll(static t => !t.IsAlive);
+                        owner._retired.Add(Thread!);
+                        item = default;
+                        return false;
+                    }
+                }
+                Blocker.Wait(); // an enqueue popped this thread: its signal is on the way
+            }
+        }
+
+        private void LeaveLocked()
+        {
+            Debug.Assert(owner._lock.IsHeldByCurrentThread);
+            if (!owner._scheduler.IsShutdownStarted)
+            {
+                owner._all.Remove(this);
+            }
+            // During shutdown the thread stays listed so that shutdown joins it.
+            Volatile.Write(ref owner._count, owner._count - 1);
+        }
+    }
+}

@@ -1,0 +1,176 @@
+using System.Diagnostics;
+using System.Threading;
+using Spindle.Queues;
+using Spindle.Scheduling;
+
+namespace Spindle.Threading;
+
+// The pool's lifetime, decided under the controller's lock because "stopped" means "no worker is left": the decision to
+// add a worker and the decision to stop must exclude each other.
+//
+// Protocol:
+// - BeginShutdown moves the scheduler's admission state from running to draining or cancelling (a cancelling call may
+//   also upgrade a draining pool); the scheduler closes the global queue first. From then on every public enqueue
+//   throws ObjectDisposedException: a global enqueue either claimed its slot before the close (and is drained) or sees
+//   the close (and is rejected); a local enqueue checks the state, and if it raced the change its item sits in the ring
+//   of a live worker that drains it.
+// - Continuations are not new work: a Post to the pool's SynchronizationContext, a task queued to its TaskScheduler and
+//   a timer firing belong to work the pool already accepted, and refusing them would crash the thread that completed
+//   the awaited task or strand the awaiter. They are accepted onto the pool (global queue, TryAcceptBeforeStop) until
+//   the pool has stopped, and after that run on the built-in ThreadPool (ItemRunner.RunElsewhere, counted).
+// - Drain holds (_drainHolds) count work that has started and may still produce continuations: async Run items whose
+//   task has not completed, and long-running items on dedicated threads. While a hold is out, idle workers park
+//   instead of exiting, so that a continuation arriving during the drain still runs on the pool.
+// - A worker exits when the pool is shutting down, no hold is out and it can see no work in any queue; a worker still
+//   running an item drains its own ring before it can get there.
+// - The pool stops (_stopped, under the lock) when shutdown has begun, no worker is left and no hold is out. Who makes
+//   that transition (the last worker to exit, BeginShutdown of a pool without workers, a failed start, or the release of
+//   the last hold) runs OnStopped: the urgent queue closes, the timer thread may exit, and _stoppedEvent is set.
+//   Anything a continuation put into the global queue before the stop is run by the last worker (on its way out) or by
+//   the disposing thread; after the stop, continuations run elsewhere. Both sides decide under the lock, so nothing
+//   falls between them.
+internal sealed partial class ThreadController
+{
+    private int _drainHolds;                   // atomics; see the protocol
+    private volatile bool _stopped;            // written under _lock, once
+    private readonly ManualResetEventSlim _stoppedEvent = new(initialState: false, spinCount: 0);
+
+    /// <summary>Whether the pool has stopped: no worker is left and every accepted item has run or was cancelled.</summary>
+    public bool HasStopped => _stopped;
+
+    /// <summary>Whether a drain hold is out.</summary>
+    public bool HasDrainHolds => Volatile.Read(ref _drainHolds) != 0;
+
+    /// <summary>
+    /// Begins shutdown in <paramref name="state"/> (draining or cancelling); does nothing when the pool is already at
+    /// or past it. Wakes every parked worker so that each looks again and drains or exits.
+    /// </summary>
+    public void BeginShutdown(int state)
+    {
+        bool stopped;
+        lock (_lock)
+        {
+            if (!_scheduler.Close(state))
+            {
+                return;
+            }
+            // The state store must be visible before the hold count is read (TryStopLocked): a hold released meanwhile
+            // either sees the new state (and tries the stop itself) or is seen released here.
+            Interlocked.MemoryBarrier();
+            _retryTimer?.Dispose();
+            _retryTimer = null;
+            stopped = TryStopLocked();
+        }
+        if (stopped)
+        {
+            OnStopped();
+        }
+        _idle.WakeAll();
+        _monitor.Signal();
+    }
+
+    /// <summary>
+    /// Caller holds the lock: makes the pool stopped if shutdown has begun, no worker is left and no drain hold is out.
+    /// Returns whether this call made the transition (the caller then calls <see cref="OnStopped"/> after releasing the
+    /// lock).
+    /// </summary>
+    private bool TryStopLocked()
+    {
+        Debug.Assert(_lock.IsHeldByCurrentThread);
+        if (_stopped || !_scheduler.IsShutdownStarted || _threadCount != 0 || Volatile.Read(ref _drainHolds) != 0)
+        {
+            return false;
+        }
+        _stopped = true;
+        return true;
+    }
+
+    /// <summary>The pool has just stopped: timer firings from now on run elsewhere, and waiting shutdown calls return.</summary>
+    private void OnStopped()
+    {
+        Debug.Assert(_stopped);
+        _scheduler.Urgent.Close();
+        _timers.ReleaseThreadAfterStop();
+        _stoppedEvent.Set();
+    }
+
+    /// <summary>
+    /// Waits for the stop. While waiting, runs whatever sits in the queues when no worker exists to run it (the pool
+    /// could not start one: thread creation failing), so that a drain hold waiting on such an item cannot wait forever.
+    /// </summary>
+    public void WaitUntilStopped()
+    {
+        while (!_stoppedEvent.Wait(10))
+        {
+            if (Volatile.Read(ref _threadCount) == 0 && _scheduler.HasLeftovers)
+            {
+                _scheduler.SweepLeftovers();
+            }
+        }
+    }
+
+    /// <summary>
+    /// Takes a drain hold: work that has started and may still produce continuations (an async Run item's task, a
+    /// long-running item). While a hold is out, a shutting-down pool keeps its workers (parked) instead of stopping.
+    /// </summary>
+    public void AcquireDrainHold() => Interlocked.Increment(ref _drainHolds);
+
+    /// <summary>Releases a hold taken with <see cref="AcquireDrainHold"/>; the last one lets a shutting-down pool stop.</summary>
+    public void ReleaseDrainHold()
+    {
+        int left = Interlocked.Decrement(ref _drainHolds); // a full fence before the read of the admission state
+        Debug.Assert(left >= 0);
+        if (left != 0 || !_scheduler.IsShutdownStarted)
+        {
+            return;
+        }
+        _idle.WakeAll(); // parked workers look again and exit (see IdleCoordinator.Park)
+        bool stopped;
+        lock (_lock)
+        {
+            stopped = TryStopLocked();
+        }
+        if (stopped)
+        {
+            OnStopped();
+            if (_scheduler.HasLeftovers)
+            {
+                // No worker was left to run these (thread creation failed) and this thread is not the pool's: hand them on.
+                _scheduler.RedirectLeftovers();
+            }
+        }
+    }
+
+    /// <summary>Whether a worker of a shutting-down pool may exit: no drain hold is out and no queue holds work.</summary>
+    public bool MayExitForShutdown() => Volatile.Read(ref _drainHolds) == 0 && !_scheduler.AnyWorkVisible();
+
+    /// <summary>
+    /// A continuation arrived while the pool is shutting down: queues it through <paramref name="scheduler"/> if the
+    /// pool has not stopped (whoever stops it runs what is queued), else returns false (it runs elsewhere).
+    /// </summary>
+    public bool TryAcceptBeforeStop(Scheduler scheduler, in WorkItemEntry entry)
+    {
+        lock (_lock)
+        {
+            if (_stopped)
+            {
+                return false;
+            }
+            scheduler.EnqueueWhileDrainingLocked(entry);
+            return true;
+        }
+    }
+
+    /// <summary>Retired and exited workers' threads that may still be running (shutdown joins them).</summary>
+    public Thread[] SnapshotRetiredThreads()
+    {
+        lock (_lock)
+        {
+            Debug.Assert(!_stopped || _workers.Length == 0, "A stopped pool lists no worker.");
+            return [.. _retiredThreads];
+        }
+    }
+
+    /// <summary>Shutdown has waited for the stop: ends the stall monitor's thread.</summary>
+    public void StopMonitor() => _monitor.Stop();
+}

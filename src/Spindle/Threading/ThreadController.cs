@@ -1,0 +1,452 @@
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.Threading;
+using Spindle.Parking;
+using Spindle.Scheduling;
+using Spindle.Timers;
+
+namespace Spindle.Threading;
+
+/// <summary>
+/// The thread controller: the one place that adds or retires a worker thread, and records why; the live limits and
+/// the thread target; blocking regions; and the pool's lifetime (drain holds and the stop, in ThreadController.Lifetime.cs).
+/// </summary>
+/// <remarks>
+/// <para>The pool aims for <see cref="_threadTarget"/> runnable workers:
+/// <c>target = min(MaxThreads, max(MinThreads, ProcessorCount) + blocking + boost)</c>, where <c>blocking</c> counts
+/// workers inside a blocking region (each lends its place to a replacement) and <c>boost</c> counts threads the stall
+/// monitor asked for because work waited while every worker was stuck (it decays once the queues are empty or the cores
+/// are saturated). Every input is written under <see cref="_lock"/>, which recomputes the target; the target is read
+/// lock-free (volatile).</para>
+/// <para>Adding: an enqueue that finds nobody idle or searching adds a worker while the thread count is below the
+/// target (Demand); the monitor adds in ramps (Starvation); a blocking region adds one when work is waiting
+/// (BlockingRegion); raising the minimum starts threads at once (MinimumRaised). The decision, the listing and the
+/// counts happen under the lock; the thread is started after the lock is released.</para>
+/// <para>Retiring: a worker retires (exits) under the lock when the pool has more threads than the target (after an
+/// item, or instead of parking: RetiredSurplus), or when it has been parked for the idle timeout and the pool is above
+/// its minimum (RetiredIdle). A retiring worker's local queues are empty (it checks under the lock, and only it fills
+/// them), and a parked one first removes itself from the idle stack, so no waker can hand it an item it will never run.
+/// After leaving the worker list it fences and looks at the queues once more: an enqueuer that saw the old thread count
+/// (and so added nobody) published its item before that look, which then sees the item and wakes or adds a worker.</para>
+/// <para>The lock guards: the worker list (copy-on-write, read lock-free), the thread count (also read lock-free), the
+/// next worker id, the creation-failure streak and its retry timer, the limits, the blocking count, the boost, the
+/// retired threads, and the lifetime state. Nothing outside this class takes it.</para>
+/// </remarks>
+[System.Diagnostics.CodeAnalysis.SuppressMessage("Design", "CA1001", Justification = "Lives as long as its pool: the retry timer is disposed when it fires or when shutdown begins, and the stopped event (no spinning, never asked for a wait handle) holds no kernel object; shutdown calls after the stop still read it.")]
+internal sealed partial class ThreadController
+{
+    private readonly Lock _lock = new();
+    private readonly WorkerPool _pool;
+    private readonly WorkerPoolOptions _options;
+    private readonly string _threadNamePrefix;
+    private readonly Scheduler _scheduler;
+    private readonly IdleCoordinator _idle;
+    private readonly ItemRunner _runner;
+    private readonly TimerService _timers;
+    private StallMonitor _monitor = null!; // set once by Connect, before any thread of the pool exists
+
+    private Worker[] _workers = [];     // copy-on-write under _lock; read lock-free by stealers and counters
+    private int _threadCount;           // written under _lock (Volatile), read anywhere
+    private int _nextWorkerId;
+    private long _exitedWorkersCompleted; // written under _lock (Interlocked: read lock-free)
+    private int _creationFailures;      // consecutive failures
+    private Timer? _retryTimer;
+    private int _minThreads;
+    private int _maxThreads;
+    private int _blockingCount;
+    private int _starvationBoost;
+    private volatile int _threadTarget;
+    // Retired workers that may still be running their stop hook; shutdown joins them.
+    private readonly List<Thread> _retiredThreads = [];
+    private readonly long[] _injectionCounts = new long[(int)ThreadInjectionReason.RetiredSurplus + 1];
+
+    public ThreadController(WorkerPool pool, WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, ItemRunner runner, TimerService timers)
+    {
+        _pool = pool;
+        _options = options;
+        _threadNamePrefix = options.ThreadNamePrefix ?? options.Name;
+        _scheduler = scheduler;
+        _idle = idle;
+        _runner = runner;
+        _timers = timers;
+        lock (_lock)
+        {
+            _minThreads = options.MinThreads;
+            _maxThreads = options.MaxThreads;
+            RecomputeTargetLocked();
+        }
+    }
+
+    public void Connect(StallMonitor monitor) => _monitor = monitor;
+
+    /// <summary>The workers (a snapshot of the copy-on-write list: read it once per use).</summary>
+    public Worker[] Workers => Volatile.Read(ref _workers);
+
+    public int ThreadCount => Volatile.Read(ref _threadCount);
+
+    public int MinThreads => Volatile.Read(ref _minThreads);
+
+    public int MaxThreads => Volatile.Read(ref _maxThreads);
+
+    public int ThreadTarget => _threadTarget;
+
+    public int BlockingCount => Volatile.Read(ref _blockingCount);
+
+    public int StarvationBoost => Volatile.Read(ref _starvationBoost);
+
+    /// <summary>Whether the pool has more threads than it aims for (two plain loads; checked after every item).</summary>
+    public bool IsAboveTarget => Volatile.Read(ref _threadCount) > _threadTarget;
+
+    /// <summary>Whether the pool has fewer threads than it aims for.</summary>
+    public bool IsBelowTarget => Volatile.Read(ref _threadCount) < _threadTarget;
+
+    /// <summary>Items completed by workers, those that exited included (a snapshot).</summary>
+    public long WorkerCompletedCount
+    {
+        get
+        {
+            long completed = Interlocked.Read(ref _exitedWorkersCompleted);
+            foreach (Worker worker in Workers)
+            {
+                completed += worker.CompletedCount;
+            }
+            return completed;
+        }
+    }
+
+    /// <summary>How many times a worker was added or retired for <paramref name="reason"/> (the caller validated it).</summary>
+    public long GetInjectionCount(ThreadInjectionReason reason) => Interlocked.Read(ref _injectionCounts[(int)reason]);
+
+    private void Record(ThreadInjectionReason reason) => Interlocked.Increment(ref _injectionCounts[(int)reason]);
+
+    private void RecomputeTargetLocked()
+    {
+        Debug.Assert(_lock.IsHeldByCurrentThread);
+        Debug.Assert(_blockingCount >= 0 && _starvationBoost >= 0 && _minThreads <= _maxThreads);
+        long target = (long)Math.Max(_minThreads, Environment.ProcessorCount) + _blockingCount + _starvationBoost;
+        _threadTarget = (int)Math.Min(_maxThreads, target);
+    }
+
+    /// <summary>Changes the limits (validated by the caller); throws when the pool is shutting down. See <see cref="WorkerPool.SetThreadLimits"/>.</summary>
+    public void SetLimits(int minThreads, int maxThreads)
+    {
+        bool lowered;
+        lock (_lock)
+        {
+            if (_scheduler.IsShutdownStarted)
+            {
+                _pool.ThrowShutDown();
+            }
+            lowered = maxThreads < _maxThreads || minThreads < _minThreads;
+            _minThreads = minThreads;
+            _maxThreads = maxThreads;
+            RecomputeTargetLocked();
+        }
+        while (Volatile.Read(ref _threadCount) < minThreads && TryAddWorker(ThreadInjectionReason.MinimumRaised))
+        {
+        }
+        if (lowered)
+        {
+            // Parked workers re-evaluate: above the new maximum they retire, and with a lower minimum their idle
+            // timeout may now apply.
+            _idle.WakeAll();
+        }
+        _monitor.EnsureMonitor();
+    }
+
+    /// <summary>The calling worker enters a blocking region (see <see cref="WorkerPool.EnterBlockingRegion"/>).</summary>
+    public void EnterBlockingRegion(Worker worker)
+    {
+        Debug.Assert(worker.IsCurrentThread);
+        if (worker.RegionDepth++ != 0)
+        {
+            return; // nested: only the outermost region counts
+        }
+        lock (_lock)
+        {
+            _blockingCount++;
+            RecomputeTargetLocked();
+        }
+        // Waiting work gets a worker now: a parked one if any, otherwise a new thread in the place this one lends.
+        if (_scheduler.AnyWorkVisible())
+        {
+            if (_idle.IdleCount == 0 && _idle.SearchingCount == 0)
+            {
+                TryAddWorker(ThreadInjectionReason.BlockingRegion);
+            }
+            else
+            {
+                _idle.WakeWorkerIfNeeded();
+            }
+        }
+    }
+
+    /// <summary>The calling worker leaves a blocking region; the outermost exit lowers the target again.</summary>
+    public void ExitBlockingRegion(Worker worker)
+    {
+        Debug.Assert(worker.IsCurrentThread);
+        if (worker.RegionDepth == 0 || --worker.RegionDepth != 0)
+        {
+            return;
+        }
+        lock (_lock)
+        {
+            _blockingCount--;
+            RecomputeTargetLocked();
+        }
+        // The surplus (if any) retires after its current item: see the worker's dispatch loop.
+    }
+
+    /// <summary>The item returned inside a blocking region it never disposed: close it, so the target comes back down.</summary>
+    public void CloseAbandonedRegion(Worker worker)
+    {
+        worker.RegionDepth = 1;
+        ExitBlockingRegion(worker);
+    }
+
+    /// <summary>Adds a worker if the thread count is below the target. Never throws: a failed creation is retried later.</summary>
+    /// <returns>Whether a thread was started.</returns>
+    /// <remarks>
+    /// The decision, the listing and the counts happen under the lock; the thread is started after the lock is
+    /// released, because <see cref="Thread.Start()"/> waits until the new thread runs, which on busy cores takes a
+    /// scheduling round, and several injections (the monitor's ramp, the workers it starts, blocking regions) must be
+    /// able to start threads in parallel. Until the start has completed the worker's <c>StartState</c> is pending:
+    /// shutdown waits for it before joining (an unstarted thread cannot be joined), and nothing else needs the thread.
+    /// If the start fails, the worker (which never ran and holds nothing) is unlisted again under the lock.
+    /// </remarks>
+    public bool TryAddWorker(ThreadInjectionReason reason)
+    {
+        Debug.Assert(reason is ThreadInjectionReason.Demand or ThreadInjectionReason.Starvation
+            or ThreadInjectionReason.BlockingRegion or ThreadInjectionReason.MinimumRaised);
+        Worker worker;
+        Thread thread;
+        lock (_lock)
+        {
+            // During the drain a worker may still be needed (a continuation arriving when every worker had exited or
+            // retired); once the pool has stopped, never.
+            if (_threadCount >= _threadTarget || _stopped || _retryTimer is not null)
+            {
+                return false;
+            }
+            try
+            {
+                worker = new Worker(_pool, _options, _scheduler, _idle, this, _timers, _runner, ++_nextWorkerId);
+                thread = PoolThread.Create(_options, worker.Main, $"{_threadNamePrefix} #{worker.Id}");
+            }
+            catch (Exception)
+            {
+                // Whatever the failure (OutOfMemoryException, ThreadStartException, a throwing factory), the enqueue
+                // that got us here has already been accepted: never throw, retry later.
+                ScheduleCreationRetryLocked();
+                return false;
+            }
+            worker.Thread = thread;
+            worker.InjectedFor = reason;
+            _idle.CountNewWorkerAsSearcher(worker);
+            // Listed before it starts, so that whatever it does first (including exiting) finds itself in the list.
+            Worker[] current = _workers;
+            var next = new Worker[current.Length + 1];
+            Array.Copy(current, next, current.Length);
+            next[^1] = worker;
+            Volatile.Write(ref _workers, next);
+            Volatile.Write(ref _threadCount, _threadCount + 1);
+            Record(reason); // before the thread runs anything, so that whoever sees its work done sees the reason
+        }
+        try
+        {
+            thread.UnsafeStart(); // no ExecutionContext capture: a worker never runs in its creator's context
+        }
+        catch (Exception)
+        {
+            bool stopped;
+            lock (_lock)
+            {
+                Interlocked.Decrement(ref _injectionCounts[(int)reason]);
+                DropFromListLocked(worker);
+                _idle.UncountUnstartedWorker();
+                if (!_scheduler.IsShutdownStarted && _retryTimer is null)
+                {
+                    ScheduleCreationRetryLocked();
+                }
+                else
+                {
+                    Record(ThreadInjectionReason.CreationFailed);
+                }
+                stopped = TryStopLocked();
+            }
+            Volatile.Write(ref worker.StartState, Worker.StartFailed);
+            if (stopped)
+            {
+                OnStopped(); // the disposing thread sweeps what is left (this thread may be anyone's)
+            }
+            return false;
+        }
+        Volatile.Write(ref worker.StartState, Worker.StartSucceeded);
+        lock (_lock)
+        {
+            _creationFailures = 0;
+        }
+        _monitor.EnsureMonitorIfNoneIdle();
+        return true;
+    }
+
+    /// <summary>
+    /// Called by a new worker before its first item: while the pool is still below its target and work waits with
+    /// nobody free, it starts the next thread itself, so a ramp of N threads takes about log2(N) thread-start rounds
+    /// instead of N.
+    /// </summary>
+    public void ContinueRamp(Worker worker)
+    {
+        // Only ramps (starvation, blocking regions) fan out; ordinary demand is served by the enqueue path.
+        if (worker.InjectedFor is ThreadInjectionReason.Starvation or ThreadInjectionReason.BlockingRegion
+            && IsBelowTarget && _idle.IdleCount == 0 && _scheduler.AnyWorkVisible())
+        {
+            TryAddWorker(worker.InjectedFor);
+        }
+    }
+
+    private void ScheduleCreationRetryLocked()
+    {
+        Debug.Assert(_lock.IsHeldByCurrentThread);
+        Record(ThreadInjectionReason.CreationFailed);
+        _creationFailures++;
+        // 1, 2, 4 ... 256 ms. The timer is the built-in one: this path only runs when the OS refuses threads, and it
+        // must work when this pool has no thread at all (not even its monitor).
+        int delay = 1 << Math.Min(_creationFailures - 1, 8);
+        _retryTimer = new Timer(static state => ((ThreadController)state!).RetryCreation(), this, Timeout.Infinite, Timeout.Infinite);
+        _retryTimer.Change(delay, Timeout.Infinite);
+    }
+
+    private void RetryCreation()
+    {
+        lock (_lock)
+        {
+            _retryTimer?.Dispose();
+            _retryTimer = null;
+        }
+        if (_scheduler.IsShutdownStarted)
+        {
+            return;
+        }
+        TryAddWorker(ThreadInjectionReason.Demand);
+        if (_scheduler.AnyWorkVisible())
+        {
+            _idle.WakeWorkerIfNeeded();
+        }
+    }
+
+    /// <summary>
+    /// The stall monitor asks for <paramref name="add"/> more threads than the <paramref name="threads"/> that exist:
+    /// raises the boost so the target allows them. Returns how many it allowed (0 when shutting down or at the maximum).
+    /// </summary>
+    public int RaiseStarvationBoost(int threads, int add)
+    {
+        lock (_lock)
+        {
+            if (_scheduler.IsShutdownStarted)
+            {
+                return 0;
+            }
+            // Raise the target from what exists now (not from the old target, which blocked workers already fill).
+            add = Math.Min(add, _maxThreads - threads);
+            if (add <= 0)
+            {
+                return 0;
+            }
+            int baseTarget = Math.Max(_minThreads, Environment.ProcessorCount) + _blockingCount;
+            _starvationBoost = Math.Max(_starvationBoost, threads + add - baseTarget);
+            RecomputeTargetLocked();
+            return add;
+        }
+    }
+
+    /// <summary>Halves the starvation boost. Returns how many threads the pool now has above its target.</summary>
+    public int HalveStarvationBoost()
+    {
+        lock (_lock)
+        {
+            _starvationBoost -= (_starvationBoost + 1) / 2;
+            RecomputeTargetLocked();
+            return _threadCount - _threadTarget;
+        }
+    }
+
+    /// <summary>
+    /// Retires <paramref name="worker"/> (the calling thread) if the pool is above <paramref name="reason"/>'s floor:
+    /// the target for <see cref="ThreadInjectionReason.RetiredSurplus"/>, the minimum for
+    /// <see cref="ThreadInjectionReason.RetiredIdle"/>. On success the worker is out of the list and must exit.
+    /// </summary>
+    public bool TryRetire(Worker worker, ThreadInjectionReason reason)
+    {
+        Debug.Assert(worker.IsCurrentThread);
+        Debug.Assert(reason is ThreadInjectionReason.RetiredSurplus or ThreadInjectionReason.RetiredIdle);
+        lock (_lock)
+        {
+            int floor = reason == ThreadInjectionReason.RetiredIdle ? _minThreads : _threadTarget;
+            if (_threadCount <= floor || _scheduler.IsShutdownStarted || !worker.HasNoLocalWork)
+            {
+                return false;
+            }
+            Record(reason); // before the count drops, so that a reader who sees the lower count sees the reason too
+            RemoveWorkerLocked(worker);
+            _retiredThreads.RemoveAll(static t => !t.IsAlive);
+            _retiredThreads.Add(worker.Thread!);
+        }
+        // See the remarks: one more look after leaving the list, so that no enqueue is left without a worker.
+        Interlocked.MemoryBarrier();
+        if (_scheduler.AnyWorkVisible())
+        {
+            _idle.WakeWorkerIfNeeded();
+        }
+        _monitor.EnsureMonitorIfNoneIdle(); // the pool may have just lost its last parked worker
+        return true;
+    }
+
+    /// <summary>The last thing a worker thread does.</summary>
+    public void OnWorkerExited(Worker worker)
+    {
+        bool stopped;
+        lock (_lock)
+        {
+            if (Array.IndexOf(_workers, worker) >= 0)
+            {
+                RemoveWorkerLocked(worker);
+                if (_scheduler.IsShutdownStarted)
+                {
+                    // Shutdown joins it (it is between here and the end of its thread).
+                    _retiredThreads.Add(worker.Thread!);
+                }
+            }
+            stopped = TryStopLocked();
+        }
+        if (stopped)
+        {
+            // The last worker out: what a continuation queued between the others' exit and the stop runs here.
+            OnStopped();
+            _scheduler.SweepLeftovers();
+        }
+    }
+
+    private void RemoveWorkerLocked(Worker worker)
+    {
+        // Completed count first, then the list: a reader summing both may briefly count this worker twice, never zero
+        // times, and the completed count is documented as a snapshot.
+        Interlocked.Add(ref _exitedWorkersCompleted, worker.CompletedCount);
+        DropFromListLocked(worker);
+    }
+
+    private void DropFromListLocked(Worker worker)
+    {
+        Debug.Assert(_lock.IsHeldByCurrentThread);
+        Debug.Assert(worker.HasNoLocalWork, "A worker leaves only with an empty ring and LIFO slot.");
+        Worker[] current = _workers;
+        int index = Array.IndexOf(current, worker);
+        Debug.Assert(index >= 0);
+        var next = new Worker[current.Length - 1];
+        Array.Copy(current, 0, next, 0, index);
+        Array.Copy(current, index + 1, next, index, current.Length - index - 1);
+        Volatile.Write(ref _workers, next);
+        Volatile.Write(ref _threadCount, _threadCount - 1);
+    }
+}

@@ -1,0 +1,70 @@
+using System;
+using Spindle.Scheduling;
+
+namespace Spindle;
+
+// Threads: limits, blocking regions and injection counts (the controller itself is Threading/ThreadController.cs).
+public sealed partial class WorkerPool
+{
+    /// <summary>
+    /// How many times the pool has added or retired a thread for <paramref name="reason"/> since it was created
+    /// (for <see cref="ThreadInjectionReason.CreationFailed"/>, how many creations failed).
+    /// </summary>
+    /// <exception cref="ArgumentOutOfRangeException"><paramref name="reason"/> is not a defined value.</exception>
+    public long GetThreadInjectionCount(ThreadInjectionReason reason)
+    {
+        if (!Enum.IsDefined(reason))
+        {
+            throw new ArgumentOutOfRangeException(nameof(reason), reason, "Unknown injection reason.");
+        }
+        return _threads.GetInjectionCount(reason) + _dedicated.GetInjectionCount(reason);
+    }
+
+    /// <summary>Total number of thread creations that failed (each is retried with backoff).</summary>
+    internal long CreationFailureCount => GetThreadInjectionCount(ThreadInjectionReason.CreationFailed);
+
+    /// <summary>The number of runnable workers the pool currently aims for.</summary>
+    internal int ThreadTarget => _threads.ThreadTarget;
+
+    /// <summary>Dedicated threads waiting for an item (tests and diagnostics).</summary>
+    internal int IdleDedicatedThreadCount => _dedicated.IdleCount;
+
+    /// <summary>Diagnostics for tests: the thread controller's and the monitor's state in one line.</summary>
+    internal string DescribeInjectionState() => _monitor.Describe();
+
+    /// <summary>
+    /// Changes the pool's minimum and maximum thread counts while it runs. Raising the minimum starts threads at once;
+    /// lowering the maximum retires surplus threads as they finish their current items.
+    /// </summary>
+    /// <param name="minThreads">Threads the pool keeps (idle ones above it retire after <see cref="WorkerPoolOptions.IdleTimeout"/>); 0 to <paramref name="maxThreads"/>.</param>
+    /// <param name="maxThreads">Upper bound on worker threads; 1 to <see cref="WorkerPoolOptions.MaxThreadLimit"/>.</param>
+    /// <exception cref="ArgumentOutOfRangeException">A count is out of range, or <paramref name="minThreads"/> exceeds <paramref name="maxThreads"/>.</exception>
+    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    public void SetThreadLimits(int minThreads, int maxThreads)
+    {
+        WorkerPoolOptions.ValidateThreadLimits(minThreads, maxThreads, nameof(minThreads), nameof(maxThreads));
+        _threads.SetLimits(minThreads, maxThreads);
+    }
+
+    /// <summary>
+    /// Tells the pool that the calling work item is about to block, so that waiting work gets a replacement thread at
+    /// once. Dispose the returned region when the blocking call returns; see <see cref="BlockingRegion"/>.
+    /// </summary>
+    /// <returns>An active region on a pool worker; an inactive one (disposing it does nothing) on any other thread.</returns>
+    /// <example><code>
+    /// using (WorkerPool.EnterBlockingRegion())
+    /// {
+    ///     response = client.Send(request); // synchronous I/O
+    /// }
+    /// </code></example>
+    public static BlockingRegion EnterBlockingRegion()
+    {
+        Worker? worker = Worker.Current;
+        if (worker is null)
+        {
+            return default;
+        }
+        worker.Threads.EnterBlockingRegion(worker);
+        return new BlockingRegion(worker);
+    }
+}
