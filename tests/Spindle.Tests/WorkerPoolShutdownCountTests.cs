@@ -1,5 +1,6 @@
 using System;
 using System.Collections.Generic;
+using System.Runtime.CompilerServices;
 using System.Threading;
 using System.Threading.Tasks;
 using Xunit;
@@ -127,5 +128,37 @@ public sealed class WorkerPoolShutdownCountTests
 
         Assert.Equal(0, CancelPendingWhileBlocked(pool, gate));
         Assert.Equal(1, fired); // a Task.Delay or CancelAfter on the pool's TimeProvider must still complete
+    }
+
+    [Fact]
+    public void CancelPending_CancelsAndCountsUserItemsWhoseStateIsALibraryObject()
+    {
+        using WorkerPool pool = SingleWorker.NewPool(nameof(WorkerPoolShutdownCountTests));
+        ManualResetEventSlim gate = SingleWorker.Occupy(pool);
+        var signal = new PoolSignal(initialState: false, PoolSignalMode.ManualReset);
+        RegisteredWait registration = pool.RegisterWait(signal, (_, _) => { }, null, Timeout.InfiniteTimeSpan, executeOnlyOnce: false);
+        using ITimer timer = pool.CreateTimer(_ => { }, null, Timeout.InfiniteTimeSpan, Timeout.InfiniteTimeSpan);
+        int ran = 0;
+        // Plain work items that merely carry the pool's own objects as their state, or are bound to one: shutdown must
+        // not mistake them for the wait firings, timer firings and scheduler tasks it runs anyway.
+        pool.QueueUserWorkItem(_ => Interlocked.Increment(ref ran), registration);
+        pool.UnsafeQueueUserWorkItem(_ => Interlocked.Increment(ref ran), timer);
+        var bound = new StrongBox<int>();
+        pool.QueueUserWorkItem(new WaitCallback(pool.TaskScheduler.CountInto), bound);
+        pool.QueueUserWorkItem(_ => Interlocked.Increment(ref ran), pool.TaskScheduler);
+
+        Assert.Equal(4, CancelPendingWhileBlocked(pool, gate));
+        Assert.Equal(0, ran);
+        Assert.Equal(0, bound.Value);
+    }
+}
+
+/// <summary>Binds a work item's delegate to a library object, as an extension method can.</summary>
+internal static class LibraryObjectBinding
+{
+    public static void CountInto(this WorkerPoolTaskScheduler scheduler, object? state)
+    {
+        GC.KeepAlive(scheduler);
+        Interlocked.Increment(ref ((StrongBox<int>)state!).Value);
     }
 }

@@ -90,7 +90,7 @@ namespace Spindle.Queues;
 /// stamp: a walk can only reach a reused segment through its new link (and then sees it reset), or through a stale
 /// reference taken before the segment's retirement, which the stamp has already caught.</para>
 /// </remarks>
-internal sealed class GlobalQueue
+internal sealed partial class GlobalQueue
 {
     /// <summary>Slots per segment: a power of two, kept small enough (32 KiB) to stay off the large object heap.</summary>
     internal const int SegmentSize = 1024;
@@ -208,8 +208,9 @@ internal sealed class GlobalQueue
     public bool TryEnqueue(in WorkItemEntry item) => _closed == 0 && Enqueue(item, honourClose: true);
 
     /// <summary>
-    /// Adds an item even when the queue is closed. Only for items that were already accepted elsewhere (a worker's
-    /// full ring spilling over): that worker is alive and drains the global queue before it exits.
+    /// Adds an item even when the queue is closed. Only for items that were already accepted elsewhere: a worker's full
+    /// ring spilling over (that worker is alive and drains the global queue before it exits), or a continuation that
+    /// the thread controller accepted before the stop (whoever stops the pool runs it).
     /// </summary>
     public void EnqueueAlways(in WorkItemEntry item) => Enqueue(item, honourClose: false);
 
@@ -302,74 +303,6 @@ internal sealed class GlobalQueue
     }
 
     /// <summary>
-    /// Takes a retired segment that no thread can still be working in, reset to a new base with its tail still frozen;
-    /// null when the free list holds none (among the first few).
-    /// </summary>
-    private Segment? TakeQuietRetired()
-    {
-        Debug.Assert(_segmentLock.IsHeldByCurrentThread);
-        Segment? previous = null;
-        Segment? candidate = _freeList;
-        for (int i = 0; candidate is not null && i < RecycleCandidates; i++)
-        {
-            if (IsQuiet(candidate))
-            {
-                if (previous is null)
-                {
-                    _freeList = candidate.NextRetired;
-                }
-                else
-                {
-                    previous.NextRetired = candidate.NextRetired;
-                }
-                candidate.NextRetired = null;
-                candidate.InFreeList = false;
-                _freeCount--;
-                _reusedCount++;
-                Reset(candidate);
-                return candidate;
-            }
-            previous = candidate;
-            candidate = candidate.NextRetired;
-        }
-        return null;
-    }
-
-    /// <summary>Whether every slot of a retired segment has been freed by the consumer that took it.</summary>
-    private static bool IsQuiet(Segment segment)
-    {
-        long tail = Volatile.Read(ref segment.Head.Value); // a retired segment's head sits at its frozen tail
-        Slot[] slots = segment.Slots;
-        for (int i = 0; i < slots.Length; i++)
-        {
-            if (Volatile.Read(ref slots[i].Sequence) != tail + ((i - tail) & Mask))
-            {
-                return false; // a consumer is still copying this slot out
-            }
-        }
-        return true;
-    }
-
-    /// <summary>Starts a quiet retired segment's next incarnation at a base above its old tail; its tail stays frozen.</summary>
-    private static void Reset(Segment segment)
-    {
-        long oldTail = segment.Head.Value;
-        Debug.Assert(segment.Frozen && segment.EffectiveTail(oldTail) == oldTail, "Only an exhausted, frozen segment is reset.");
-        Debug.Assert(segment.Next is null, "Retirement cleared the link.");
-        long newBase = (oldTail & ~Mask) + SegmentSize;
-        Slot[] slots = segment.Slots;
-        for (int i = 0; i < slots.Length; i++)
-        {
-            Debug.Assert(slots[i].Item.Callback is null && slots[i].Item.State is null && slots[i].Item.Context is null,
-                "Consumers cleared every slot they took.");
-            slots[i].Sequence = newBase + i;
-        }
-        // Release: a consumer that reads the new head also reads the new sequences.
-        Volatile.Write(ref segment.Head.Value, newBase);
-        segment.Frozen = false; // the tail still carries the offset, so the segment still reads as frozen and exhausted
-    }
-
-    /// <summary>
     /// Takes up to <paramref name="destination"/>.Length items, oldest first. Returns how many were taken (0 when the
     /// queue looked empty).
     /// </summary>
@@ -424,42 +357,6 @@ internal sealed class GlobalQueue
                 return taken;
             }
             // Every claimed slot was abandoned by a producer that lost the race with Close; look again.
-        }
-    }
-
-    /// <summary>Moves the head past <paramref name="exhausted"/> and retires it, if it is still the exhausted head.</summary>
-    private void AdvanceHead(Segment exhausted)
-    {
-        lock (_segmentLock)
-        {
-            if (Volatile.Read(ref _headSegment) != exhausted)
-            {
-                return; // another consumer moved the head on
-            }
-            long head = Volatile.Read(ref exhausted.Head.Value);
-            if (!exhausted.Frozen || head < exhausted.EffectiveTail(head))
-            {
-                return; // the caller's reads were of an earlier incarnation; it looks again
-            }
-            Segment? next = Volatile.Read(ref exhausted.Next);
-            Debug.Assert(next is not null, "A frozen segment has its successor.");
-            Debug.Assert(head == exhausted.EffectiveTail(head), "Consumers take only published positions, all below the frozen tail.");
-            Debug.Assert(exhausted != _tailSegment && !exhausted.InFreeList);
-
-            long stamp = _retireStamp;
-            Debug.Assert((stamp & 1) == 0);
-            Volatile.Write(ref _retireStamp, stamp + 1);
-            Volatile.Write(ref _headSegment, next!);
-            Volatile.Write(ref exhausted.Next, null);
-            Volatile.Write(ref _retireStamp, stamp + 2);
-
-            if (_freeCount < _maxRetired)
-            {
-                exhausted.NextRetired = _freeList;
-                exhausted.InFreeList = true;
-                _freeList = exhausted;
-                _freeCount++;
-            }
         }
     }
 

@@ -49,11 +49,13 @@ internal struct WorkItemEntry
         {
             return Callback as Scheduling.IShutdownAware;
         }
-        if (Unsafe.As<Delegate>(Callback).Target is Scheduling.IShutdownAware target)
+        if (State is Scheduling.IShutdownAware owner && ReferenceEquals(owner.QueuedCallback, Callback))
         {
-            return target;
+            return owner;
         }
-        return State is Scheduling.IShutdownAware owner && ReferenceEquals(owner.QueuedCallback, Callback) ? owner : null;
+        return Unsafe.As<Delegate>(Callback).Target is Scheduling.IShutdownAware target && ReferenceEquals(target.QueuedCallback, Callback)
+            ? target
+            : null;
     }
 
     /// <summary>Runs the entry on the current thread, in whatever ExecutionContext the thread is in.</summary>

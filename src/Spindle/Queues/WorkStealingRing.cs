@@ -225,10 +225,6 @@ internal sealed class WorkStealingRing
         return taken;
     }
 
-    /// <summary>
-    /// Owner only: clears the slots of items thieves have taken since the last push, so they do not keep those items'
-    /// state alive while the owner is idle.
-    /// </summary>
     /// <summary>Debugger support: the states of queued items whose callback is <paramref name="callback"/>; racy, see GlobalQueue.VisitStates.</summary>
     public void VisitStates(object callback, Action<object?> visit)
     {
@@ -244,6 +240,10 @@ internal sealed class WorkStealingRing
         }
     }
 
+    /// <summary>
+    /// Owner only: clears the slots of items thieves have taken since the last push, so they do not keep those items'
+    /// state alive while the owner is idle.
+    /// </summary>
     public void ReleaseTakenSlots()
     {
         long t = Volatile.Read(ref _top.Value);

@@ -19,15 +19,15 @@ internal enum ShutdownOutcome
 /// cancelled and counted. So a new kind of item states its policy here, and the scheduler never tests for types.
 /// </summary>
 /// <remarks>
-/// The owner of an entry (<see cref="Queues.WorkItemEntry.FindShutdownOwner"/>) is, in this order: the item itself for
-/// an <see cref="IWorkItem"/> entry; the target of the entry's callback when that is an instance method of an owner
-/// (posted continuations, the task scheduler); the entry's state when its <see cref="QueuedCallback"/> is the entry's
-/// callback (timers, wait registrations, Run items). The last test keeps user work that merely passes one of these
-/// objects as its state a plain work item. The interface is internal, so user code cannot implement it.
+/// The owner of an entry (<see cref="Queues.WorkItemEntry.FindShutdownOwner"/>) is the item itself for an
+/// <see cref="IWorkItem"/> entry (the interface is internal, so no user item implements it). For a delegate entry it is
+/// the entry's state (timers, wait registrations, Run items) or the delegate's target (posted continuations, the task
+/// scheduler), and only when the owner's <see cref="QueuedCallback"/> is that very delegate: user work that merely
+/// passes one of these objects as its state, or binds a delegate to one, stays a plain work item.
 /// </remarks>
 internal interface IShutdownAware
 {
-    /// <summary>The callback this object's entries carry it with as their state; null when it is queued otherwise.</summary>
+    /// <summary>The delegate this object's entries are queued with (null when it is queued as an <see cref="IWorkItem"/>).</summary>
     object? QueuedCallback { get; }
 
     /// <summary>

@@ -79,7 +79,7 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
             Run = Invoke;
         }
 
-        object? IShutdownAware.QueuedCallback => null;
+        object? IShutdownAware.QueuedCallback => Run;
 
         ShutdownOutcome IShutdownAware.OnCancelPending() => ShutdownOutcome.Run;
 
@@ -143,7 +143,7 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
     /// <summary>A queued Send: the caller blocks until it has run (shutdown runs it in both modes, as a Post).</summary>
     private sealed class SentCallback(WorkerPoolSynchronizationContext context, SendOrPostCallback callback, object? state) : IWorkItem, IShutdownAware
     {
-        object? IShutdownAware.QueuedCallback => null;
+        object? IShutdownAware.QueuedCallback => null; // queued as an IWorkItem
 
         ShutdownOutcome IShutdownAware.OnCancelPending() => ShutdownOutcome.Run;
 

@@ -35,8 +35,8 @@ public sealed class WorkerPoolTaskScheduler : TaskScheduler, IShutdownAware
         _execute = ExecuteQueued;
     }
 
-    /// <summary>Entries of this scheduler are found through their callback's target (this scheduler).</summary>
-    object? IShutdownAware.QueuedCallback => null;
+    /// <summary>The callback of this scheduler's entries (their state is the task; shutdown finds the scheduler as its target).</summary>
+    object? IShutdownAware.QueuedCallback => _execute;
 
     /// <summary>A queued task always runs at shutdown: a Task cannot be cancelled from outside, and its awaiters wait for it.</summary>
     ShutdownOutcome IShutdownAware.OnCancelPending() => ShutdownOutcome.Run;

@@ -17,11 +17,11 @@ namespace Spindle.Timers;
 /// <para>Kept small (64 bytes on 64-bit, with the wheel links), because a server keeps one per outstanding timeout, each
 /// one is fresh memory to the allocator and the collector copies every one that survives a gen0 collection: no due
 /// timestamp (a periodic timer's next firing is computed from the wheel tick it fired in), the due tick, the wheel slot,
-/// the two flags and the count of running callbacks in one word (<see cref="TimerNode"/>), and the ready list outside
+/// the two flags and the count of running callbacks in one word (<see cref="TimerNode"/>), and the urgent queue outside
 /// the object. What only some timers need, a period, an ExecutionContext with values, or the bookkeeping of a
 /// <see cref="DisposeAsync"/> that waits, lives in a companion object that takes the callback's place
 /// (<see cref="Companion"/>, <see cref="TrackingCompanion"/>).</para>
-/// <para>Protocol (see also WorkerPool.Timers.cs and TimerNode): the wheel fields and <see cref="_callback"/> are written
+/// <para>Protocol (see also <see cref="TimerService"/> and TimerNode): the wheel fields and <see cref="_callback"/> are written
 /// under the pool's timer lock. <see cref="DisposedFlag"/> is set by <see cref="Dispose"/> (under the lock) and read
 /// without the lock by <see cref="Fire"/>, so a firing already queued when the timer is disposed does nothing, and once
 /// <see cref="Dispose"/> returns no callback starts (one that had started may still be running).
