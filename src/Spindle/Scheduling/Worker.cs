@@ -18,8 +18,8 @@ namespace Spindle.Scheduling;
 /// end, <see cref="LifoSlot"/> stores, the completed count, the fairness and timer-assist state.</item>
 /// <item>The idle coordinator: <see cref="WokenAsSearcher"/>.</item>
 /// <item>The stall monitor: <see cref="DeferredAt"/> and <see cref="MonitorSeen"/>.</item>
-/// <item>The thread controller: <see cref="Thread"/>, <see cref="StartState"/>, <see cref="InjectedFor"/>,
-/// <see cref="RegionDepth"/> (blocking regions).</item>
+/// <item>The thread controller: <see cref="Thread"/>, <see cref="InjectedFor"/>, <see cref="RegionDepth"/> (blocking
+/// regions).</item>
 /// </list>
 /// Thieves only take from the ring and the LIFO slot through their own protocols (WorkStealingRing, the slot's CAS).
 /// </remarks>
@@ -77,13 +77,6 @@ internal sealed class Worker
 
     // Thread controller: why this worker was added; it passes the reason on if it starts the next thread of a ramp.
     public ThreadInjectionReason InjectedFor;
-
-    // Thread controller: written once by the creating thread after Thread.Start returns or throws; shutdown waits for
-    // it before joining.
-    public int StartState;
-    public const int StartPending = 0;
-    public const int StartSucceeded = 1;
-    public const int StartFailed = 2;
 
     private readonly WorkItemEntry[] _batch = new WorkItemEntry[GlobalBatchSize];
     // Written on every item by this worker only (read by the pool's completed count): padded so that a neighbouring

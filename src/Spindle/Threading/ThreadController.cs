@@ -211,8 +211,8 @@ internal sealed partial class ThreadController
     /// The decision, the listing and the counts happen under the lock; the thread is started after the lock is
     /// released, because <see cref="Thread.Start()"/> waits until the new thread runs, which on busy cores takes a
     /// scheduling round, and several injections (the monitor's ramp, the workers it starts, blocking regions) must be
-    /// able to start threads in parallel. Until the start has completed the worker's <c>StartState</c> is pending:
-    /// shutdown waits for it before joining (an unstarted thread cannot be joined), and nothing else needs the thread.
+    /// able to start threads in parallel. A listed worker counts as a thread, so the pool cannot stop (and shutdown
+    /// cannot join anything) before it has started and exited; its thread is joined only once it has run its exit path.
     /// If the start fails, the worker (which never ran and holds nothing) is unlisted again under the lock.
     /// </remarks>
     public bool TryAddWorker(ThreadInjectionReason reason)
@@ -275,14 +275,12 @@ internal sealed partial class ThreadController
                 }
                 stopped = TryStopLocked();
             }
-            Volatile.Write(ref worker.StartState, Worker.StartFailed);
             if (stopped)
             {
                 OnStopped(); // the disposing thread sweeps what is left (this thread may be anyone's)
             }
             return false;
         }
-        Volatile.Write(ref worker.StartState, Worker.StartSucceeded);
         lock (_lock)
         {
             _creationFailures = 0;
