@@ -5,7 +5,7 @@ namespace Spindle.Tests;
 
 /// <summary>
 /// Liveness when items wait for other items, up to the pool's thread target (no injection beyond it is needed): work
-/// left in a busy worker's ring must reach an idle or not-yet-created worker. See WorkerPool.Parking.cs, where the last
+/// left in a busy worker's ring must reach an idle or not-yet-created worker. See IdleCoordinator, where the last
 /// searcher to find work decides whether to bring in one more.
 /// </summary>
 public sealed class WorkerPoolHelperWakeTests

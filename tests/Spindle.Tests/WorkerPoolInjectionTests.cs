@@ -54,7 +54,7 @@ public sealed class WorkerPoolInjectionTests
     [Fact]
     public void AllWorkersBlocked_OneMoreItemStartsByStarvationInjection()
     {
-        // Starvation injection reacts within milliseconds (WorkerPool.Monitor.cs); the bound here is generous.
+        // Starvation injection reacts within milliseconds (the stall monitor); the bound here is generous.
         using var pool = NewPool();
         using var gate = new ManualResetEventSlim();
         BlockWorkers(pool, BaseTarget, gate);

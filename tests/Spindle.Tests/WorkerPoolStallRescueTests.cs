@@ -5,7 +5,7 @@ namespace Spindle.Tests;
 
 /// <summary>
 /// A worker that queues one item to itself does not wake a helper; if its current item then blocks, the stall monitor
-/// (WorkerPool.Monitor.cs) must get the queued item run by another worker.
+/// (the stall monitor) must get the queued item run by another worker.
 /// </summary>
 public sealed class WorkerPoolStallRescueTests
 {

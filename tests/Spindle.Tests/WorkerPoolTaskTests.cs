@@ -7,7 +7,6 @@ using System.Reflection;
 using System.Runtime.CompilerServices;
 using System.Threading;
 using System.Threading.Tasks;
-using Spindle.Tasks;
 using Xunit;
 
 namespace Spindle.Tests;

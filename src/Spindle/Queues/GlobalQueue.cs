@@ -165,6 +165,7 @@ internal sealed partial class GlobalQueue
     private int _freeCount;
     private long _reusedCount;
 
+    /// <summary>A queue that keeps up to <see cref="DefaultMaxRetiredSegments"/> retired segments for reuse.</summary>
     public GlobalQueue()
         : this(DefaultMaxRetiredSegments)
     {
@@ -178,6 +179,7 @@ internal sealed partial class GlobalQueue
         _headSegment = _tailSegment = new Segment();
     }
 
+    /// <summary>Whether <see cref="Close"/> has been called.</summary>
     public bool IsClosed => _closed != 0;
 
     /// <summary>Retired segments waiting in the free list (tests and diagnostics).</summary>

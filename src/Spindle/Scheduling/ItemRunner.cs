@@ -145,6 +145,7 @@ internal sealed class ItemRunner
     /// owner (<see cref="IShutdownAware"/>) what to do, counts what it cancelled, and returns whether the entry must run
     /// anyway. An entry without an owner is a plain work item: dropped and counted.
     /// </summary>
+    [MethodImpl(MethodImplOptions.NoInlining)] // the cold path of the dispatch loop: kept out of it
     public bool MustRunDespiteCancel(in WorkItemEntry item)
     {
         ShutdownOutcome outcome = item.FindShutdownOwner()?.OnCancelPending() ?? ShutdownOutcome.Cancelled;

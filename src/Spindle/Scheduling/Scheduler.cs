@@ -117,9 +117,9 @@ internal sealed class Scheduler
             {
                 _idle.WakeWorkerIfNeeded();
             }
-            else
+            else if (_idle.SearchingCount == 0 && (_idle.IdleCount != 0 || _threads.IsBelowTarget))
             {
-                _monitor.DeferWake(worker);
+                _monitor.OpenDeferral(worker);
             }
             return true;
         }

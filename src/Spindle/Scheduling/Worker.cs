@@ -44,6 +44,7 @@ internal sealed class Worker
     public readonly ThreadBlocker Blocker;
     public readonly int Id;
     private readonly IdleCoordinator _idle;
+    private readonly UrgentQueue _urgent;
     private readonly TimerService _timers;
     private readonly ItemRunner _runner;
     private readonly WorkerPoolOptions _options;
@@ -101,6 +102,7 @@ internal sealed class Worker
         _options = options;
         Scheduler = scheduler;
         _idle = idle;
+        _urgent = scheduler.Urgent;
         Threads = threads;
         _timers = timers;
         _runner = runner;
@@ -241,7 +243,7 @@ internal sealed class Worker
     private bool TryTakeWork(out WorkItemEntry item)
     {
         // Timer callbacks first: one load of a line written only when timers fire.
-        if (Scheduler.Urgent.MayBeWaiting && Scheduler.Urgent.TryTake(out item))
+        if (_urgent.MayBeWaiting && _urgent.TryTake(out item))
         {
             NoteTimerCallback();
             return true;

@@ -12,8 +12,9 @@ namespace Spindle.Threading;
 //
 // 1. Stalled deferrals. A worker that queues a lone item to itself does not wake a helper (it will run the item right
 //    after the current one). If the current item then blocks, the queued item would wait with it while other workers
-//    sleep. So the skipping worker records the fact (Worker.DeferredAt = its completed count, stored with a full fence)
-//    and makes sure the monitor is running (DeferWake); a worker whose DeferredAt has not moved for a whole tick (the same value two
+//    sleep. So when a parked worker could have served it (nobody searching, somebody parked or a thread missing), the
+//    enqueue opens a deferral (OpenDeferral: Worker.DeferredAt = its completed count, stored with a full fence) and
+//    makes sure the monitor is running; a worker whose DeferredAt has not moved for a whole tick (the same value two
 //    ticks running, its completed count unchanged) is stalled, and the monitor wakes a parked helper, which steals it.
 //
 // 2. Starvation (the thread controller's detector). Work is starving when it is visible in a queue, no worker is
@@ -21,8 +22,8 @@ namespace Spindle.Threading;
 //    StallThresholdMs while the process leaves a core idle (the workers are blocked, not computing), and
 //    max(SaturatedStallMs, 4 x the recent gap between completions) while the cores are busy (long CPU-bound items;
 //    adding threads then only helps items that never end, such as a spin-wait on a flag). On starvation the monitor
-//    raises the controller's starvation boost and adds threads in a ramp, 1, 2, 4 ... per allowance while the stall lasts (capped by
-//    the waiting items and MaxThreads), and stops as soon as an item completes. The boost decays (halves every
+//    raises the controller's starvation boost and adds threads in a ramp, 1, 2, 4 ... per allowance while the stall
+//    lasts (capped by the waiting items and MaxThreads), and stops as soon as an item completes. The boost decays (halves every
 //    DecayIntervalMs) while the queues are empty, or while the cores are saturated and items complete; surplus workers
 //    then retire (ThreadController). CPU-bound work whose items complete keeps the thread count at the target.
 //
@@ -102,15 +103,16 @@ internal sealed class StallMonitor
         $"monitor armed {_monitorArmed}, monitor alive {Volatile.Read(ref _monitorThread)?.IsAlive}, starvation injections " +
         $"{_threads.GetInjectionCount(ThreadInjectionReason.Starvation)}, creation failures {_threads.GetInjectionCount(ThreadInjectionReason.CreationFailed)}";
 
-    /// <summary>Records that <paramref name="worker"/> skipped a wake-up a parked worker could have served.</summary>
+    /// <summary>
+    /// Records that <paramref name="worker"/> (the calling thread) skipped a wake-up a parked worker could have served
+    /// (the scheduler has checked that nobody searches and someone is parked or a thread is missing), and makes sure the
+    /// monitor watches.
+    /// </summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    public void DeferWake(Worker worker)
+    public void OpenDeferral(Worker worker)
     {
-        if (_idle.SearchingCount == 0 && (_idle.IdleCount != 0 || _threads.IsBelowTarget))
-        {
-            Interlocked.Exchange(ref worker.DeferredAt, worker.CompletedCountByOwner);
-            EnsureMonitor();
-        }
+        Interlocked.Exchange(ref worker.DeferredAt, worker.CompletedCountByOwner);
+        EnsureMonitor();
     }
 
     /// <summary>
