@@ -1,0 +1,25 @@
+using System;
+using Microsoft.Extensions.Logging;
+
+namespace Spindle.Extensions.Hosting;
+
+/// <summary>The log messages of the hosting integration, source-generated.</summary>
+internal static partial class Log
+{
+    [LoggerMessage(EventId = 1, EventName = "WorkItemFailed", Level = LogLevel.Error,
+        Message = "A work item (or worker hook) of worker pool '{PoolName}' threw an exception; the pool carries on.")]
+    public static partial void WorkItemFailed(ILogger logger, string poolName, Exception exception);
+
+    [LoggerMessage(EventId = 2, EventName = "PoolStarted", Level = LogLevel.Debug,
+        Message = "Worker pool '{PoolName}' started (min threads {MinThreads}, max threads {MaxThreads}).")]
+    public static partial void PoolStarted(ILogger logger, string poolName, int minThreads, int maxThreads);
+
+    [LoggerMessage(EventId = 3, EventName = "PoolStopped", Level = LogLevel.Information,
+        Message = "Worker pool '{PoolName}' stopped: {CompletedCount} work items completed, {CancelledCount} cancelled by shutdown.")]
+    public static partial void PoolStopped(ILogger logger, string poolName, long completedCount, long cancelledCount);
+
+    [LoggerMessage(EventId = 4, EventName = "PoolShutdownTimedOut", Level = LogLevel.Warning,
+        Message = "Worker pool '{PoolName}' did not stop within the host's shutdown timeout: {CancelledCount} pending work " +
+            "items were cancelled, {RunningThreadCount} threads are still running items, which finish on their own.")]
+    public static partial void PoolShutdownTimedOut(ILogger logger, string poolName, long cancelledCount, int runningThreadCount);
+}

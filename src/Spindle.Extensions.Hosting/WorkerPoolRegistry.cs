@@ -1,0 +1,37 @@
+using System;
+using System.Collections.Generic;
+using System.Linq;
+using Microsoft.Extensions.DependencyInjection;
+
+namespace Spindle.Extensions.Hosting;
+
+/// <summary>
+/// The names registered with <c>AddWorkerPool</c> on one service collection, in registration order. One instance per
+/// collection, itself registered there as a singleton, so registration can reject a duplicate at the call.
+/// </summary>
+internal sealed class WorkerPoolRegistry
+{
+    private readonly List<string> _names = new();
+
+    public IReadOnlyList<string> Names => _names;
+
+    public bool Contains(string name) => _names.Contains(name, StringComparer.Ordinal);
+
+    public void Add(string name) => _names.Add(name);
+
+    /// <summary>The registry of <paramref name="services"/>, added to it the first time.</summary>
+    public static WorkerPoolRegistry GetOrAdd(IServiceCollection services)
+    {
+        foreach (ServiceDescriptor descriptor in services)
+        {
+            if (descriptor.ServiceType == typeof(WorkerPoolRegistry) && !descriptor.IsKeyedService
+                && descriptor.ImplementationInstance is WorkerPoolRegistry existing)
+            {
+                return existing;
+            }
+        }
+        var registry = new WorkerPoolRegistry();
+        services.AddSingleton(registry);
+        return registry;
+    }
+}
