@@ -107,7 +107,8 @@ internal static class Program
             Console.WriteLine($"Not measured: {peer}.");
         }
         Console.WriteLine();
-        WriteFiles(options, rows, cases, facts);        Console.WriteLine($"Finished in {FormatDuration(total.Elapsed)}.");
+        WriteFiles(options, rows, cases, facts);
+        Console.WriteLine($"Finished in {FormatDuration(total.Elapsed)}.");
         if (failures.Count > 0)
         {
             Console.WriteLine();

@@ -26,19 +26,100 @@ public sealed partial class WorkerPool
     public void Dispose() => Shutdown(ShutdownMode.Drain);
 
     /// <summary>
-    /// Like <see cref="Dispose"/>, but waits for the workers without blocking the calling thread.
+    /// Like <see cref="Dispose"/>, but waits for the pool to stop without blocking a thread:
+    /// <c>ShutdownAsync(ShutdownMode.Drain)</c>.
     /// </summary>
-    public ValueTask DisposeAsync()
+    public ValueTask DisposeAsync() => new(ShutdownAsync(ShutdownMode.Drain));
+
+    /// <summary>
+    /// The number of accepted items this pool has cancelled (never run) because of shutdown so far: the figure
+    /// <see cref="Shutdown(ShutdownMode)"/> returns, readable at any time (for example after a
+    /// <see cref="ShutdownAsync(ShutdownMode, CancellationToken)"/> that was cancelled).
+    /// </summary>
+    public long CancelledWorkItemCount => _runner.CancelledCount;
+
+    /// <summary>
+    /// Like <see cref="Shutdown(ShutdownMode)"/>, but waits for the pool to stop without blocking a thread; when
+    /// <paramref name="cancellationToken"/> fires first, stops waiting and cancels the items that have not started.
+    /// </summary>
+    /// <param name="mode">What to do with accepted items that have not started.</param>
+    /// <param name="cancellationToken">Ends the wait, typically a host's shutdown timeout: the pool then switches to
+    /// <see cref="ShutdownMode.CancelPending"/> (items that have not started are cancelled and counted), and the returned
+    /// task is cancelled. Items already running finish on their own, after which the pool stops.</param>
+    /// <returns>
+    /// A task for the number of items cancelled by shutdown (see <see cref="Shutdown(ShutdownMode)"/>), completed once
+    /// the pool has stopped and its threads have exited; cancelled when the token ended the wait first (read
+    /// <see cref="CancelledWorkItemCount"/> and <see cref="PendingWorkItemCount"/> then).
+    /// </returns>
+    /// <exception cref="ArgumentOutOfRangeException"><paramref name="mode"/> is not a defined value.</exception>
+    public Task<int> ShutdownAsync(ShutdownMode mode, CancellationToken cancellationToken = default) =>
+        ShutdownAsync(mode, ShutdownMode.CancelPending, cancellationToken);
+
+    /// <summary>
+    /// Like <see cref="ShutdownAsync(ShutdownMode, CancellationToken)"/>, with what to do with the items that have not
+    /// started when <paramref name="cancellationToken"/> ends the wait.
+    /// </summary>
+    /// <param name="mode">What to do with accepted items that have not started.</param>
+    /// <param name="whenCancelled"><see cref="ShutdownMode.CancelPending"/>: cancel them (and count them);
+    /// <see cref="ShutdownMode.Drain"/>: only stop waiting, and let the pool drain them on its own.</param>
+    /// <param name="cancellationToken">Ends the wait; the returned task is then cancelled.</param>
+    /// <returns>See <see cref="ShutdownAsync(ShutdownMode, CancellationToken)"/>.</returns>
+    /// <remarks>
+    /// Called from one of this pool's own work items it does not wait (waiting would wait for itself): the task is
+    /// already complete, with the figure so far, as <see cref="Shutdown(ShutdownMode)"/> returns at once there.
+    /// </remarks>
+    /// <exception cref="ArgumentOutOfRangeException"><paramref name="mode"/> or <paramref name="whenCancelled"/> is not
+    /// a defined value.</exception>
+    public Task<int> ShutdownAsync(ShutdownMode mode, ShutdownMode whenCancelled, CancellationToken cancellationToken)
     {
+        ValidateMode(mode, nameof(mode));
+        ValidateMode(whenCancelled, nameof(whenCancelled));
+        BeginShutdown(mode);
         if (IsOwnThread)
         {
-            Dispose();
-            return ValueTask.CompletedTask;
+            // Waiting would wait for this very item: return the figure so far, as Shutdown does here.
+            return Task.FromResult((int)_runner.CancelledCount);
         }
-        BeginShutdown(ShutdownMode.Drain);
-        return new ValueTask(Task.Factory.StartNew(
-            static state => ((WorkerPool)state!).Shutdown(ShutdownMode.Drain),
-            this, default, TaskCreationOptions.LongRunning | TaskCreationOptions.DenyChildAttach, System.Threading.Tasks.TaskScheduler.Default));
+        return FinishShutdownAsync(whenCancelled, cancellationToken);
+    }
+
+    private async Task<int> FinishShutdownAsync(ShutdownMode whenCancelled, CancellationToken cancellationToken)
+    {
+        try
+        {
+            await _threads.WaitUntilStoppedAsync(cancellationToken).ConfigureAwait(false);
+        }
+        catch (OperationCanceledException) when (cancellationToken.IsCancellationRequested)
+        {
+            if (whenCancelled == ShutdownMode.CancelPending)
+            {
+                BeginShutdown(ShutdownMode.CancelPending);
+            }
+            throw;
+        }
+        // Stopped: what is left is threads on their way out (stop hooks of retired workers and dedicated threads, the
+        // monitor, the wait threads). Wait for them without blocking, then sweep as Shutdown does.
+        await WhenExited(_threads.SnapshotRetiredThreads()).ConfigureAwait(false);
+        await WhenExited(_dedicated.SnapshotThreads()).ConfigureAwait(false);
+        if (_threads.ReleaseMonitor() is Thread monitor)
+        {
+            await WhenExited([monitor]).ConfigureAwait(false);
+        }
+        await WhenExited(_waits.ReleaseThreads()).ConfigureAwait(false);
+        _scheduler.SweepLeftovers();
+        return (int)_runner.CancelledCount;
+    }
+
+    /// <summary>Completes once every thread in <paramref name="threads"/> has exited (polls: a thread has no exit event).</summary>
+    private static async Task WhenExited(Thread[] threads)
+    {
+        foreach (Thread thread in threads)
+        {
+            while (thread.IsAlive && thread != Thread.CurrentThread)
+            {
+                await Task.Delay(1).ConfigureAwait(false);
+            }
+        }
     }
 
     /// <summary>
@@ -77,10 +158,7 @@ public sealed partial class WorkerPool
     /// <exception cref="ArgumentOutOfRangeException"><paramref name="mode"/> is not a defined value.</exception>
     public int Shutdown(ShutdownMode mode)
     {
-        if (mode is not ShutdownMode.Drain and not ShutdownMode.CancelPending)
-        {
-            throw new ArgumentOutOfRangeException(nameof(mode), mode, "Unknown shutdown mode.");
-        }
+        ValidateMode(mode, nameof(mode));
         BeginShutdown(mode);
         if (IsOwnThread)
         {
@@ -103,10 +181,23 @@ public sealed partial class WorkerPool
         return (int)_runner.CancelledCount;
     }
 
+    private static void ValidateMode(ShutdownMode mode, string paramName)
+    {
+        if (mode is not ShutdownMode.Drain and not ShutdownMode.CancelPending)
+        {
+            throw new ArgumentOutOfRangeException(paramName, mode, "Unknown shutdown mode.");
+        }
+    }
+
     private void BeginShutdown(ShutdownMode mode)
     {
         _threads.BeginShutdown(mode == ShutdownMode.CancelPending ? Scheduler.StateCancelling : Scheduler.StateDraining);
         _waits.Stop();
         _dedicated.ReleaseIdle();
+        if (mode == ShutdownMode.CancelPending)
+        {
+            // Cancel what is queued now (Run tasks complete as cancelled at once), not only when a worker gets to it.
+            _scheduler.CancelQueuedNow();
+        }
     }
 }

@@ -110,7 +110,8 @@ public sealed class SoakTests
                         Thread.Sleep(1);
                     }
                 }
-            }) { IsBackground = true };
+            })
+            { IsBackground = true };
             producers[p].Start();
         }
 

@@ -72,7 +72,8 @@ public sealed class WorkerPoolContinuationShutdownTests
                 {
                     SynchronizationContext.SetSynchronizationContext(pool.SynchronizationContext);
                     started.SetResult(awaiter.Body());
-                }) { IsBackground = true };
+                })
+                { IsBackground = true };
                 thread.Start();
                 return started.Task.Unwrap();
         }

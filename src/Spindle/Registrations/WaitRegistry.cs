@@ -1,5 +1,6 @@
 using System;
 using System.Collections.Generic;
+using System.Diagnostics;
 using System.Threading;
 using Spindle.Queues;
 using Spindle.Scheduling;
@@ -200,6 +201,32 @@ internal sealed class WaitRegistry
         }
     }
 
+    /// <summary>
+    /// After <see cref="Stop"/>: wakes every wait thread so that it exits, and returns every wait thread that may still
+    /// be running (the caller waits for them). No wait thread starts after the stop.
+    /// </summary>
+    public Thread[] ReleaseThreads()
+    {
+        Thread[] exited;
+        WaitThread[] running;
+        lock (_waitLock)
+        {
+            Debug.Assert(_waitsStopped);
+            exited = [.. _exitedWaitThreads];
+            _exitedWaitThreads.Clear();
+            running = [.. _waitThreads];
+        }
+        var threads = new Thread[exited.Length + running.Length];
+        exited.CopyTo(threads, 0);
+        for (int i = 0; i < running.Length; i++)
+        {
+            running[i].Wake();
+            threads[exited.Length + i] = running[i].Thread;
+        }
+        return threads;
+    }
+
+    /// <summary>After <see cref="Stop"/>: wakes every wait thread and waits for it to exit.</summary>
     public void JoinThreads()
     {
         while (true)

@@ -1,4 +1,5 @@
 using System;
+using System.Collections.Generic;
 using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Runtime.ExceptionServices;
@@ -278,6 +279,56 @@ internal sealed class Scheduler
         foreach (Worker worker in _threads.Workers)
         {
             worker.Ring.VisitStates(callback, visit);
+        }
+    }
+
+    /// <summary>
+    /// Shutdown with <see cref="ShutdownMode.CancelPending"/> has begun: cancels, now, every queued entry this thread can
+    /// reach, instead of leaving each to be cancelled when a worker gets to it (which a worker blocked in a long item
+    /// may not do for a long time). Takes the global queue's entries and, as a thief, every worker's ring and LIFO slot;
+    /// asks each entry's owner (<see cref="ItemRunner.MustRunDespiteCancel"/>, which counts what it cancels), and queues
+    /// the entries that must run anyway (continuations, firings) again. Entries workers take meanwhile are decided by
+    /// them, as always: each entry is taken by exactly one party.
+    /// </summary>
+    public void CancelQueuedNow()
+    {
+        Debug.Assert(IsCancelling);
+        Span<WorkItemEntry> batch = new WorkItemEntry[Worker.GlobalBatchSize];
+        List<WorkItemEntry>? mustRun = null;
+        int taken;
+        while ((taken = _globalQueue.TryDequeueBatch(batch)) > 0)
+        {
+            for (int i = 0; i < taken; i++)
+            {
+                Decide(batch[i], ref mustRun);
+                batch[i] = default;
+            }
+        }
+        foreach (Worker worker in _threads.Workers)
+        {
+            while (worker.Ring.TrySteal(out WorkItemEntry entry))
+            {
+                Decide(entry, ref mustRun);
+            }
+            if (worker.TryTakeLifoSlot(out WorkItemEntry next))
+            {
+                Decide(next, ref mustRun);
+            }
+        }
+        if (mustRun is not null)
+        {
+            foreach (WorkItemEntry entry in mustRun)
+            {
+                EnqueueContinuation(entry, preferLocal: false);
+            }
+        }
+
+        void Decide(in WorkItemEntry entry, ref List<WorkItemEntry>? keep)
+        {
+            if (_runner.MustRunDespiteCancel(entry))
+            {
+                (keep ??= []).Add(entry);
+            }
         }
     }
 

@@ -366,6 +366,18 @@ internal sealed class StallMonitor
     /// <summary>Wakes the monitor thread to look at the pool now (shutdown: it exits).</summary>
     public void Signal() => _monitorBlocker.Signal();
 
+    /// <summary>Shutdown has begun: wakes the monitor thread to exit and returns it (null when it never started).</summary>
+    public Thread? Release()
+    {
+        Thread? thread;
+        lock (_lock)
+        {
+            thread = _monitorThread;
+        }
+        _monitorBlocker.Signal();
+        return thread;
+    }
+
     /// <summary>Shutdown has begun: waits for the monitor thread to exit (it sees the admission state).</summary>
     public void Stop()
     {

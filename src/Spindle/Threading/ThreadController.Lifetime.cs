@@ -1,5 +1,7 @@
+using System;
 using System.Diagnostics;
 using System.Threading;
+using System.Threading.Tasks;
 using Spindle.Queues;
 using Spindle.Scheduling;
 
@@ -34,6 +36,9 @@ internal sealed partial class ThreadController
     private int _drainHolds;                   // atomics; see the protocol
     private volatile bool _stopped;            // written under _lock, once
     private readonly ManualResetEventSlim _stoppedEvent = new(initialState: false, spinCount: 0);
+    // Completed with the event, for waiters that must not block a thread; continuations run asynchronously, never on
+    // the thread that stops the pool (the last worker, on its way out).
+    private readonly TaskCompletionSource _stoppedSource = new(TaskCreationOptions.RunContinuationsAsynchronously);
 
     /// <summary>Whether the pool has stopped: no worker is left and every accepted item has run or was cancelled.</summary>
     public bool HasStopped => _stopped;
@@ -92,6 +97,7 @@ internal sealed partial class ThreadController
         _scheduler.Urgent.Close();
         _timers.ReleaseThreadAfterStop();
         _stoppedEvent.Set();
+        _stoppedSource.TrySetResult();
     }
 
     /// <summary>
@@ -105,6 +111,29 @@ internal sealed partial class ThreadController
             if (Volatile.Read(ref _threadCount) == 0 && _scheduler.HasLeftovers)
             {
                 _scheduler.SweepLeftovers();
+            }
+        }
+    }
+
+    /// <summary>
+    /// Like <see cref="WaitUntilStopped"/> without blocking a thread: completes when the pool has stopped, or is
+    /// cancelled by <paramref name="cancellationToken"/>. Looks every 10 ms for leftovers no worker exists to run.
+    /// </summary>
+    public async Task WaitUntilStoppedAsync(CancellationToken cancellationToken)
+    {
+        Task stopped = _stoppedSource.Task;
+        while (!stopped.IsCompleted)
+        {
+            try
+            {
+                await stopped.WaitAsync(TimeSpan.FromMilliseconds(10), cancellationToken).ConfigureAwait(false);
+            }
+            catch (TimeoutException)
+            {
+                if (Volatile.Read(ref _threadCount) == 0 && _scheduler.HasLeftovers)
+                {
+                    _scheduler.SweepLeftovers();
+                }
             }
         }
     }
@@ -173,4 +202,7 @@ internal sealed partial class ThreadController
 
     /// <summary>Shutdown has waited for the stop: ends the stall monitor's thread.</summary>
     public void StopMonitor() => _monitor.Stop();
+
+    /// <summary>Shutdown has waited for the stop: wakes the stall monitor to exit and returns its thread (null if none).</summary>
+    public Thread? ReleaseMonitor() => _monitor.Release();
 }
