@@ -19,7 +19,8 @@ internal static partial class Log
     public static partial void PoolStopped(ILogger logger, string poolName, long completedCount, long cancelledCount);
 
     [LoggerMessage(EventId = 4, EventName = "PoolShutdownTimedOut", Level = LogLevel.Warning,
-        Message = "Worker pool '{PoolName}' did not stop within the host's shutdown timeout: {CancelledCount} pending work " +
-            "items were cancelled, {RunningThreadCount} threads are still running items, which finish on their own.")]
-    public static partial void PoolShutdownTimedOut(ILogger logger, string poolName, long cancelledCount, int runningThreadCount);
+        Message = "Worker pool '{PoolName}' did not stop within the host's shutdown timeout: {CancelledCount} work items " +
+            "that had not started were cancelled; {RunningThreadCount} threads are still running items and {PendingCount} " +
+            "entries are still queued behind them; the pool stops on its own once those items finish.")]
+    public static partial void PoolShutdownTimedOut(ILogger logger, string poolName, long cancelledCount, int runningThreadCount, long pendingCount);
 }

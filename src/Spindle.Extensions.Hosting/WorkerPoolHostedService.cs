@@ -80,7 +80,8 @@ internal sealed class WorkerPoolHostedService : IHostedLifecycleService
         catch (OperationCanceledException) when (cancellationToken.IsCancellationRequested)
         {
             // The pool has switched to cancelling what has not started; what runs now finishes on its own.
-            Log.PoolShutdownTimedOut(_logger, name, pool.CancelledWorkItemCount, pool.ThreadCount + pool.DedicatedThreadCount);
+            Log.PoolShutdownTimedOut(_logger, name, pool.CancelledWorkItemCount, pool.ThreadCount + pool.DedicatedThreadCount,
+                pool.PendingWorkItemCount);
         }
     }
 }

@@ -59,7 +59,8 @@ public sealed class WorkerPoolLifetimeTests
             Assert.Equal("slow", entry.Values["PoolName"]);
             Assert.Equal(30L, entry.Values["CancelledCount"]);
             Assert.Equal(1, entry.Values["RunningThreadCount"]);
-            Assert.Contains("30 pending work items were cancelled", entry.Message, StringComparison.Ordinal);
+            Assert.Equal(0L, entry.Values["PendingCount"]);
+            Assert.Contains("30 work items that had not started were cancelled", entry.Message, StringComparison.Ordinal);
             Assert.Empty(logs.WithEvent("PoolStopped"));
         }
         finally
