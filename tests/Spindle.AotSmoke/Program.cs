@@ -2,7 +2,11 @@ using System;
 using System.Collections.Generic;
 using System.Threading;
 using System.Threading.Tasks;
+using Microsoft.Extensions.Configuration;
+using Microsoft.Extensions.DependencyInjection;
+using Microsoft.Extensions.Hosting;
 using Spindle;
+using Spindle.Extensions.Hosting;
 
 namespace Spindle.AotSmoke;
 
@@ -46,6 +50,7 @@ internal static class Program
             }
         }
         failures += await Shutdown() ? 0 : 1;
+        failures += await Hosting() ? 0 : 1;
         Console.WriteLine(failures == 0 ? "all checks passed" : $"{failures} check(s) failed");
         return failures == 0 ? 0 : 1;
     }
@@ -182,6 +187,36 @@ internal static class Program
         catch (Exception exception)
         {
             Console.WriteLine($"FAILED  shutdown: {exception}");
+            return false;
+        }
+    }
+
+    private static async Task<bool> Hosting()
+    {
+        try
+        {
+            HostApplicationBuilder builder = Host.CreateEmptyApplicationBuilder(new HostApplicationBuilderSettings());
+            builder.Configuration.AddInMemoryCollection(new Dictionary<string, string?>
+            {
+                ["Pools:ingest:MinThreads"] = "1",
+                ["Pools:ingest:MaxThreads"] = "3",
+                ["Pools:ingest:ExceptionPolicy"] = "Report",
+            });
+            builder.Services.AddWorkerPools(builder.Configuration.GetSection("Pools"));
+            builder.Services.AddWorkerPool("cpu", options => options.MaxThreads = 2);
+            using IHost host = builder.Build();
+            await host.StartAsync();
+            WorkerPool ingest = host.Services.GetRequiredKeyedService<WorkerPool>("ingest");
+            Require(ingest.MaxThreads == 3 && ingest.ExceptionPolicy == UnhandledExceptionPolicy.Report, "options bound from configuration");
+            Require(await host.Services.GetRequiredService<IWorkerPoolProvider>().GetPool("cpu").Run(() => 6 * 7) == 42, "a pool from the provider");
+            await host.StopAsync();
+            Require(ingest.IsShutdownStarted, "the host stopped its pools");
+            Console.WriteLine("ok      hosting");
+            return true;
+        }
+        catch (Exception exception)
+        {
+            Console.WriteLine($"FAILED  hosting: {exception}");
             return false;
         }
     }
