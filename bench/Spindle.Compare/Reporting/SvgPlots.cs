@@ -3,20 +3,28 @@ using System.Collections.Generic;
 using System.Globalization;
 using System.IO;
 using System.Linq;
-using System.Text;
-using Spindle.Compare.Infrastructure;
+using ScottPlot;
+using ScottPlot.AxisPanels;
+using ScottPlot.Panels;
+using ScottPlot.TickGenerators;
+using SkiaSharp;
 using Spindle.Compare.Pools;
 
 namespace Spindle.Compare.Reporting;
 
 /// <summary>
-/// Plain SVG pictures of a report (no plotting package restores on the machines this runs on): a bar chart of the
-/// ratios, and for every case that records a series, thread count and pending items over time per pool.
+/// SVG pictures of a report, drawn with ScottPlot: a bar chart of the ratios, and for every case that records a
+/// series, thread count and pending items over time per pool.
 /// </summary>
 internal static class SvgPlots
 {
-    private static readonly string[] s_poolColours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"];
+    private static readonly Color[] s_poolColours = [Color.FromHex("#1f77b4"), Color.FromHex("#d62728"), Color.FromHex("#2ca02c"), Color.FromHex("#9467bd"), Color.FromHex("#ff7f0e")];
+    private static readonly Color s_better = Color.FromHex("#2ca02c");
+    private static readonly Color s_worse = Color.FromHex("#d62728");
     private static readonly CultureInfo s_culture = CultureInfo.InvariantCulture;
+
+    /// <summary>Sans-serif families tried in turn; SkiaSharp's Linux build without fontconfig answers a serif one to the generic name.</summary>
+    private static readonly string[] s_sansFamilies = ["DejaVu Sans", "Liberation Sans", "Arial", "Helvetica"];
 
     /// <summary>Writes the pictures into <paramref name="directory"/>; returns their file names.</summary>
     public static List<string> Write(string directory, string prefix, IReadOnlyList<ReportRow> rows, IReadOnlyList<CaseResult> cases)
@@ -24,7 +32,7 @@ internal static class SvgPlots
         Directory.CreateDirectory(directory);
         var files = new List<string>();
         string ratios = $"{prefix}ratios.svg";
-        File.WriteAllText(Path.Combine(directory, ratios), RatioChart(rows, cases));
+        RatioChart(Path.Combine(directory, ratios), rows, cases);
         files.Add(ratios);
         foreach (CaseResult result in cases)
         {
@@ -37,14 +45,14 @@ internal static class SvgPlots
                 continue;
             }
             string name = $"{prefix}series-{result.Scenario.Id}-{result.Variant}.svg";
-            File.WriteAllText(Path.Combine(directory, name), SeriesChart($"{result.Scenario.Id} / {result.Variant}", firstRuns));
+            SeriesChart(Path.Combine(directory, name), $"{result.Scenario.Id} / {result.Variant}", firstRuns);
             files.Add(name);
         }
         return files;
     }
 
     /// <summary>One horizontal bar per case (its headline metric), on a log scale around 1x.</summary>
-    private static string RatioChart(IReadOnlyList<ReportRow> rows, IReadOnlyList<CaseResult> cases)
+    private static void RatioChart(string path, IReadOnlyList<ReportRow> rows, IReadOnlyList<CaseResult> cases)
     {
         var bars = new List<(string Label, double? Ratio)>();
         foreach (CaseResult result in cases)
@@ -58,112 +66,159 @@ internal static class SvgPlots
         }
         const double minRatio = 0.05;
         const double maxRatio = 1000;
-        const int labelWidth = 330;
-        const int plotWidth = 520;
-        const int barHeight = 18;
-        const int top = 50;
-        int height = top + bars.Count * (barHeight + 6) + 50;
-        int width = labelWidth + plotWidth + 80;
-        double X(double ratio) => labelWidth + plotWidth * (Math.Log10(Math.Clamp(ratio, minRatio, maxRatio)) - Math.Log10(minRatio)) / (Math.Log10(maxRatio) - Math.Log10(minRatio));
+        string subject = PoolKind.RatioSubject.DisplayName;
+        string baseline = PoolKind.RatioBaseline.DisplayName;
 
-        var svg = Begin(width, height);
-        Text(svg, 10, 22, $"{PoolKind.RatioSubject.DisplayName} vs {PoolKind.RatioBaseline.DisplayName}: ratio of each case's headline metric (> 1: {PoolKind.RatioSubject.DisplayName} is better; log scale)", 14, "start", bold: true);
-        foreach (double tick in new[] { 0.1, 0.5, 1, 2, 5, 10, 100, 1000 })
-        {
-            double x = X(tick);
-            svg.Append(CultureInfo.InvariantCulture, $"<line x1=\"{x:F1}\" y1=\"{top - 8}\" x2=\"{x:F1}\" y2=\"{height - 40}\" stroke=\"{(tick == 1 ? "#000" : "#ddd")}\" stroke-width=\"{(tick == 1 ? 1.5 : 1)}\"/>");
-            Text(svg, x, height - 24, tick.ToString("0.#", s_culture) + "x", 11, "middle");
-        }
+        using var plot = new Plot();
+        Style(plot);
+        plot.Title($"{subject} vs {baseline}: ratio of each case's headline metric", 15);
+        plot.XLabel($"ratio (> 1: {subject} is better; log scale)", 13);
+
+        // Bars run from 1x (log 0) to the ratio, the first case at the top.
+        var categories = new NumericManual();
+        var drawn = new List<Bar>();
         for (int i = 0; i < bars.Count; i++)
         {
             (string label, double? ratio) = bars[i];
-            double y = top + i * (barHeight + 6);
-            Text(svg, labelWidth - 8, y + barHeight - 5, label, 11, "end");
+            double position = bars.Count - 1 - i;
+            categories.AddMajor(position, label);
             if (ratio is not { } r)
             {
-                Text(svg, X(1) + 6, y + barHeight - 5, "n/a", 11, "start");
+                var na = plot.Add.Text("n/a", 0, position);
+                na.LabelStyle.FontSize = 11;
+                na.LabelStyle.Alignment = Alignment.MiddleLeft;
+                na.OffsetX = 6;
                 continue;
             }
-            double x0 = X(1);
-            double x1 = double.IsPositiveInfinity(r) ? labelWidth + plotWidth : X(r);
-            string colour = r >= 1 ? "#2ca02c" : "#d62728";
-            svg.Append(CultureInfo.InvariantCulture, $"<rect x=\"{Math.Min(x0, x1):F1}\" y=\"{y:F1}\" width=\"{Math.Max(Math.Abs(x1 - x0), 1):F1}\" height=\"{barHeight}\" fill=\"{colour}\"/>");
-            string text = double.IsPositiveInfinity(r) ? "inf" : r.ToString(r >= 10 ? "F0" : "F2", s_culture) + "x";
-            Text(svg, r >= 1 ? x1 + 4 : x1 - 4, y + barHeight - 5, text, 11, r >= 1 ? "start" : "end");
+            double end = Math.Log10(Math.Clamp(double.IsPositiveInfinity(r) ? maxRatio : r, minRatio, maxRatio));
+            drawn.Add(new Bar
+            {
+                Position = position,
+                ValueBase = 0,
+                Value = end,
+                Size = 0.75,
+                FillColor = r >= 1 ? s_better : s_worse,
+                LineWidth = 0,
+                Label = double.IsPositiveInfinity(r) ? "inf" : r.ToString(r >= 10 ? "F0" : "F2", s_culture) + "x",
+            });
         }
-        return End(svg);
+        if (drawn.Count > 0)
+        {
+            var barPlot = plot.Add.Bars(drawn);
+            barPlot.Horizontal = true;
+            barPlot.ValueLabelStyle.FontSize = 11;
+        }
+        plot.Add.VerticalLine(0, 1.5f, Colors.Black);
+
+        var ratioTicks = new NumericManual();
+        foreach (double tick in new[] { 0.1, 0.5, 1, 2, 5, 10, 100, 1000 })
+        {
+            ratioTicks.AddMajor(Math.Log10(tick), tick.ToString("0.#", s_culture) + "x");
+        }
+        plot.Axes.Bottom.TickGenerator = ratioTicks;
+        plot.Axes.Left.TickGenerator = categories;
+        plot.Axes.Left.TickLabelStyle.FontSize = 11;
+        plot.Grid.YAxisStyle.MajorLineStyle.Width = 0;
+        // Room beyond the clamped ends for the value labels of bars that reach them.
+        plot.Axes.SetLimits(Math.Log10(minRatio) - 0.4, Math.Log10(maxRatio) + 0.35, -0.6, Math.Max(bars.Count, 1) - 0.4);
+
+        plot.Legend.ManualItems.Add(new LegendItem { LabelText = $"{subject} better", FillColor = s_better });
+        plot.Legend.ManualItems.Add(new LegendItem { LabelText = $"{baseline} better", FillColor = s_worse });
+        LegendAbove(plot);
+
+        plot.SaveSvg(path, 940, 150 + bars.Count * 26);
     }
 
-    /// <summary>Threads (top panel) and pending items (bottom panel) against time, log-scaled, one line per pool.</summary>
-    private static string SeriesChart(string title, Dictionary<PoolKind, List<double[]>> runs)
+    /// <summary>Threads (top panel) and pending items (bottom panel) against time on a log scale, one line per pool.</summary>
+    private static void SeriesChart(string path, string title, Dictionary<PoolKind, List<double[]>> runs)
     {
-        const int width = 820;
-        const int panelHeight = 220;
-        const int left = 70;
-        const int plotWidth = 700;
-        const int top = 72;
-        int height = top + 2 * panelHeight + 50 + 30;
-        double maxMs = runs.Values.Max(r => r.Max(s => s[0]));
-        double minMs = 1;
-        maxMs = Math.Max(maxMs, 10);
-        double X(double ms) => left + plotWidth * (Math.Log10(Math.Max(ms, minMs)) - Math.Log10(minMs)) / (Math.Log10(maxMs) - Math.Log10(minMs));
+        const double minMs = 1;
+        double maxMs = Math.Max(runs.Values.Max(r => r.Max(s => s[0])), 10);
+        const int width = 860;
+        const int height = 620;
 
-        var svg = Begin(width, height);
-        Text(svg, 10, 22, $"{title}: first run of each pool (time since the workload started, log scale)", 14, "start", bold: true);
-        int legendX = left;
-        int colour = 0;
-        foreach (PoolKind pool in runs.Keys)
-        {
-            svg.Append(CultureInfo.InvariantCulture, $"<rect x=\"{legendX}\" y=\"36\" width=\"14\" height=\"4\" fill=\"{s_poolColours[colour++ % s_poolColours.Length]}\"/>");
-            Text(svg, legendX + 18, 42, pool.DisplayName, 12, "start");
-            legendX += 120;
-        }
+        using var threads = new Plot();
+        using var pending = new Plot();
+        threads.Title($"{title}: first run of each pool", 15);
+        threads.YLabel("threads", 13);
+        pending.YLabel("pending items", 13);
+        pending.XLabel("time since the workload started (log scale)", 13);
+        // The legend sits in its own band under the title, clear of the lines.
+        LegendAbove(threads);
+        pending.HideLegend();
+        // Fixed margins, so that both panels have the same data area and their time axes line up.
+        threads.Layout.Fixed(new PixelPadding(left: 80, right: 25, bottom: 30, top: 76));
+        pending.Layout.Fixed(new PixelPadding(left: 80, right: 25, bottom: 55, top: 20));
+
         for (int panel = 0; panel < 2; panel++)
         {
+            Plot plot = panel == 0 ? threads : pending;
             int column = panel == 0 ? 1 : 2;
-            double panelTop = top + panel * (panelHeight + 50);
+            Style(plot);
+            int colour = 0;
+            foreach ((PoolKind pool, List<double[]> samples) in runs)
+            {
+                double[] xs = samples.Select(s => Math.Log10(Math.Max(s[0], minMs))).ToArray();
+                double[] ys = samples.Select(s => s[column]).ToArray();
+                var line = plot.Add.ScatterLine(xs, ys, s_poolColours[colour++ % s_poolColours.Length]);
+                line.LineWidth = 1.6f;
+                line.LegendText = pool.DisplayName;
+            }
+            plot.Axes.Bottom.TickGenerator = TimeTicks(minMs, maxMs);
+            plot.Axes.Left.TickGenerator = new NumericAutomatic { IntegerTicksOnly = true, LabelFormatter = ReportRow.Format };
+            // A little room below zero and right of the last sample, so that lines there stay clear of the frame.
             double maxY = Math.Max(1, runs.Values.Max(r => r.Max(s => s[column])));
-            double Y(double value) => panelTop + panelHeight - panelHeight * value / maxY;
-            Text(svg, 10, panelTop - 6, panel == 0 ? "threads" : "pending items", 12, "start", bold: true);
-            svg.Append(CultureInfo.InvariantCulture, $"<rect x=\"{left}\" y=\"{panelTop:F1}\" width=\"{plotWidth}\" height=\"{panelHeight}\" fill=\"none\" stroke=\"#999\"/>");
-            foreach (double fraction in new[] { 0, 0.5, 1 })
+            plot.Axes.SetLimits(Math.Log10(minMs), Math.Log10(maxMs) + 0.03, -0.03 * maxY, maxY * 1.05);
+        }
+
+        // One SVG document, the two panels stacked in it. A first render in memory settles each panel's layout, so
+        // that the SVG canvas records each panel once (a plot's first render draws itself a second time otherwise).
+        threads.RenderInMemory(width, height / 2);
+        pending.RenderInMemory(width, height / 2);
+        using FileStream file = File.Create(path);
+        using (SKCanvas canvas = SKSvgCanvas.Create(new SKRect(0, 0, width, height), file))
+        {
+            // Each panel paints its own background; clearing the whole canvas (which an SVG canvas records as an
+            // unfilled, so black, rectangle over everything drawn before) would hide the first panel.
+            threads.RenderManager.ClearCanvasBeforeEachRender = false;
+            pending.RenderManager.ClearCanvasBeforeEachRender = false;
+            threads.Render(canvas, new PixelRect(left: 0, right: width, bottom: height / 2, top: 0));
+            pending.Render(canvas, new PixelRect(left: 0, right: width, bottom: height, top: height / 2));
+        }
+    }
+
+    /// <summary>Ticks at each power of ten of milliseconds (labelled), minor ticks between them.</summary>
+    private static NumericManual TimeTicks(double minMs, double maxMs)
+    {
+        var ticks = new NumericManual();
+        for (double decade = minMs; decade <= maxMs * 1.0001; decade *= 10)
+        {
+            ticks.AddMajor(Math.Log10(decade), decade >= 1000 ? $"{(decade / 1000).ToString("0.#", s_culture)} s" : $"{decade.ToString("0", s_culture)} ms");
+            for (int step = 2; step <= 9 && decade * step <= maxMs; step++)
             {
-                double value = maxY * fraction;
-                Text(svg, left - 6, Y(value) + 4, ReportRow.Format(Math.Round(value)), 11, "end");
-            }
-            for (double ms = 1; ms <= maxMs * 1.0001; ms *= 10)
-            {
-                double x = X(ms);
-                svg.Append(CultureInfo.InvariantCulture, $"<line x1=\"{x:F1}\" y1=\"{panelTop:F1}\" x2=\"{x:F1}\" y2=\"{panelTop + panelHeight:F1}\" stroke=\"#eee\"/>");
-                Text(svg, x, panelTop + panelHeight + 14, ms >= 1000 ? $"{ms / 1000:0.#} s" : $"{ms:0} ms", 11, "middle");
-            }
-            colour = 0;
-            foreach ((PoolKind _, List<double[]> samples) in runs)
-            {
-                var points = new StringBuilder();
-                foreach (double[] sample in samples)
-                {
-                    points.Append(CultureInfo.InvariantCulture, $"{X(sample[0]):F1},{Y(sample[column]):F1} ");
-                }
-                svg.Append(CultureInfo.InvariantCulture, $"<polyline fill=\"none\" stroke=\"{s_poolColours[colour++ % s_poolColours.Length]}\" stroke-width=\"1.6\" points=\"{points.ToString().TrimEnd()}\"/>");
+                ticks.AddMinor(Math.Log10(decade * step));
             }
         }
-        return End(svg);
+        return ticks;
     }
 
-    private static StringBuilder Begin(int width, int height)
+    /// <summary>The legend in one row in a narrow band between the title and the frame.</summary>
+    private static void LegendAbove(Plot plot)
     {
-        var svg = new StringBuilder();
-        svg.Append(CultureInfo.InvariantCulture, $"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\" font-family=\"sans-serif\">");
-        svg.Append(CultureInfo.InvariantCulture, $"<rect width=\"{width}\" height=\"{height}\" fill=\"#fff\"/>");
-        return svg;
+        LegendPanel panel = plot.ShowLegend(Edge.Top);
+        panel.Padding = new PixelPadding(left: 0, right: 0, bottom: 6, top: 0);
+        panel.Legend.Orientation = Orientation.Horizontal;
     }
 
-    private static string End(StringBuilder svg) => svg.Append("</svg>\n").ToString();
-
-    private static void Text(StringBuilder svg, double x, double y, string text, int size, string anchor, bool bold = false) =>
-        svg.Append(CultureInfo.InvariantCulture, $"<text x=\"{x:F1}\" y=\"{y:F1}\" font-size=\"{size}\" text-anchor=\"{anchor}\"{(bold ? " font-weight=\"bold\"" : "")}>{Escape(text)}</text>");
-
-    private static string Escape(string text) =>
-        text.Replace("&", "&amp;", StringComparison.Ordinal).Replace("<", "&lt;", StringComparison.Ordinal).Replace(">", "&gt;", StringComparison.Ordinal);
+    /// <summary>A sans-serif font, and no blank band for the unused top axis (the legend or title follows the frame).</summary>
+    private static void Style(Plot plot)
+    {
+        if (plot.Axes.Top is AxisBase top)
+        {
+            top.SizeWhenNoData = 0;
+        }
+        string family = s_sansFamilies.FirstOrDefault(name => Fonts.GetTypeface(name, bold: false, italic: false)?.FamilyName == name) ?? Fonts.Sans;
+        plot.Font.Set(family);
+        plot.Legend.FontName = family;
+    }
 }
