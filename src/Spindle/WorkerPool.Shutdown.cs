@@ -1,4 +1,5 @@
 using System;
+using System.Collections.Generic;
 using System.Diagnostics;
 using System.Threading;
 using System.Threading.Tasks;
@@ -97,21 +98,30 @@ public sealed partial class WorkerPool
             }
             throw;
         }
-        // Stopped: what is left is threads on their way out (stop hooks of retired workers and dedicated threads, the
-        // monitor, the wait threads). Wait for them without blocking, then sweep as Shutdown does.
-        await WhenExited(_threads.SnapshotRetiredThreads()).ConfigureAwait(false);
-        await WhenExited(_dedicated.SnapshotThreads()).ConfigureAwait(false);
-        if (_threads.ReleaseMonitor() is Thread monitor)
-        {
-            await WhenExited([monitor]).ConfigureAwait(false);
-        }
-        await WhenExited(_waits.ReleaseThreads()).ConfigureAwait(false);
+        // Wait for the threads on their way out without blocking, then sweep as Shutdown does.
+        await WhenExited(ReleaseThreadsAfterStop()).ConfigureAwait(false);
         _scheduler.SweepLeftovers();
         return (int)_runner.CancelledCount;
     }
 
+    /// <summary>
+    /// The pool has stopped: wakes the stall monitor and the wait threads so that they exit, and returns every thread
+    /// that belonged to the pool and may still be running: workers on their way out and retired ones (their stop hooks),
+    /// dedicated threads, the monitor and the wait threads. Shutdown waits for all of them.
+    /// </summary>
+    private List<Thread> ReleaseThreadsAfterStop()
+    {
+        List<Thread> threads = [.. _threads.SnapshotRetiredThreads(), .. _dedicated.SnapshotThreads()];
+        if (_threads.ReleaseMonitor() is Thread monitor)
+        {
+            threads.Add(monitor);
+        }
+        threads.AddRange(_waits.ReleaseThreads());
+        return threads;
+    }
+
     /// <summary>Completes once every thread in <paramref name="threads"/> has exited (polls: a thread has no exit event).</summary>
-    private static async Task WhenExited(Thread[] threads)
+    private static async Task WhenExited(List<Thread> threads)
     {
         foreach (Thread thread in threads)
         {
@@ -165,18 +175,13 @@ public sealed partial class WorkerPool
             return (int)_runner.CancelledCount;
         }
         _threads.WaitUntilStopped();
-        // Workers that exited during shutdown, retired workers that may still be running their stop hook, and dedicated
-        // threads.
-        foreach (Thread thread in _threads.SnapshotRetiredThreads())
+        foreach (Thread thread in ReleaseThreadsAfterStop())
         {
-            thread.Join();
+            if (thread != Thread.CurrentThread)
+            {
+                thread.Join();
+            }
         }
-        foreach (Thread thread in _dedicated.SnapshotThreads())
-        {
-            thread.Join();
-        }
-        _threads.StopMonitor();
-        _waits.JoinThreads();
         _scheduler.SweepLeftovers();
         return (int)_runner.CancelledCount;
     }

@@ -1,5 +1,4 @@
 using System;
-using System.Diagnostics;
 using System.Threading;
 using System.Threading.Tasks;
 using Microsoft.Extensions.DependencyInjection;
@@ -45,12 +44,9 @@ public sealed class WorkerPoolLifetimeTests
                 pool.QueueUserWorkItem(_ => Interlocked.Increment(ref ran), null);
             }
 
-            var stopwatch = Stopwatch.StartNew();
+            // The gate stays closed until the end, so a stop that returns at all gave up at its timeout instead of
+            // waiting for the blocked item: nothing has run yet, not even the blocker.
             await host.StopAsync().WaitAsync(TestHosts.Generous);
-            stopwatch.Stop();
-
-            // The timeout is 1 s; the bound only says that the stop did not wait for the blocked item.
-            Assert.True(stopwatch.Elapsed < TimeSpan.FromSeconds(5), $"StopAsync took {stopwatch.Elapsed}");
             Assert.Equal(30, pool.CancelledWorkItemCount);
             Assert.Equal(0, Volatile.Read(ref ran));
 

@@ -225,33 +225,4 @@ internal sealed class WaitRegistry
         }
         return threads;
     }
-
-    /// <summary>After <see cref="Stop"/>: wakes every wait thread and waits for it to exit.</summary>
-    public void JoinThreads()
-    {
-        while (true)
-        {
-            Thread[] exited;
-            WaitThread[] running;
-            lock (_waitLock)
-            {
-                exited = [.. _exitedWaitThreads];
-                _exitedWaitThreads.Clear();
-                running = [.. _waitThreads];
-            }
-            foreach (Thread thread in exited)
-            {
-                thread.Join();
-            }
-            if (running.Length == 0)
-            {
-                return;
-            }
-            foreach (WaitThread thread in running)
-            {
-                thread.Wake();
-                thread.Thread.Join();
-            }
-        }
-    }
 }

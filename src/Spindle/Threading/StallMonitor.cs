@@ -377,24 +377,4 @@ internal sealed class StallMonitor
         _monitorBlocker.Signal();
         return thread;
     }
-
-    /// <summary>Shutdown has begun: waits for the monitor thread to exit (it sees the admission state).</summary>
-    public void Stop()
-    {
-        Thread? thread;
-        lock (_lock)
-        {
-            thread = _monitorThread;
-        }
-        if (thread is null)
-        {
-            return;
-        }
-        _monitorBlocker.Signal();
-        if (thread != Thread.CurrentThread)
-        {
-            thread.Join();
-        }
-        Debug.Assert(!thread.IsAlive || thread == Thread.CurrentThread);
-    }
 }

@@ -27,7 +27,7 @@ namespace Spindle.Threading;
 //   running an item drains its own ring before it can get there.
 // - The pool stops (_stopped, under the lock) when shutdown has begun, no worker is left and no hold is out. Who makes
 //   that transition (the last worker to exit, BeginShutdown of a pool without workers, a failed start, or the release of
-//   the last hold) runs OnStopped: the urgent queue closes, the timer thread may exit, and _stoppedEvent is set.
+//   the last hold) runs OnStopped: the urgent queue closes, the timer thread may exit, and _stoppedSource completes.
 //   Anything a continuation put into the global queue before the stop is run by the last worker (on its way out) or by
 //   the disposing thread; after the stop, continuations run elsewhere. Both sides decide under the lock, so nothing
 //   falls between them.
@@ -35,9 +35,8 @@ internal sealed partial class ThreadController
 {
     private int _drainHolds;                   // atomics; see the protocol
     private volatile bool _stopped;            // written under _lock, once
-    private readonly ManualResetEventSlim _stoppedEvent = new(initialState: false, spinCount: 0);
-    // Completed with the event, for waiters that must not block a thread; continuations run asynchronously, never on
-    // the thread that stops the pool (the last worker, on its way out).
+    // Completed by OnStopped; waited for by Shutdown (blocking) and ShutdownAsync (not). Continuations run
+    // asynchronously, never on the thread that stops the pool (the last worker, on its way out).
     private readonly TaskCompletionSource _stoppedSource = new(TaskCreationOptions.RunContinuationsAsynchronously);
 
     /// <summary>Whether the pool has stopped: no worker is left and every accepted item has run or was cancelled.</summary>
@@ -96,7 +95,6 @@ internal sealed partial class ThreadController
         Debug.Assert(_stopped);
         _scheduler.Urgent.Close();
         _timers.ReleaseThreadAfterStop();
-        _stoppedEvent.Set();
         _stoppedSource.TrySetResult();
     }
 
@@ -106,7 +104,7 @@ internal sealed partial class ThreadController
     /// </summary>
     public void WaitUntilStopped()
     {
-        while (!_stoppedEvent.Wait(10))
+        while (!_stoppedSource.Task.Wait(10))
         {
             if (Volatile.Read(ref _threadCount) == 0 && _scheduler.HasLeftovers)
             {
@@ -199,9 +197,6 @@ internal sealed partial class ThreadController
             return [.. _retiredThreads];
         }
     }
-
-    /// <summary>Shutdown has waited for the stop: ends the stall monitor's thread.</summary>
-    public void StopMonitor() => _monitor.Stop();
 
     /// <summary>Shutdown has waited for the stop: wakes the stall monitor to exit and returns its thread (null if none).</summary>
     public Thread? ReleaseMonitor() => _monitor.Release();

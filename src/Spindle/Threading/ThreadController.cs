@@ -33,7 +33,7 @@ namespace Spindle.Threading;
 /// next worker id, the creation-failure streak and its retry timer, the limits, the blocking count, the boost, the
 /// retired threads, and the lifetime state. Nothing outside this class takes it.</para>
 /// </remarks>
-[System.Diagnostics.CodeAnalysis.SuppressMessage("Design", "CA1001", Justification = "Lives as long as its pool: the retry timer is disposed when it fires or when shutdown begins, and the stopped event (no spinning, never asked for a wait handle) holds no kernel object; shutdown calls after the stop still read it.")]
+[System.Diagnostics.CodeAnalysis.SuppressMessage("Design", "CA1001", Justification = "Lives as long as its pool: the retry timer, its only disposable field, is disposed when it fires or when shutdown begins.")]
 internal sealed partial class ThreadController
 {
     private readonly Lock _lock = new();
