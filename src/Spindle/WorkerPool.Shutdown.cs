@@ -196,8 +196,10 @@ public sealed partial class WorkerPool
 
     private void BeginShutdown(ShutdownMode mode)
     {
-        _threads.BeginShutdown(mode == ShutdownMode.CancelPending ? Scheduler.StateCancelling : Scheduler.StateDraining);
+        // Registrations end first: once IsShutdownStarted reads true, no wait callback can start (a firing a worker
+        // takes from then on finds its registration ended).
         _waits.Stop();
+        _threads.BeginShutdown(mode == ShutdownMode.CancelPending ? Scheduler.StateCancelling : Scheduler.StateDraining);
         _dedicated.ReleaseIdle();
         if (mode == ShutdownMode.CancelPending)
         {
