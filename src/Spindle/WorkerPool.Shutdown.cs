@@ -196,10 +196,8 @@ public sealed partial class WorkerPool
 
     private void BeginShutdown(ShutdownMode mode)
     {
-        // Registrations end first: once IsShutdownStarted reads true, no wait callback can start (a firing a worker
-        // takes from then on finds its registration ended).
-        _waits.Stop();
         _threads.BeginShutdown(mode == ShutdownMode.CancelPending ? Scheduler.StateCancelling : Scheduler.StateDraining);
+        _waits.Stop();
         _dedicated.ReleaseIdle();
         if (mode == ShutdownMode.CancelPending)
         {
