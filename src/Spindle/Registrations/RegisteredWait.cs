@@ -52,7 +52,7 @@ public sealed class RegisteredWait : IShutdownAware
     /// <inheritdoc/>
     object? IShutdownAware.QueuedCallback => s_run;
 
-    /// <summary>A firing always runs at shutdown: shutdown has ended the registration, so the firing finds it ended.</summary>
+    /// <summary>A firing always runs at shutdown: it finds shutdown begun (and the registration ended) and runs no callback.</summary>
     ShutdownOutcome IShutdownAware.OnCancelPending() => ShutdownOutcome.Run;
 
     internal RegisteredWait(WaitRegistry registry, WaitOrTimerCallback callback, object? state, ExecutionContext? context, TimeSpan timeout, bool executeOnlyOnce)
@@ -185,7 +185,9 @@ public sealed class RegisteredWait : IShutdownAware
         }
         try
         {
-            if (TryEnterCallback())
+            // No wait callback starts once shutdown has begun, even in the moment before shutdown has reached this
+            // registration to end it: a firing taken by a worker then runs nothing.
+            if (!_registry.IsShutdownStarted && TryEnterCallback())
             {
                 try
                 {

@@ -163,6 +163,9 @@ internal sealed class WaitRegistry
         }
     }
 
+    /// <summary>Whether the pool's shutdown has begun (from then on no wait callback starts).</summary>
+    internal bool IsShutdownStarted => _scheduler.IsShutdownStarted;
+
     /// <summary>Whether shutdown has ended every registration (read by wait threads under the wait lock).</summary>
     internal bool IsStoppedLocked => _waitsStopped;
 
