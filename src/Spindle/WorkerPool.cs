@@ -3,6 +3,7 @@ using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Diagnostics.CodeAnalysis;
 using System.Threading;
+using Spindle.Lanes;
 using Spindle.Parking;
 using Spindle.Scheduling;
 using Spindle.Tasks;
@@ -29,7 +30,7 @@ namespace Spindle;
 /// public surface by concern: <c>WorkerPool.Queueing.cs</c>, <c>WorkerPool.Threads.cs</c>, <c>WorkerPool.Tasks.cs</c>,
 /// <c>WorkerPool.Timers.cs</c>, <c>WorkerPool.Waits.cs</c> and <c>WorkerPool.Shutdown.cs</c>.</para>
 /// </remarks>
-public sealed partial class WorkerPool : IDisposable, IAsyncDisposable
+public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposable
 {
     // The components, created by the constructor and never replaced. Each owns its state and lock; the façade holds
     // no mutable state of its own besides the lazily created TimeProvider and the event's handler list.
@@ -72,7 +73,42 @@ public sealed partial class WorkerPool : IDisposable, IAsyncDisposable
         _dedicated = new DedicatedThreads(this, _options, _scheduler, _threads, _runner);
         _waits = new WaitRegistry(this, _options, _scheduler, _timers);
         _tasks = new TaskBridge(this, _scheduler, _threads, _dedicated);
+        Bridge = _tasks;
+        FlowContext = _options.FlowExecutionContext;
     }
+
+    /// <summary>
+    /// Creates a lane: a queue with its own priority class, share, concurrency cap and bound, served by this pool's
+    /// threads. See <see cref="WorkerPoolLane"/>. Lanes are meant to be few (tens): a dispatch that finds lane work
+    /// looks at the lanes of the classes involved.
+    /// </summary>
+    /// <param name="options">The lane's settings; validated and copied.</param>
+    /// <returns>The lane, open for work until it or this pool is shut down.</returns>
+    /// <exception cref="ArgumentNullException"><paramref name="options"/> or its name is null.</exception>
+    /// <exception cref="ArgumentOutOfRangeException">The priority, share, cap, limit or full mode is out of range.</exception>
+    /// <exception cref="ArgumentException">The name is empty.</exception>
+    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    public WorkerPoolLane CreateLane(LaneOptions options)
+    {
+        ArgumentNullException.ThrowIfNull(options);
+        LaneOptions validated = options.Validate();
+        var lane = new Lane(_scheduler.Lanes, _scheduler, _runner, validated);
+        var result = new WorkerPoolLane(this, lane, new TaskBridge(this, _scheduler, _threads, _dedicated, lane));
+        if (!_scheduler.Lanes.TryAdd(lane))
+        {
+            ThrowShutDown();
+        }
+        return result;
+    }
+
+    /// <summary>The lanes of this pool that have not stopped (a snapshot; the pool's own queue is not among them).</summary>
+    public System.Collections.Generic.IReadOnlyList<WorkerPoolLane> Lanes => Array.ConvertAll(_scheduler.Lanes.All, lane => lane.Public);
+
+    /// <summary>The scheduler, for the queueing surface shared with lanes.</summary>
+    internal Scheduler SchedulerCore => _scheduler;
+
+    /// <summary>The dedicated threads, for the queueing surface's long-running items.</summary>
+    internal DedicatedThreads DedicatedCore => _dedicated;
 
     /// <summary>The pool's name, from <see cref="WorkerPoolOptions.Name"/>.</summary>
     public string Name => _options.Name;
@@ -163,12 +199,9 @@ public sealed partial class WorkerPool : IDisposable, IAsyncDisposable
         return _options.ExceptionPolicy == UnhandledExceptionPolicy.Report || args.Handled;
     }
 
-    [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    private ExecutionContext? CaptureContext() => _options.FlowExecutionContext ? ExecutionContext.Capture() : null;
-
     /// <summary>Throws the exception every entry point throws once the pool is shutting down.</summary>
     [DoesNotReturn]
-    internal void ThrowShutDown() =>
+    internal override void ThrowShutDown() =>
         throw new ObjectDisposedException(GetType().FullName, $"The worker pool '{Name}' is shut down or shutting down and accepts no more work.");
 
     /// <summary>Whether the calling thread is one of this pool's (a worker or a dedicated thread).</summary>

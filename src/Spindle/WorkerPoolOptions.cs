@@ -29,7 +29,7 @@ public sealed class WorkerPoolOptions
     public int MaxThreads { get; set; } = MaxThreadLimit;
 
     /// <summary>
-    /// Whether <see cref="WorkerPool.QueueUserWorkItem(WaitCallback, object?)"/> and its generic form capture the caller's
+    /// Whether <see cref="WorkTarget.QueueUserWorkItem(WaitCallback, object?)"/> and its generic form capture the caller's
     /// <see cref="ExecutionContext"/> and run the item inside it (so <see cref="AsyncLocal{T}"/> values flow).
     /// Defaults to <see langword="true"/>. The <c>Unsafe…</c> methods never flow it.
     /// </summary>

@@ -6,7 +6,7 @@ using Xunit;
 namespace Spindle.Tests;
 
 /// <summary>
-/// The pooled completion sources behind <see cref="WorkerPool.RunAsValueTask(Action, CancellationToken)"/> are reused only
+/// The pooled completion sources behind <see cref="WorkTarget.RunAsValueTask(Action, CancellationToken)"/> are reused only
 /// when no queue can still reach them: an item never runs on, and is never cancelled by, a pool it was not queued to.
 /// </summary>
 public sealed class WorkerPoolPooledItemTests

@@ -156,6 +156,25 @@ internal sealed class ItemRunner
         return outcome == ShutdownOutcome.Run;
     }
 
+    /// <summary>
+    /// Like <see cref="MustRunDespiteCancel(in WorkItemEntry)"/> for an item of <paramref name="lane"/>: counted by the
+    /// lane, and by the pool too when the pool's shutdown is what cancels it (a lane's own shutdown is not the pool's).
+    /// </summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public bool MustRunDespiteCancel(in WorkItemEntry item, Lanes.Lane lane, bool byPool)
+    {
+        ShutdownOutcome outcome = item.FindShutdownOwner()?.OnCancelPending() ?? ShutdownOutcome.Cancelled;
+        if (outcome == ShutdownOutcome.Cancelled)
+        {
+            if (byPool)
+            {
+                Interlocked.Increment(ref _cancelledCount);
+            }
+            lane.CountCancelled();
+        }
+        return outcome == ShutdownOutcome.Run;
+    }
+
     /// <summary>Runs a callback that arrived after the pool stopped on the built-in ThreadPool, and counts it.</summary>
     public void RunElsewhere(in WorkItemEntry entry)
     {

@@ -4,6 +4,7 @@ using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Runtime.ExceptionServices;
 using System.Threading;
+using Spindle.Lanes;
 using Spindle.Parking;
 using Spindle.Queues;
 using Spindle.Threading;
@@ -47,7 +48,11 @@ internal sealed class Scheduler
     {
         _idle = idle;
         _runner = runner;
+        Lanes = new LaneSet(this, idle);
     }
+
+    /// <summary>The pool's lanes besides its own queue, and the dispatch rule between them.</summary>
+    public LaneSet Lanes { get; }
 
     /// <summary>Fired timers, looked at before any other queue.</summary>
     public UrgentQueue Urgent { get; } = new();
@@ -56,6 +61,7 @@ internal sealed class Scheduler
     {
         _threads = threads;
         _monitor = monitor;
+        Lanes.Connect(monitor);
     }
 
     /// <summary>Whether shutdown has begun (the admission state is not running).</summary>
@@ -76,6 +82,7 @@ internal sealed class Scheduler
             return false;
         }
         _globalQueue.Close();
+        Lanes.Close();
         _state = state;
         return true;
     }
@@ -215,6 +222,11 @@ internal sealed class Scheduler
             self.NoteTimerCallback();
             return true;
         }
+        bool lanesReady = Lanes.AnyReady;
+        if (lanesReady && Lanes.TryTakeForSearcher(self, LaneSet.HighClass, LaneSet.NormalClass, out item))
+        {
+            return true;
+        }
         if (self.TryTakeGlobalBatch(out item))
         {
             return true;
@@ -237,6 +249,10 @@ internal sealed class Scheduler
                 }
             }
         }
+        if (lanesReady && Lanes.TryTakeForSearcher(self, LaneSet.LowClass, LaneSet.LowClass, out item))
+        {
+            return true;
+        }
         item = default;
         return false;
     }
@@ -244,7 +260,7 @@ internal sealed class Scheduler
     /// <summary>Whether any queue of the pool holds an item right now.</summary>
     public bool AnyWorkVisible()
     {
-        if (!_globalQueue.IsEmpty || Urgent.MayBeWaiting)
+        if (!_globalQueue.IsEmpty || Urgent.MayBeWaiting || Lanes.AnyRunnable())
         {
             return true;
         }
@@ -263,7 +279,7 @@ internal sealed class Scheduler
     {
         get
         {
-            long pending = _globalQueue.Count + Urgent.Count;
+            long pending = _globalQueue.Count + Urgent.Count + Lanes.QueuedCount;
             foreach (Worker worker in _threads.Workers)
             {
                 pending += worker.Ring.Count + (Volatile.Read(ref worker.LifoSlot.Value) is null ? 0 : 1);
@@ -286,7 +302,7 @@ internal sealed class Scheduler
     /// Shutdown with <see cref="ShutdownMode.CancelPending"/> has begun: cancels, now, every queued entry this thread can
     /// reach, instead of leaving each to be cancelled when a worker gets to it (which a worker blocked in a long item
     /// may not do for a long time). Takes the global queue's entries and, as a thief, every worker's ring and LIFO slot;
-    /// asks each entry's owner (<see cref="ItemRunner.MustRunDespiteCancel"/>, which counts what it cancels), and queues
+    /// asks each entry's owner (<see cref="ItemRunner.MustRunDespiteCancel(in WorkItemEntry)"/>, which counts what it cancels), and queues
     /// the entries that must run anyway (continuations, firings) again. Entries workers take meanwhile are decided by
     /// them, as always: each entry is taken by exactly one party.
     /// </summary>
@@ -304,6 +320,7 @@ internal sealed class Scheduler
                 batch[i] = default;
             }
         }
+        Lanes.CancelQueuedNow();
         foreach (Worker worker in _threads.Workers)
         {
             while (worker.Ring.TrySteal(out WorkItemEntry entry))
@@ -333,7 +350,7 @@ internal sealed class Scheduler
     }
 
     /// <summary>Whether anything is left in the queues that outlive the workers (fired timers, the global queue).</summary>
-    public bool HasLeftovers => Urgent.MayBeWaiting || !_globalQueue.IsEmpty;
+    public bool HasLeftovers => Urgent.MayBeWaiting || !_globalQueue.IsEmpty || Lanes.HasLeftovers;
 
     /// <summary>Takes a batch of what is left in the queues a worker would look at outside its own ring: fired timers first, then the global queue.</summary>
     private int TakeLeftovers(Span<WorkItemEntry> batch)
@@ -355,6 +372,15 @@ internal sealed class Scheduler
             int taken = TakeLeftovers(batch);
             if (taken == 0)
             {
+                if (Lanes.TryTakeLeftover(out WorkItemEntry laneItem, out Lane? lane))
+                {
+                    // After the stop a lane is no more than a label: its leftovers run as the pool's do.
+                    if (!lane!.IsCancelling || _runner.MustRunDespiteCancel(laneItem, lane, byPool: IsCancelling))
+                    {
+                        _runner.RunElsewhere(laneItem);
+                    }
+                    continue;
+                }
                 return;
             }
             for (int i = 0; i < taken; i++)
@@ -390,6 +416,19 @@ internal sealed class Scheduler
             int taken = TakeLeftovers(batch);
             if (taken == 0)
             {
+                if (Lanes.TryTakeLeftover(out WorkItemEntry laneItem, out Lane? lane))
+                {
+                    if (!lane!.IsCancelling || _runner.MustRunDespiteCancel(laneItem, lane, byPool: IsCancelling))
+                    {
+                        bool handled = _runner.RunOnForeignThread(laneItem, out Exception? thrown, countCompleted: true);
+                        lane.CountLeftoverCompleted();
+                        if (!handled && firstUnhandled is null)
+                        {
+                            firstUnhandled = ExceptionDispatchInfo.Capture(thrown!);
+                        }
+                    }
+                    continue;
+                }
                 spinner.SpinOnce();
                 continue;
             }

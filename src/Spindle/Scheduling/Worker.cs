@@ -3,6 +3,7 @@ using System.Collections.Generic;
 using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Threading;
+using Spindle.Lanes;
 using Spindle.Parking;
 using Spindle.Queues;
 using Spindle.Threading;
@@ -48,6 +49,7 @@ internal sealed class Worker
     private readonly TimerService _timers;
     private readonly ItemRunner _runner;
     private readonly WorkerPoolOptions _options;
+    private readonly LaneSet _lanes;
 
     // Thread controller: written once by the creating thread before the thread starts.
     public Thread? Thread;
@@ -79,6 +81,10 @@ internal sealed class Worker
     // Thread controller: why this worker was added; it passes the reason on if it starts the next thread of a ramp.
     public ThreadInjectionReason InjectedFor;
 
+    // This worker only: the lane whose item it is running (or has just taken), null for the pool's own queue. Set by
+    // the lane set when it hands out a lane item, cleared after the item; read by other threads only as a snapshot.
+    public Lane? CurrentLane;
+
     private readonly WorkItemEntry[] _batch = new WorkItemEntry[GlobalBatchSize];
     // Written on every item by this worker only (read by the pool's completed count): padded so that a neighbouring
     // worker's or ring's fields never share its cache line.
@@ -106,6 +112,7 @@ internal sealed class Worker
         Threads = threads;
         _timers = timers;
         _runner = runner;
+        _lanes = scheduler.Lanes;
         Id = id;
         Ring = options.LocalQueueCapacity is int capacity ? new WorkStealingRing(capacity) : new WorkStealingRing();
         Blocker = options.BlockerKind is BlockerKind kind ? ThreadBlocker.Create(kind) : ThreadBlocker.Create();
@@ -159,19 +166,17 @@ internal sealed class Worker
             // ends that count. Its ring is empty (it parked that way), so skipping TryTakeWork loses nothing.
             if ((!WokenAsSearcher && TryTakeWork(out WorkItemEntry item)) || _idle.Search(this, out item))
             {
-                if (scheduler.IsCancelling && !_runner.MustRunDespiteCancel(item))
+                if (CurrentLane is Lane lane)
+                {
+                    RunLaneItem(lane, ref item, ref threadState);
+                }
+                else if (scheduler.IsCancelling && !_runner.MustRunDespiteCancel(item))
                 {
                     item = default;
                 }
                 else
                 {
-                    _runner.RunOnPoolThread(ref item);
-                    Volatile.Write(ref _completed.Value, _completed.Value + 1);
-                    if (RegionDepth != 0)
-                    {
-                        threads.CloseAbandonedRegion(this);
-                    }
-                    threadState.Reset();
+                    RunItem(ref item, ref threadState);
                 }
                 if (--_timerCountdown <= 0)
                 {
@@ -188,6 +193,48 @@ internal sealed class Worker
             if (!_idle.Park(this))
             {
                 return; // shutting down and nothing left to run, or retired
+            }
+        }
+    }
+
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private void RunItem(ref WorkItemEntry item, ref PoolThreadState threadState)
+    {
+        _runner.RunOnPoolThread(ref item);
+        Volatile.Write(ref _completed.Value, _completed.Value + 1);
+        if (RegionDepth != 0)
+        {
+            Threads.CloseAbandonedRegion(this);
+        }
+        threadState.Reset();
+    }
+
+    /// <summary>
+    /// Runs (or, when the lane or the pool cancels its queued work, cancels) an item taken from <paramref name="lane"/>,
+    /// then gives the lane its slot back, whatever happened.
+    /// </summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private void RunLaneItem(Lane lane, ref WorkItemEntry item, ref PoolThreadState threadState)
+    {
+        bool ran = false;
+        try
+        {
+            if (lane.IsCancelling && !_runner.MustRunDespiteCancel(item, lane, byPool: Scheduler.IsCancelling))
+            {
+                item = default;
+            }
+            else
+            {
+                ran = true;
+                RunItem(ref item, ref threadState);
+            }
+        }
+        finally
+        {
+            CurrentLane = null;
+            if (lane.OnItemDone(ran))
+            {
+                _lanes.OnSlotFreedWithWork(this);
             }
         }
     }
@@ -248,6 +295,17 @@ internal sealed class Worker
             NoteTimerCallback();
             return true;
         }
+        if (_lanes.AnyReady)
+        {
+            return _lanes.TryTakeByPriority(this, out item);
+        }
+        return TryTakeDefault(out item);
+    }
+
+    /// <summary>Owner only: takes the next item of the pool's own queue (the default lane): local first, the global queue with fairness.</summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    public bool TryTakeDefault(out WorkItemEntry item)
+    {
         if (++_tick >= FairnessInterval)
         {
             // Every few dozen items, outside work first, so the global queue cannot be starved by a worker that keeps

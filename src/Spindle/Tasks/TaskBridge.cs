@@ -1,6 +1,7 @@
 using System;
 using System.Threading;
 using System.Threading.Tasks;
+using Spindle.Lanes;
 using Spindle.Queues;
 using Spindle.Scheduling;
 using Spindle.Threading;
@@ -28,12 +29,91 @@ internal sealed class TaskBridge
     private WorkerPoolTaskScheduler? _taskScheduler;
     private WorkerPoolSynchronizationContext? _synchronizationContext;
 
-    public TaskBridge(WorkerPool pool, Scheduler scheduler, ThreadController threads, DedicatedThreads dedicated)
+    public TaskBridge(WorkerPool pool, Scheduler scheduler, ThreadController threads, DedicatedThreads dedicated, Lane? lane = null)
     {
         Pool = pool;
         Scheduler = scheduler;
         Threads = threads;
         Dedicated = dedicated;
+        Lane = lane;
+    }
+
+    /// <summary>The lane this bridge queues to, or null for the pool's own queue.</summary>
+    public Lane? Lane { get; }
+
+    /// <summary>The public lane, or null for the pool's own queue.</summary>
+    public WorkerPoolLane? PublicLane => Lane?.Public;
+
+    /// <summary>Whether the calling thread may run this bridge's work inline: a thread of the pool, running an item of the lane for a lane (so its cap holds).</summary>
+    public bool IsOwnThread => Lane is null ? WorkerPool.Current == Pool : Worker.Current?.CurrentLane == Lane;
+
+    /// <summary>Queues a continuation (never throws): to the lane's queue, or the scheduler's continuation path.</summary>
+    public void EnqueueContinuation(in WorkItemEntry entry, bool preferLocal)
+    {
+        if (Lane is null)
+        {
+            Scheduler.EnqueueContinuation(entry, preferLocal);
+        }
+        else
+        {
+            Lane.EnqueueContinuation(entry);
+        }
+    }
+
+    /// <summary>
+    /// Queues a long-running task: on a dedicated thread for the pool; through the lane's queue, in a blocking region,
+    /// for a lane. Never throws (a long-running task during shutdown runs as ordinary work).
+    /// </summary>
+    public void EnqueueLongRunningContinuation(in WorkItemEntry entry)
+    {
+        if (Lane is null)
+        {
+            if (!Dedicated.TryEnqueue(entry))
+            {
+                Scheduler.EnqueueContinuation(entry, preferLocal: false);
+            }
+        }
+        else
+        {
+            Lane.EnqueueContinuation(new WorkItemEntry(new LongRunningLaneItem(entry), WorkItemEntry.WorkItemMarker, null));
+        }
+    }
+
+    /// <summary>Debugger support: visits the states of this bridge's queued entries whose callback is <paramref name="callback"/>.</summary>
+    public void VisitQueuedStates(Action<object?> visit, object callback)
+    {
+        if (Lane is null)
+        {
+            Scheduler.VisitQueuedStates(visit, callback);
+        }
+        else
+        {
+            Lane.VisitQueuedStates(visit, callback);
+        }
+    }
+
+    /// <summary>Queues a new Run item: the scheduler's enqueue, or the lane's (which waits for room or rejects as its options say).</summary>
+    private EnqueueStatus TryEnqueueRun(in WorkItemEntry entry)
+    {
+        if (Lane is null)
+        {
+            return Scheduler.TryEnqueue(entry, preferLocal: true) ? EnqueueStatus.Accepted : EnqueueStatus.ShutDown;
+        }
+        bool wait = Lane.Options.FullMode == LaneFullMode.Wait && (Lane.Cap == int.MaxValue || Worker.Current?.CurrentLane != Lane);
+        return Lane.TryEnqueue(entry, wait);
+    }
+
+    private void ThrowRefused(EnqueueStatus status)
+    {
+        if (status == EnqueueStatus.Full && Lane is not null)
+        {
+            throw new WorkRejectedException($"The lane '{Lane.Options.Name}' holds {Lane.Options.QueueLimit} queued items, its limit, and rejects new work.");
+        }
+        if (Lane is not null)
+        {
+            Lane.Public.ThrowShutDown();
+        }
+        Pool.ThrowShutDown();
     }
 
     public WorkerPool Pool { get; }
@@ -54,10 +134,18 @@ internal sealed class TaskBridge
     public bool HasStopped => Threads.HasStopped;
 
     /// <summary>An async Run item's task is still running: hold the drain.</summary>
-    public void AcquireDrainHold() => Threads.AcquireDrainHold();
+    public void AcquireDrainHold()
+    {
+        Threads.AcquireDrainHold();
+        Lane?.AcquireHold();
+    }
 
     /// <summary>An async Run item's task has completed.</summary>
-    public void ReleaseDrainHold() => Threads.ReleaseDrainHold();
+    public void ReleaseDrainHold()
+    {
+        Lane?.ReleaseHold();
+        Threads.ReleaseDrainHold();
+    }
 
     internal static InvalidOperationException NullTaskException() => new("The asynchronous delegate returned a null task.");
 
@@ -70,10 +158,11 @@ internal sealed class TaskBridge
             // Registered before the item is queued, so that the registration exists whenever a worker could unregister it.
             item.RegisterCancellation();
         }
-        if (!Scheduler.TryEnqueue(new WorkItemEntry(RunWorkItem<TResult>.RunCallback, item, context), preferLocal: true))
+        EnqueueStatus status = TryEnqueueRun(new WorkItemEntry(RunWorkItem<TResult>.RunCallback, item, context));
+        if (status != EnqueueStatus.Accepted)
         {
             item.CancelByShutdown(); // never queued: not counted as cancelled by shutdown, the caller gets the exception
-            Pool.ThrowShutDown();
+            ThrowRefused(status);
         }
         return item.Task;
     }
@@ -87,10 +176,11 @@ internal sealed class TaskBridge
         {
             item.RegisterCancellation();
         }
-        if (!Scheduler.TryEnqueue(new WorkItemEntry(ValueTaskRunItem<TResult>.RunCallback, item, context), preferLocal: true))
+        EnqueueStatus status = TryEnqueueRun(new WorkItemEntry(ValueTaskRunItem<TResult>.RunCallback, item, context));
+        if (status != EnqueueStatus.Accepted)
         {
             item.CancelByShutdown(); // releases the queue's share; the caller never sees the item
-            Pool.ThrowShutDown();
+            ThrowRefused(status);
         }
         return item;
     }

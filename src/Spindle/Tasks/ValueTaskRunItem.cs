@@ -9,7 +9,7 @@ using Spindle.Scheduling;
 namespace Spindle.Tasks;
 
 /// <summary>
-/// The queued item and completion source behind <see cref="WorkerPool.RunAsValueTask(Action, CancellationToken)"/> and
+/// The queued item and completion source behind <see cref="WorkTarget.RunAsValueTask(Action, CancellationToken)"/> and
 /// its generic form. Instances are pooled, so a steady stream of runs allocates only the delegates. The token protocol
 /// is the one of <see cref="RunWorkItem{TResult}"/>.
 /// </summary>

@@ -9,11 +9,11 @@ namespace Spindle;
 
 /// <summary>
 /// A <see cref="SynchronizationContext"/> whose <see cref="Post"/> queues to a <see cref="WorkerPool"/>. Get it from
-/// <see cref="WorkerPool.SynchronizationContext"/>. Install it (<see cref="SynchronizationContext.SetSynchronizationContext"/>)
+/// <see cref="WorkTarget.SynchronizationContext"/>. Install it (<see cref="SynchronizationContext.SetSynchronizationContext"/>)
 /// in code that should come back to the pool after an <c>await</c>; the pool installs it itself while it runs posted
 /// callbacks and <c>Run</c> calls that take a cancellable token, so an <c>await</c> inside them (on a socket, a file, a
 /// timer or another task) resumes on the pool. <c>ConfigureAwait(false)</c> opts out, as usual. (Tasks on
-/// <see cref="WorkerPool.TaskScheduler"/> need no context: their awaits come back through the scheduler.)
+/// <see cref="WorkTarget.TaskScheduler"/> need no context: their awaits come back through the scheduler.)
 /// </summary>
 public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
 {
@@ -23,6 +23,9 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
 
     /// <summary>The pool this context posts to.</summary>
     public WorkerPool Pool => _bridge.Pool;
+
+    /// <summary>The lane this context posts to, or null for the pool's own queue.</summary>
+    public WorkerPoolLane? Lane => _bridge.PublicLane;
 
     /// <summary>
     /// Queues <paramref name="d"/> to the pool (to the calling worker's local queue when called on one of the pool's
@@ -39,7 +42,7 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
     public override void Post(SendOrPostCallback d, object? state)
     {
         ArgumentNullException.ThrowIfNull(d);
-        _bridge.Scheduler.EnqueueContinuation(new WorkItemEntry(RunnerFor(d).Run, state, null), preferLocal: true);
+        _bridge.EnqueueContinuation(new WorkItemEntry(RunnerFor(d).Run, state, null), preferLocal: true);
     }
 
     /// <summary>
@@ -98,7 +101,7 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
     }
 
     /// <summary>
-    /// Runs <paramref name="d"/> and returns when it has finished. On one of this pool's threads it runs inline (waiting
+    /// Runs <paramref name="d"/> and returns when it has finished. On one of this pool's threads (for a lane's context, in an item of the lane) it runs inline (waiting
     /// for another worker could deadlock a small pool); on any other thread it is queued and the caller blocks until it
     /// has run. An exception thrown by <paramref name="d"/> is rethrown to the caller with its original stack.
     /// </summary>
@@ -111,7 +114,7 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
     public override void Send(SendOrPostCallback d, object? state)
     {
         ArgumentNullException.ThrowIfNull(d);
-        if (WorkerPool.Current == _bridge.Pool || _bridge.HasStopped)
+        if (_bridge.IsOwnThread || _bridge.HasStopped)
         {
             SynchronizationContext? previous = Current;
             SetSynchronizationContext(this);
@@ -126,7 +129,7 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
             return;
         }
         var sent = new SentCallback(this, d, state);
-        _bridge.Scheduler.EnqueueContinuation(new WorkItemEntry(sent, WorkItemEntry.WorkItemMarker, null), preferLocal: false);
+        _bridge.EnqueueContinuation(new WorkItemEntry(sent, WorkItemEntry.WorkItemMarker, null), preferLocal: false);
         sent.WaitUntilDone();
         sent.Failure?.Throw();
     }

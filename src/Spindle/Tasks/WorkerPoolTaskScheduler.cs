@@ -10,7 +10,7 @@ namespace Spindle;
 
 /// <summary>
 /// A <see cref="TaskScheduler"/> that runs tasks on a <see cref="WorkerPool"/>'s workers. Get it from
-/// <see cref="WorkerPool.TaskScheduler"/>.
+/// <see cref="WorkTarget.TaskScheduler"/>.
 /// </summary>
 /// <remarks>
 /// <para>A task queued from one of the pool's workers goes to that worker's local queue (like the built-in pool);
@@ -44,12 +44,17 @@ public sealed class WorkerPoolTaskScheduler : TaskScheduler, IShutdownAware
     /// <summary>The pool this scheduler runs tasks on.</summary>
     public WorkerPool Pool => _bridge.Pool;
 
+    /// <summary>The lane this scheduler queues to, or null for the pool's own queue.</summary>
+    public WorkerPoolLane? Lane => _bridge.PublicLane;
+
     /// <summary>
     /// How many tasks the pool runs at once when they are CPU work: the number of workers it aims for,
     /// <c>max(MinThreads, ProcessorCount)</c> capped at <c>MaxThreads</c> (it adds threads beyond that only while work
-    /// is blocked). <see cref="Parallel"/> and PLINQ size their partitions by this figure.
+    /// is blocked), or the lane's cap when it is lower for a lane's scheduler. <see cref="Parallel"/> and PLINQ size
+    /// their partitions by this figure.
     /// </summary>
-    public override int MaximumConcurrencyLevel => Math.Min(Pool.MaxThreads, Math.Max(Pool.MinThreads, Environment.ProcessorCount));
+    public override int MaximumConcurrencyLevel =>
+        Math.Min(_bridge.Lane?.Cap ?? int.MaxValue, Math.Min(Pool.MaxThreads, Math.Max(Pool.MinThreads, Environment.ProcessorCount)));
 
     /// <inheritdoc/>
     /// <remarks>
@@ -63,19 +68,24 @@ public sealed class WorkerPoolTaskScheduler : TaskScheduler, IShutdownAware
         ArgumentNullException.ThrowIfNull(task);
         TaskCreationOptions options = task.CreationOptions;
         var entry = new WorkItemEntry(_execute, task, null); // a task carries its own ExecutionContext
-        if ((options & TaskCreationOptions.LongRunning) == 0 || !_bridge.Dedicated.TryEnqueue(entry))
+        if ((options & TaskCreationOptions.LongRunning) != 0)
         {
             // A long-running task during shutdown runs as ordinary work: no new dedicated thread is started then.
-            _bridge.Scheduler.EnqueueContinuation(entry, preferLocal: (options & TaskCreationOptions.PreferFairness) == 0);
+            _bridge.EnqueueLongRunningContinuation(entry);
+        }
+        else
+        {
+            _bridge.EnqueueContinuation(entry, preferLocal: (options & TaskCreationOptions.PreferFairness) == 0);
         }
     }
 
     /// <inheritdoc/>
     protected override bool TryExecuteTaskInline(Task task, bool taskWasPreviouslyQueued)
     {
-        // Only on this pool's threads. A task that was queued may be inlined too: whoever runs it first wins the task's
+        // Only on this pool's threads (for a lane's scheduler, only in an item of the lane, which holds one of its
+        // slots, so the lane's cap holds). A task that was queued may be inlined too: whoever runs it first wins the task's
         // own atomic start, and the queued entry then finds it completed and does nothing.
-        if (WorkerPool.Current != _bridge.Pool)
+        if (!_bridge.IsOwnThread)
         {
             return false;
         }
@@ -90,7 +100,7 @@ public sealed class WorkerPoolTaskScheduler : TaskScheduler, IShutdownAware
     protected override IEnumerable<Task> GetScheduledTasks()
     {
         var tasks = new List<Task>();
-        _bridge.Scheduler.VisitQueuedStates(state =>
+        _bridge.VisitQueuedStates(state =>
         {
             if (state is Task task)
             {

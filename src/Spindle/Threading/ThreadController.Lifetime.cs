@@ -94,6 +94,7 @@ internal sealed partial class ThreadController
     {
         Debug.Assert(_stopped);
         _scheduler.Urgent.Close();
+        _scheduler.Lanes.OnPoolStopped();
         _timers.ReleaseThreadAfterStop();
         _stoppedSource.TrySetResult();
     }

@@ -1,16 +1,17 @@
 using System;
 using System.Runtime.CompilerServices;
 using System.Threading;
+using Spindle.Lanes;
 using Spindle.Queues;
 
 namespace Spindle;
 
-public sealed partial class WorkerPool
+public abstract partial class WorkTarget
 {
     /// <summary>Queues <paramref name="callBack"/> with a null state. See <see cref="QueueUserWorkItem(WaitCallback, object?)"/>.</summary>
     /// <returns>Always <see langword="true"/> (the return type mirrors <see cref="ThreadPool.QueueUserWorkItem(WaitCallback)"/>).</returns>
     /// <exception cref="ArgumentNullException"><paramref name="callBack"/> is null.</exception>
-    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    /// <exception cref="ObjectDisposedException">The pool or the lane is shutting down or has shut down.</exception>
     public bool QueueUserWorkItem(WaitCallback callBack) => QueueUserWorkItem(callBack, null);
 
     /// <summary>
@@ -22,7 +23,7 @@ public sealed partial class WorkerPool
     /// </summary>
     /// <returns>Always <see langword="true"/>.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="callBack"/> is null.</exception>
-    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    /// <exception cref="ObjectDisposedException">The pool or the lane is shutting down or has shut down.</exception>
     public bool QueueUserWorkItem(WaitCallback callBack, object? state)
     {
         ArgumentNullException.ThrowIfNull(callBack);
@@ -40,7 +41,7 @@ public sealed partial class WorkerPool
     /// pool's workers; <see langword="false"/> to use the global queue (fairer to work queued from outside).</param>
     /// <returns>Always <see langword="true"/>.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="callBack"/> is null.</exception>
-    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    /// <exception cref="ObjectDisposedException">The pool or the lane is shutting down or has shut down.</exception>
     public bool QueueUserWorkItem<TState>(Action<TState> callBack, TState state, bool preferLocal)
     {
         ArgumentNullException.ThrowIfNull(callBack);
@@ -55,7 +56,7 @@ public sealed partial class WorkerPool
     /// </summary>
     /// <returns>Always <see langword="true"/>.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="callBack"/> is null.</exception>
-    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    /// <exception cref="ObjectDisposedException">The pool or the lane is shutting down or has shut down.</exception>
     public bool UnsafeQueueUserWorkItem(WaitCallback callBack, object? state)
     {
         ArgumentNullException.ThrowIfNull(callBack);
@@ -66,7 +67,7 @@ public sealed partial class WorkerPool
     /// <summary>Like <see cref="QueueUserWorkItem{TState}(Action{TState}, TState, bool)"/> but never flows the caller's <see cref="ExecutionContext"/>.</summary>
     /// <returns>Always <see langword="true"/>.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="callBack"/> is null.</exception>
-    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    /// <exception cref="ObjectDisposedException">The pool or the lane is shutting down or has shut down.</exception>
     public bool UnsafeQueueUserWorkItem<TState>(Action<TState> callBack, TState state, bool preferLocal)
     {
         ArgumentNullException.ThrowIfNull(callBack);
@@ -82,7 +83,7 @@ public sealed partial class WorkerPool
     /// <param name="preferLocal">See <see cref="QueueUserWorkItem{TState}(Action{TState}, TState, bool)"/>.</param>
     /// <returns>Always <see langword="true"/>.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="workItem"/> is null.</exception>
-    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    /// <exception cref="ObjectDisposedException">The pool or the lane is shutting down or has shut down.</exception>
     public bool UnsafeQueueUserWorkItem(IWorkItem workItem, bool preferLocal)
     {
         ArgumentNullException.ThrowIfNull(workItem);
@@ -99,7 +100,7 @@ public sealed partial class WorkerPool
     /// <returns>Always <see langword="true"/>.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="callBack"/> is null.</exception>
     /// <exception cref="ArgumentOutOfRangeException"><paramref name="options"/> has undefined flags.</exception>
-    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    /// <exception cref="ObjectDisposedException">The pool or the lane is shutting down or has shut down.</exception>
     public bool QueueUserWorkItem<TState>(Action<TState> callBack, TState state, WorkItemOptions options)
     {
         ArgumentNullException.ThrowIfNull(callBack);
@@ -112,7 +113,7 @@ public sealed partial class WorkerPool
     /// <returns>Always <see langword="true"/>.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="callBack"/> is null.</exception>
     /// <exception cref="ArgumentOutOfRangeException"><paramref name="options"/> has undefined flags.</exception>
-    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    /// <exception cref="ObjectDisposedException">The pool or the lane is shutting down or has shut down.</exception>
     public bool UnsafeQueueUserWorkItem<TState>(Action<TState> callBack, TState state, WorkItemOptions options)
     {
         ArgumentNullException.ThrowIfNull(callBack);
@@ -129,7 +130,7 @@ public sealed partial class WorkerPool
     /// <returns>Always <see langword="true"/>.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="workItem"/> is null.</exception>
     /// <exception cref="ArgumentOutOfRangeException"><paramref name="options"/> has undefined flags.</exception>
-    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    /// <exception cref="ObjectDisposedException">The pool or the lane is shutting down or has shut down.</exception>
     public bool UnsafeQueueUserWorkItem(IWorkItem workItem, WorkItemOptions options)
     {
         ArgumentNullException.ThrowIfNull(workItem);
@@ -150,10 +151,7 @@ public sealed partial class WorkerPool
     {
         if ((options & WorkItemOptions.LongRunning) != 0)
         {
-            if (!_dedicated.TryEnqueue(entry))
-            {
-                ThrowShutDown();
-            }
+            EnqueueLongRunning(entry);
         }
         else
         {
@@ -172,13 +170,24 @@ public sealed partial class WorkerPool
         return new WorkItemEntry(callBack, state, context);
     }
 
-    /// <summary>The enqueue path of new work: the scheduler's, throwing when the pool is shutting down.</summary>
+    /// <summary>
+    /// The enqueue path of new work: the scheduler's for the pool's own queue, the lane's otherwise (which waits for room
+    /// or rejects when the lane is full, as its options say); throws when the pool or the lane is shutting down.
+    /// </summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     private void Enqueue(in WorkItemEntry entry, bool preferLocal)
     {
-        if (!_scheduler.TryEnqueue(entry, preferLocal))
+        Lane? lane = LaneCore;
+        if (lane is null)
         {
-            ThrowShutDown();
+            if (!Unsafe.As<WorkerPool>(this).SchedulerCore.TryEnqueue(entry, preferLocal))
+            {
+                ThrowShutDown();
+            }
+        }
+        else
+        {
+            Unsafe.As<WorkerPoolLane>(this).Enqueue(entry);
         }
     }
 }

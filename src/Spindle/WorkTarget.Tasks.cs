@@ -1,23 +1,25 @@
 using System;
 using System.Threading;
 using System.Threading.Tasks;
+using System.Runtime.CompilerServices;
+using Spindle.Lanes;
 using Spindle.Queues;
 using Spindle.Tasks;
 
 namespace Spindle;
 
 // Task integration (the public surface; the bridge itself is Tasks/TaskBridge.cs).
-public sealed partial class WorkerPool
+public abstract partial class WorkTarget
 {
     /// <summary>
     /// The <see cref="System.Threading.Tasks.TaskScheduler"/> that runs tasks on this pool: pass it to
     /// <see cref="TaskFactory"/>, <see cref="Task.Start(System.Threading.Tasks.TaskScheduler)"/>,
     /// <c>ContinueWith</c> or <see cref="ParallelOptions.TaskScheduler"/>. See <see cref="WorkerPoolTaskScheduler"/>.
     /// </summary>
-    public WorkerPoolTaskScheduler TaskScheduler => _tasks.TaskScheduler;
+    public WorkerPoolTaskScheduler TaskScheduler => Bridge.TaskScheduler;
 
     /// <summary>The <see cref="System.Threading.SynchronizationContext"/> that posts to this pool. See <see cref="WorkerPoolSynchronizationContext"/>.</summary>
-    public WorkerPoolSynchronizationContext SynchronizationContext => _tasks.SynchronizationContext;
+    public WorkerPoolSynchronizationContext SynchronizationContext => Bridge.SynchronizationContext;
 
     /// <summary>Runs <paramref name="action"/> on the pool; the returned task completes when it has run.</summary>
     /// <param name="action">The work.</param>
@@ -27,11 +29,11 @@ public sealed partial class WorkerPool
     /// </param>
     /// <returns>
     /// A task for the work: faulted with the delegate's exception (which never reaches the pool's
-    /// <see cref="UnhandledException"/> policy), cancelled as above, or already cancelled (nothing queued) when the
+    /// <see cref="WorkerPool.UnhandledException"/> policy), cancelled as above, or already cancelled (nothing queued) when the
     /// token was cancelled at the call.
     /// </returns>
     /// <exception cref="ArgumentNullException"><paramref name="action"/> is null.</exception>
-    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    /// <exception cref="ObjectDisposedException">The pool or the lane is shutting down or has shut down.</exception>
     public Task Run(Action action, CancellationToken cancellationToken = default)
     {
         ArgumentNullException.ThrowIfNull(action);
@@ -40,7 +42,7 @@ public sealed partial class WorkerPool
         {
             return Task.FromCanceled(cancellationToken);
         }
-        return _tasks.QueueRunItem<VoidResult>(action, RunKind.Action, CaptureContext(), cancellationToken);
+        return Bridge.QueueRunItem<VoidResult>(action, RunKind.Action, CaptureContext(), cancellationToken);
     }
 
     /// <summary>Runs <paramref name="function"/> on the pool; the returned task gets its result.</summary>
@@ -48,7 +50,7 @@ public sealed partial class WorkerPool
     /// <param name="cancellationToken">See <see cref="Run(Action, CancellationToken)"/>.</param>
     /// <returns>A task for the result; see <see cref="Run(Action, CancellationToken)"/>.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="function"/> is null.</exception>
-    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    /// <exception cref="ObjectDisposedException">The pool or the lane is shutting down or has shut down.</exception>
     public Task<TResult> Run<TResult>(Func<TResult> function, CancellationToken cancellationToken = default)
     {
         ArgumentNullException.ThrowIfNull(function);
@@ -57,7 +59,7 @@ public sealed partial class WorkerPool
         {
             return Task.FromCanceled<TResult>(cancellationToken);
         }
-        return _tasks.QueueRunItem<TResult>(function, RunKind.Func, CaptureContext(), cancellationToken);
+        return Bridge.QueueRunItem<TResult>(function, RunKind.Func, CaptureContext(), cancellationToken);
     }
 
     /// <summary>
@@ -68,7 +70,7 @@ public sealed partial class WorkerPool
     /// <param name="cancellationToken">See <see cref="Run(Action, CancellationToken)"/>.</param>
     /// <returns>A proxy for the delegate's task.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="function"/> is null.</exception>
-    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    /// <exception cref="ObjectDisposedException">The pool or the lane is shutting down or has shut down.</exception>
     public Task Run(Func<Task> function, CancellationToken cancellationToken = default)
     {
         ArgumentNullException.ThrowIfNull(function);
@@ -77,7 +79,7 @@ public sealed partial class WorkerPool
         {
             return Task.FromCanceled(cancellationToken);
         }
-        return _tasks.QueueRunItem<VoidResult>(function, RunKind.AsyncAction, CaptureContext(), cancellationToken);
+        return Bridge.QueueRunItem<VoidResult>(function, RunKind.AsyncAction, CaptureContext(), cancellationToken);
     }
 
     /// <summary>Runs the asynchronous <paramref name="function"/> on the pool and returns a proxy for its task's result.</summary>
@@ -85,7 +87,7 @@ public sealed partial class WorkerPool
     /// <param name="cancellationToken">See <see cref="Run(Action, CancellationToken)"/>.</param>
     /// <returns>A proxy for the delegate's task.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="function"/> is null.</exception>
-    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    /// <exception cref="ObjectDisposedException">The pool or the lane is shutting down or has shut down.</exception>
     public Task<TResult> Run<TResult>(Func<Task<TResult>> function, CancellationToken cancellationToken = default)
     {
         ArgumentNullException.ThrowIfNull(function);
@@ -94,7 +96,7 @@ public sealed partial class WorkerPool
         {
             return Task.FromCanceled<TResult>(cancellationToken);
         }
-        return _tasks.QueueRunItem<TResult>(function, RunKind.AsyncFunc, CaptureContext(), cancellationToken);
+        return Bridge.QueueRunItem<TResult>(function, RunKind.AsyncFunc, CaptureContext(), cancellationToken);
     }
 
     /// <summary>
@@ -106,7 +108,7 @@ public sealed partial class WorkerPool
     /// <param name="cancellationToken">See <see cref="Run(Action, CancellationToken)"/>.</param>
     /// <returns>A value task for the work.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="action"/> is null.</exception>
-    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    /// <exception cref="ObjectDisposedException">The pool or the lane is shutting down or has shut down.</exception>
     public ValueTask RunAsValueTask(Action action, CancellationToken cancellationToken = default)
     {
         ArgumentNullException.ThrowIfNull(action);
@@ -115,7 +117,7 @@ public sealed partial class WorkerPool
         {
             return ValueTask.FromCanceled(cancellationToken);
         }
-        ValueTaskRunItem<VoidResult> item = _tasks.QueueValueTaskItem<VoidResult>(action, isFunc: false, CaptureContext(), out short version, cancellationToken);
+        ValueTaskRunItem<VoidResult> item = Bridge.QueueValueTaskItem<VoidResult>(action, isFunc: false, CaptureContext(), out short version, cancellationToken);
         return new ValueTask(item, version);
     }
 
@@ -124,7 +126,7 @@ public sealed partial class WorkerPool
     /// <param name="cancellationToken">See <see cref="Run(Action, CancellationToken)"/>.</param>
     /// <returns>A value task for the result.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="function"/> is null.</exception>
-    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    /// <exception cref="ObjectDisposedException">The pool or the lane is shutting down or has shut down.</exception>
     public ValueTask<TResult> RunAsValueTask<TResult>(Func<TResult> function, CancellationToken cancellationToken = default)
     {
         ArgumentNullException.ThrowIfNull(function);
@@ -133,13 +135,13 @@ public sealed partial class WorkerPool
         {
             return ValueTask.FromCanceled<TResult>(cancellationToken);
         }
-        ValueTaskRunItem<TResult> item = _tasks.QueueValueTaskItem<TResult>(function, isFunc: true, CaptureContext(), out short version, cancellationToken);
+        ValueTaskRunItem<TResult> item = Bridge.QueueValueTaskItem<TResult>(function, isFunc: true, CaptureContext(), out short version, cancellationToken);
         return new ValueTask<TResult>(item, version);
     }
 
-    private void ThrowIfShutDown()
+    private protected void ThrowIfShutDown()
     {
-        if (_scheduler.IsShutdownStarted)
+        if (LaneCore is Lane lane ? lane.IsShutdownStarted : Unsafe.As<WorkerPool>(this).SchedulerCore.IsShutdownStarted)
         {
             ThrowShutDown();
         }

@@ -1,0 +1,437 @@
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.Runtime.CompilerServices;
+using System.Runtime.InteropServices;
+using System.Threading;
+using System.Threading.Tasks;
+using Spindle.Queues;
+using Spindle.Scheduling;
+using Spindle.Threading;
+
+namespace Spindle.Lanes;
+
+/// <summary>The outcome of offering an item to a lane.</summary>
+internal enum EnqueueStatus
+{
+    Accepted,
+    Full,
+    ShutDown,
+}
+
+/// <summary>
+/// The scheduling state of one <see cref="WorkerPoolLane"/>: its queue, its counters, its cap and its lifetime. The
+/// lane set decides which lane a worker takes from; this class owns what happens inside one lane.
+/// </summary>
+/// <remarks>
+/// <para>Items of a lane live only in the lane's own queue (a closable MPMC <see cref="GlobalQueue"/>), never in a
+/// worker's local ring, so every worker sees them at its next dispatch: a worker cannot sit on local work of a lower
+/// class while a higher class has work.</para>
+/// <para>Counters and who writes them: <see cref="_queued"/> (items in the queue: incremented by the enqueuer after the
+/// item is published, decremented by whoever dequeued it, so it may read -1 for an instant), <see cref="_running"/>
+/// (slots held: a worker takes one with a CAS below the cap before it dequeues, and gives it back after the item has
+/// run), <see cref="_completed"/> and <see cref="_cancelled"/> (atomics). The transitions of <see cref="_queued"/>
+/// between 0 and 1 are reported to the lane set, which keeps a per-class count of lanes with queued items; each
+/// transition is reported by the thread that made it, so the count is exact whenever nobody is between a transition
+/// and its report, and a reader only uses it as a hint to look.</para>
+/// <para>Cap protocol (no lost work): an enqueuer increments <see cref="_queued"/> (a full fence) and then reads
+/// <see cref="_running"/>; a slot holder decrements <see cref="_running"/> (a full fence) and then reads
+/// <see cref="_queued"/>. At least one of them sees the other: either the enqueuer finds a free slot and wakes a
+/// worker, or the holder, which is about to dispatch again anyway, finds the item (and asks the stall monitor to watch
+/// in case its next item blocks).</para>
+/// <para>Lifetime, under <see cref="_lock"/>: <see cref="_state"/> (running, draining, cancelling; written under the
+/// lock, read lock-free), <see cref="_stopped"/> and <see cref="_holds"/> (async Run delegates of the lane still
+/// running). The lane stops when shutdown has begun, its queue is empty, no item runs and no hold is out. A
+/// continuation that arrives while the lane drains is queued under the lock unless the lane has stopped, and goes to the
+/// pool's own queue after that, so it can never be stranded in a lane nobody serves.</para>
+/// </remarks>
+[System.Diagnostics.CodeAnalysis.SuppressMessage("Design", "CA1001", Justification =
+    "The bound's SemaphoreSlim never creates its wait handle (only Wait and WaitAsync are used), so it holds nothing to dispose; disposing it at the stop could fail a caller still waiting for room.")]
+internal sealed class Lane
+{
+    private const int StateRunning = 0;
+    private const int StateDraining = 1;
+    private const int StateCancelling = 2;
+
+    private readonly GlobalQueue _queue = new(maxRetiredSegments: 4);
+    private readonly LaneSet _set;
+    private readonly Scheduler _scheduler;
+    private readonly ItemRunner _runner;
+    private readonly SemaphoreSlim? _room;
+    private readonly object _lock = new();
+    private readonly TaskCompletionSource _stoppedSource = new(TaskCreationOptions.RunContinuationsAsynchronously);
+
+    private PaddedInt64 _queued;
+    private PaddedInt32 _running;
+    private long _completed;
+    private long _cancelled;
+    // Continuations admitted past the bound that have not been dequeued: their dequeues release no room.
+    private int _overBound;
+    private volatile int _state;
+    private volatile bool _stopped;
+    private int _holds;
+
+    public Lane(LaneSet set, Scheduler scheduler, ItemRunner runner, LaneOptions options)
+    {
+        _set = set;
+        _scheduler = scheduler;
+        _runner = runner;
+        Options = options;
+        ClassIndex = options.Priority switch
+        {
+            LanePriority.High => LaneSet.HighClass,
+            LanePriority.Low => LaneSet.LowClass,
+            _ => LaneSet.NormalClass,
+        };
+        Share = options.Share;
+        Cap = options.MaxConcurrency ?? int.MaxValue;
+        if (options.QueueLimit is int limit)
+        {
+            _room = new SemaphoreSlim(limit, int.MaxValue);
+        }
+    }
+
+    public LaneOptions Options { get; }
+
+    /// <summary>Index of the lane's class in the lane set (dispatch order: High, Normal, Low).</summary>
+    public int ClassIndex { get; }
+
+    public int Share { get; }
+
+    /// <summary>The concurrency cap; <see cref="int.MaxValue"/> when the lane has none.</summary>
+    public int Cap { get; }
+
+    /// <summary>The public object of this lane (set once, right after construction).</summary>
+    public WorkerPoolLane Public { get; set; } = null!;
+
+    public long QueuedCount => Math.Max(0, Volatile.Read(ref _queued.Value));
+
+    public int RunningCount => Math.Max(0, Volatile.Read(ref _running.Value));
+
+    public long CompletedCount => Interlocked.Read(ref _completed);
+
+    public long CancelledCount => Interlocked.Read(ref _cancelled);
+
+    /// <summary>Whether the lane's own shutdown has begun, or the pool's.</summary>
+    public bool IsShutdownStarted => _state != StateRunning || _scheduler.IsShutdownStarted;
+
+    /// <summary>Whether queued items of this lane are to be cancelled rather than run.</summary>
+    public bool IsCancelling => _state == StateCancelling || _scheduler.IsCancelling;
+
+    public bool HasStopped => _stopped;
+
+    public Task Stopped => _stoppedSource.Task;
+
+    /// <summary>Whether a worker could start an item of this lane now: something is queued and a slot is free.</summary>
+    public bool IsRunnable => Volatile.Read(ref _queued.Value) > 0 && Volatile.Read(ref _running.Value) < Cap;
+
+    /// <summary>Whether the queue holds anything, counting items still being published (the leftover sweep's test).</summary>
+    public bool HasQueued => !_queue.IsEmpty;
+
+    /// <summary>
+    /// Offers a new item. <paramref name="waitForRoom"/>: when the lane is full, block until there is room (the caller
+    /// has checked that waiting cannot wait on itself) instead of answering <see cref="EnqueueStatus.Full"/>.
+    /// </summary>
+    public EnqueueStatus TryEnqueue(in WorkItemEntry entry, bool waitForRoom)
+    {
+        if (IsShutdownStarted)
+        {
+            return EnqueueStatus.ShutDown;
+        }
+        if (_room is not null && !_room.Wait(0))
+        {
+            if (!waitForRoom)
+            {
+                return EnqueueStatus.Full;
+            }
+            WaitForRoom();
+        }
+        if (!_queue.TryEnqueue(entry))
+        {
+            // Closed by the lane's shutdown or the pool's: hand the room on (a waiter behind us finds the lane closed too).
+            _room?.Release();
+            return EnqueueStatus.ShutDown;
+        }
+        OnPublished();
+        return EnqueueStatus.Accepted;
+    }
+
+    /// <summary>Blocks until the bound has room; on a pool worker inside a blocking region, so the pool compensates.</summary>
+    private void WaitForRoom()
+    {
+        using (WorkerPool.EnterBlockingRegion())
+        {
+            _room!.Wait();
+        }
+    }
+
+    /// <summary>Waits for room without blocking a thread, then queues; throws when the lane shuts down meanwhile.</summary>
+    public async Task EnqueueWhenRoomAsync(WorkItemEntry entry, CancellationToken cancellationToken)
+    {
+        await _room!.WaitAsync(cancellationToken).ConfigureAwait(false);
+        if (IsShutdownStarted || !_queue.TryEnqueue(entry))
+        {
+            _room.Release();
+            Public.ThrowShutDown();
+        }
+        OnPublished();
+    }
+
+    /// <summary>
+    /// Queues a continuation of work the lane accepted: never refused, never delayed by the bound. While the lane runs
+    /// it goes to the lane's queue; while the lane drains, to the lane's queue unless it has stopped (decided under the
+    /// lock, against the stop); once the lane has stopped, or the pool is shutting down, to the pool's own queue.
+    /// </summary>
+    public void EnqueueContinuation(in WorkItemEntry entry)
+    {
+        if (_queue.TryEnqueue(entry))
+        {
+            AdmitPastBound();
+            OnPublished();
+            return;
+        }
+        if (!_scheduler.IsShutdownStarted)
+        {
+            lock (_lock)
+            {
+                if (!_stopped)
+                {
+                    _queue.EnqueueAlways(entry);
+                    AdmitPastBound();
+                    OnPublished();
+                    return;
+                }
+            }
+        }
+        _scheduler.EnqueueContinuation(entry, preferLocal: false);
+    }
+
+    private void AdmitPastBound()
+    {
+        if (_room is not null)
+        {
+            Interlocked.Increment(ref _overBound);
+        }
+    }
+
+    /// <summary>An item has been published in the queue: count it, report the lane ready, and wake a worker if one could run it.</summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private void OnPublished()
+    {
+        if (Interlocked.Increment(ref _queued.Value) == 1)
+        {
+            _set.OnLaneReady(this);
+        }
+        // A full fence above, then the read of the slots: see the cap protocol. At the cap the slot holders come back.
+        if (Volatile.Read(ref _running.Value) < Cap)
+        {
+            _set.WakeForLane();
+        }
+    }
+
+    /// <summary>An item has left the queue (to run, to be cancelled, or as a leftover): count it and give back its room.</summary>
+    private void OnDequeued()
+    {
+        if (Interlocked.Decrement(ref _queued.Value) == 0)
+        {
+            _set.OnLaneIdle(this);
+        }
+        if (_room is not null)
+        {
+            int over = Volatile.Read(ref _overBound);
+            while (over > 0)
+            {
+                int seen = Interlocked.CompareExchange(ref _overBound, over - 1, over);
+                if (seen == over)
+                {
+                    return;
+                }
+                over = seen;
+            }
+            _room.Release();
+        }
+    }
+
+    /// <summary>
+    /// Takes a slot and the oldest item: false, having taken neither, when the lane is at its cap or its queue is empty.
+    /// The caller runs the item and then calls <see cref="OnItemDone"/>.
+    /// </summary>
+    public bool TryTake(out WorkItemEntry item)
+    {
+        if (!TryAcquireSlot())
+        {
+            item = default;
+            return false;
+        }
+        item = default;
+        if (_queue.TryDequeueBatch(MemoryMarshal.CreateSpan(ref item, 1)) == 0)
+        {
+            Interlocked.Decrement(ref _running.Value);
+            return false;
+        }
+        OnDequeued();
+        return true;
+    }
+
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private bool TryAcquireSlot()
+    {
+        if (Cap == int.MaxValue)
+        {
+            Interlocked.Increment(ref _running.Value);
+            return true;
+        }
+        int running = Volatile.Read(ref _running.Value);
+        while (running < Cap)
+        {
+            int seen = Interlocked.CompareExchange(ref _running.Value, running + 1, running);
+            if (seen == running)
+            {
+                return true;
+            }
+            running = seen;
+        }
+        return false;
+    }
+
+    /// <summary>
+    /// A worker has finished (or cancelled) an item it took: gives its slot back. If the lane was at its cap and still
+    /// has work, the returned value tells the worker to make sure someone serves it should the worker's next item block.
+    /// </summary>
+    public bool OnItemDone(bool completed)
+    {
+        if (completed)
+        {
+            Interlocked.Increment(ref _completed);
+        }
+        int running = Interlocked.Decrement(ref _running.Value); // a full fence before the read of _queued
+        Debug.Assert(running >= 0);
+        if (Volatile.Read(ref _queued.Value) > 0)
+        {
+            return running == Cap - 1;
+        }
+        if (_state != StateRunning && running == 0)
+        {
+            TryStop();
+        }
+        return false;
+    }
+
+    public void CountCancelled() => Interlocked.Increment(ref _cancelled);
+
+    /// <summary>An async Run delegate of this lane is still running: the lane's drain waits for it.</summary>
+    public void AcquireHold() => Interlocked.Increment(ref _holds);
+
+    public void ReleaseHold()
+    {
+        if (Interlocked.Decrement(ref _holds) == 0 && _state != StateRunning)
+        {
+            TryStop();
+        }
+    }
+
+    /// <summary>
+    /// Begins the lane's own shutdown (the pool keeps running): closes the intake and, for
+    /// <see cref="ShutdownMode.CancelPending"/>, cancels what is queued at once. Returns false when the lane was already
+    /// at or past that state.
+    /// </summary>
+    public bool BeginShutdown(ShutdownMode mode)
+    {
+        int state = mode == ShutdownMode.CancelPending ? StateCancelling : StateDraining;
+        lock (_lock)
+        {
+            if (_state >= state)
+            {
+                return false;
+            }
+            _queue.Close();
+            _state = state;
+        }
+        // Wake whoever waits for room: each finds the lane closed and passes the wake on.
+        _room?.Release();
+        if (state == StateCancelling)
+        {
+            CancelQueuedNow();
+        }
+        TryStop();
+        return true;
+    }
+
+    /// <summary>
+    /// Cancels every queued item this thread can take now (workers decide on the items they took themselves). Items
+    /// whose owner says they must run anyway (continuations) are queued again, past the closed intake.
+    /// </summary>
+    public void CancelQueuedNow()
+    {
+        List<WorkItemEntry>? mustRun = null;
+        WorkItemEntry entry = default;
+        while (_queue.TryDequeueBatch(MemoryMarshal.CreateSpan(ref entry, 1)) != 0)
+        {
+            OnDequeued();
+            if (_runner.MustRunDespiteCancel(entry, this, byPool: _scheduler.IsCancelling))
+            {
+                (mustRun ??= []).Add(entry);
+            }
+            entry = default;
+        }
+        if (mustRun is not null)
+        {
+            foreach (WorkItemEntry keep in mustRun)
+            {
+                EnqueueContinuation(keep);
+            }
+        }
+    }
+
+    /// <summary>The pool's shutdown has begun: the lane takes no new work (its queued items drain with the pool's).</summary>
+    public void CloseForPool() => _queue.Close();
+
+    /// <summary>Takes one queued item without a slot: for the leftover sweep after every worker has exited.</summary>
+    public bool TryTakeLeftover(out WorkItemEntry item)
+    {
+        item = default;
+        if (_queue.TryDequeueBatch(MemoryMarshal.CreateSpan(ref item, 1)) == 0)
+        {
+            return false;
+        }
+        OnDequeued();
+        return true;
+    }
+
+    /// <summary>A leftover taken with <see cref="TryTakeLeftover"/> has run.</summary>
+    public void CountLeftoverCompleted() => Interlocked.Increment(ref _completed);
+
+    /// <summary>Stops the lane if shutdown has begun and nothing is queued, running or held.</summary>
+    private void TryStop()
+    {
+        bool stopped = false;
+        lock (_lock)
+        {
+            if (!_stopped && _state != StateRunning && _queue.IsEmpty && Volatile.Read(ref _running.Value) == 0
+                && Volatile.Read(ref _holds) == 0)
+            {
+                _stopped = true;
+                stopped = true;
+            }
+        }
+        if (stopped)
+        {
+            _set.Remove(this);
+            _stoppedSource.TrySetResult();
+        }
+    }
+
+    /// <summary>The pool has stopped: so has the lane (every item of it has run or was cancelled).</summary>
+    public void OnPoolStopped()
+    {
+        lock (_lock)
+        {
+            _stopped = true;
+        }
+        _room?.Release();
+        _stoppedSource.TrySetResult();
+    }
+
+    /// <summary>Debugger support for the lane's task scheduler.</summary>
+    public void VisitQueuedStates(Action<object?> visit, object callback) => _queue.VisitStates(callback, visit);
+}

@@ -1,0 +1,362 @@
+using System;
+using System.Diagnostics;
+using System.Runtime.CompilerServices;
+using System.Threading;
+using Spindle.Parking;
+using Spindle.Queues;
+using Spindle.Scheduling;
+using Spindle.Threading;
+
+namespace Spindle.Lanes;
+
+/// <summary>
+/// The pool's lanes, by priority class, and the rule that picks which one a worker serves next.
+/// </summary>
+/// <remarks>
+/// <para>Dispatch rule. Fired timers come first (the scheduler's urgent queue). Then the highest class with runnable
+/// work: High, then Normal (whose members are the Normal lanes and the pool's own queue, the default lane, with share
+/// 1), then Low. Within a class, lanes take turns by weighted round robin: the lane under the class's cursor keeps it
+/// for <c>share</c> dispatches while it has runnable work, then the cursor moves to the next runnable lane. A lane at
+/// its cap is skipped (its items hold no worker).</para>
+/// <para>Minimum share of lower classes (no starvation): each class records when it last started an item. When the
+/// Normal or Low class has runnable work that has not been served for <see cref="StarvationIntervalMs"/>, the next
+/// dispatch of any worker serves it first. So while higher classes keep every worker busy, a lower class with runnable
+/// work still starts an item at least every <see cref="StarvationIntervalMs"/> (plus the clock's granularity and the
+/// length of the items in progress).</para>
+/// <para>State and its writers: the class arrays (copy-on-write, under <see cref="_lock"/>, read lock-free);
+/// <see cref="LaneClass.Ready"/> and <see cref="_anyReady"/> (atomics, by the thread that moved a lane's queued count
+/// between 0 and 1); the round-robin cursor, its credit and the last-served times (plain racy stores by dispatching
+/// workers: a lost update only shifts a turn by an item, never loses work, because every runnable lane is visited on
+/// each pick); <see cref="_closed"/> (under the lock, by the pool's shutdown).</para>
+/// <para>The fast path of a pool without runnable lane work is one load of <see cref="_anyReady"/>, a line that is
+/// written only when a lane's queue goes from empty to non-empty or back.</para>
+/// </remarks>
+internal sealed class LaneSet
+{
+    public const int HighClass = 0;
+    public const int NormalClass = 1;
+    public const int LowClass = 2;
+
+    /// <summary>The longest a lower class with runnable work goes without a dispatch while higher classes keep the workers busy.</summary>
+    public const int StarvationIntervalMs = 10;
+
+    private readonly LaneClass[] _classes = [new(), new(), new()];
+    private readonly object _lock = new();
+    private readonly IdleCoordinator _idle;
+    private readonly Scheduler _scheduler;
+    private PaddedInt32 _anyReady;
+    private Lane[] _all = [];
+    private bool _closed;
+
+    public LaneSet(Scheduler scheduler, IdleCoordinator idle)
+    {
+        _scheduler = scheduler;
+        _idle = idle;
+    }
+
+    // Set once by Connect, before any thread of the pool exists.
+    private StallMonitor _monitor = null!;
+
+    public void Connect(StallMonitor monitor) => _monitor = monitor;
+
+    /// <summary>Whether some lane may have queued work (a hint: one load on the dispatch path).</summary>
+    public bool AnyReady
+    {
+        [MethodImpl(MethodImplOptions.AggressiveInlining)]
+        get => Volatile.Read(ref _anyReady.Value) != 0;
+    }
+
+    /// <summary>The live lanes (a snapshot).</summary>
+    public Lane[] All => Volatile.Read(ref _all);
+
+    /// <summary>Adds a lane; false when the pool's shutdown has begun (no lane is created then).</summary>
+    public bool TryAdd(Lane lane)
+    {
+        lock (_lock)
+        {
+            if (_closed)
+            {
+                return false;
+            }
+            LaneClass laneClass = _classes[lane.ClassIndex];
+            Volatile.Write(ref laneClass.Lanes, [.. laneClass.Lanes, lane]);
+            Volatile.Write(ref _all, [.. _all, lane]);
+            return true;
+        }
+    }
+
+    /// <summary>A lane has stopped: it leaves the dispatch rotation (its continuations now go to the pool's queue).</summary>
+    public void Remove(Lane lane)
+    {
+        lock (_lock)
+        {
+            LaneClass laneClass = _classes[lane.ClassIndex];
+            Volatile.Write(ref laneClass.Lanes, Array.FindAll(laneClass.Lanes, l => l != lane));
+            Volatile.Write(ref _all, Array.FindAll(_all, l => l != lane));
+        }
+    }
+
+    /// <summary>Caller is the scheduler closing the pool (under the thread controller's lock): every lane's intake closes.</summary>
+    public void Close()
+    {
+        lock (_lock)
+        {
+            _closed = true;
+            foreach (Lane lane in _all)
+            {
+                lane.CloseForPool();
+            }
+        }
+    }
+
+    /// <summary>The pool has stopped: every lane has too.</summary>
+    public void OnPoolStopped()
+    {
+        foreach (Lane lane in All)
+        {
+            lane.OnPoolStopped();
+        }
+    }
+
+    public void OnLaneReady(Lane lane)
+    {
+        Interlocked.Increment(ref _classes[lane.ClassIndex].Ready);
+        Interlocked.Increment(ref _anyReady.Value);
+    }
+
+    public void OnLaneIdle(Lane lane)
+    {
+        Interlocked.Decrement(ref _classes[lane.ClassIndex].Ready);
+        Interlocked.Decrement(ref _anyReady.Value);
+    }
+
+    /// <summary>A lane item was published and a slot is free: wake a worker if nobody is looking.</summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    public void WakeForLane() => _idle.WakeWorkerIfNeeded();
+
+    /// <summary>
+    /// <paramref name="worker"/> gave back the last free slot of a lane that still has work, and will most likely take
+    /// it again at its next dispatch. If someone is parked and nobody searches, the stall monitor watches that the worker
+    /// comes back (and wakes a helper if its next item blocks instead).
+    /// </summary>
+    public void OnSlotFreedWithWork(Worker worker)
+    {
+        if (_idle.SearchingCount == 0 && _idle.IdleCount != 0)
+        {
+            _monitor.OpenDeferral(worker);
+        }
+    }
+
+    /// <summary>Whether a worker could start a lane item now (runnable work in some lane; a snapshot).</summary>
+    public bool AnyRunnable()
+    {
+        if (!AnyReady)
+        {
+            return false;
+        }
+        foreach (Lane lane in All)
+        {
+            if (lane.IsRunnable)
+            {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /// <summary>Items queued in lanes (a snapshot).</summary>
+    public long QueuedCount
+    {
+        get
+        {
+            long queued = 0;
+            foreach (Lane lane in All)
+            {
+                queued += lane.QueuedCount;
+            }
+            return queued;
+        }
+    }
+
+    /// <summary>
+    /// The dispatch path when some lane may have work: takes the next item by the dispatch rule (see the remarks),
+    /// the pool's own queue included as the Normal class's default lane. Sets <see cref="Worker.CurrentLane"/> when the
+    /// item came from a lane.
+    /// </summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public bool TryTakeByPriority(Worker self, out WorkItemEntry item)
+    {
+        long now = Environment.TickCount64;
+        LaneClass low = _classes[LowClass];
+        LaneClass normal = _classes[NormalClass];
+        // Minimum share first: the lowest class whose runnable work has waited past the interval.
+        // A class found with nothing runnable counts as served: it has nothing waiting.
+        if (Volatile.Read(ref low.Ready) != 0 && now - low.LastServed >= StarvationIntervalMs)
+        {
+            low.LastServed = now;
+            if (TryTakeInClass(low, self, withDefault: false, out item))
+            {
+                return true;
+            }
+        }
+        if (now - normal.LastServed >= StarvationIntervalMs)
+        {
+            normal.LastServed = now;
+            if (TryTakeInClass(normal, self, withDefault: true, out item))
+            {
+                return true;
+            }
+        }
+        LaneClass high = _classes[HighClass];
+        if (Volatile.Read(ref high.Ready) != 0 && TryTakeInClass(high, self, withDefault: false, out item))
+        {
+            return true;
+        }
+        if (TryTakeInClass(normal, self, withDefault: true, out item))
+        {
+            normal.LastServed = now;
+            return true;
+        }
+        if (Volatile.Read(ref low.Ready) != 0 && TryTakeInClass(low, self, withDefault: false, out item))
+        {
+            low.LastServed = now;
+            return true;
+        }
+        return false;
+    }
+
+    /// <summary>
+    /// A searching worker's look at the lanes of the classes from <paramref name="firstClass"/> to
+    /// <paramref name="lastClass"/> (the default lane is searched by the caller, between Normal and Low).
+    /// </summary>
+    public bool TryTakeForSearcher(Worker self, int firstClass, int lastClass, out WorkItemEntry item)
+    {
+        for (int c = firstClass; c <= lastClass; c++)
+        {
+            LaneClass laneClass = _classes[c];
+            if (Volatile.Read(ref laneClass.Ready) != 0 && TryTakeInClass(laneClass, self, withDefault: false, out item))
+            {
+                laneClass.LastServed = Environment.TickCount64;
+                return true;
+            }
+        }
+        item = default;
+        return false;
+    }
+
+    /// <summary>Weighted round robin over the runnable members of one class (see the remarks).</summary>
+    private static bool TryTakeInClass(LaneClass laneClass, Worker self, bool withDefault, out WorkItemEntry item)
+    {
+        Lane[] lanes = Volatile.Read(ref laneClass.Lanes);
+        int members = lanes.Length + (withDefault ? 1 : 0);
+        if (members == 0)
+        {
+            item = default;
+            return false;
+        }
+        int cursor = laneClass.Cursor;
+        if ((uint)cursor >= (uint)members)
+        {
+            cursor = 0;
+        }
+        // The member under the cursor while its turn lasts.
+        int credit = laneClass.Credit;
+        if (credit > 0 && TryTakeFrom(lanes, cursor, self, out item))
+        {
+            laneClass.Credit = credit - 1;
+            return true;
+        }
+        // Its turn is over (or it has nothing runnable): the next runnable member starts a turn. The last candidate is
+        // the member under the cursor again, with a new turn.
+        for (int i = 1; i <= members; i++)
+        {
+            int index = cursor + i;
+            if (index >= members)
+            {
+                index -= members;
+            }
+            if (TryTakeFrom(lanes, index, self, out item))
+            {
+                laneClass.Cursor = index;
+                laneClass.Credit = (index < lanes.Length ? lanes[index].Share : 1) - 1;
+                return true;
+            }
+        }
+        item = default;
+        return false;
+    }
+
+    /// <summary>Takes from member <paramref name="index"/> of a class: a lane, or (one past the lanes) the default lane.</summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private static bool TryTakeFrom(Lane[] lanes, int index, Worker self, out WorkItemEntry item)
+    {
+        if (index < lanes.Length)
+        {
+            Lane lane = lanes[index];
+            if (lane.IsRunnable && lane.TryTake(out item))
+            {
+                self.CurrentLane = lane;
+                return true;
+            }
+            item = default;
+            return false;
+        }
+        return self.TryTakeDefault(out item);
+    }
+
+    /// <summary>
+    /// Takes one leftover from any lane (for the sweep after the workers have exited, or the redirect after the stop).
+    /// </summary>
+    public bool TryTakeLeftover(out WorkItemEntry item, out Lane? lane)
+    {
+        foreach (Lane candidate in All)
+        {
+            if (candidate.TryTakeLeftover(out item))
+            {
+                lane = candidate;
+                return true;
+            }
+        }
+        item = default;
+        lane = null;
+        return false;
+    }
+
+    /// <summary>Whether any lane's queue holds an item (counting items still being published).</summary>
+    public bool HasLeftovers
+    {
+        get
+        {
+            foreach (Lane lane in All)
+            {
+                if (lane.HasQueued)
+                {
+                    return true;
+                }
+            }
+            return false;
+        }
+    }
+
+    /// <summary>Cancels what every lane has queued (the pool's shutdown with CancelPending).</summary>
+    public void CancelQueuedNow()
+    {
+        foreach (Lane lane in All)
+        {
+            lane.CancelQueuedNow();
+        }
+    }
+
+    /// <summary>One priority class: its lanes and its dispatch state. Each class is its own object, on its own lines.</summary>
+    private sealed class LaneClass
+    {
+        public Lane[] Lanes = [];
+        // Lanes of the class with queued items (atomics; may be off by one for an instant, see Lane).
+        public int Ready;
+        // Round robin (plain, racy by design): the member whose turn it is and the dispatches left in its turn.
+        public int Cursor;
+        public int Credit;
+        // Environment.TickCount64 of the last dispatch in this class (plain, racy by design).
+        public long LastServed = Environment.TickCount64;
+    }
+}
