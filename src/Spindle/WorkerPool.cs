@@ -63,7 +63,7 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
         // and the monitor, which need them) are set once by Connect, here, before any thread of the pool exists.
         _runner = new ItemRunner(this);
         var idle = new IdleCoordinator(_options);
-        _scheduler = new Scheduler(idle, _runner);
+        _scheduler = new Scheduler(idle, _runner, _options.LaneStarvationIntervalMs);
         _timers = new TimerService(_options, _scheduler, _runner);
         _threads = new ThreadController(this, _options, _scheduler, idle, _runner, _timers);
         _monitor = new StallMonitor(_options, _scheduler, idle, _threads);

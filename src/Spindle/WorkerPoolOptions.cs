@@ -76,6 +76,9 @@ public sealed class WorkerPoolOptions
     /// <summary>Test seam: how many times a searching worker yields its core before it parks (null: the default).</summary>
     internal int? YieldAttempts { get; set; }
 
+    /// <summary>Test seam: the lanes' starvation interval in milliseconds (null: <see cref="Lanes.LaneSet.StarvationIntervalMs"/>).</summary>
+    internal int? LaneStarvationIntervalMs { get; set; }
+
     /// <summary>The idle timeout in milliseconds, or <see cref="Timeout.Infinite"/>.</summary>
     internal int IdleTimeoutMilliseconds =>
         IdleTimeout == Timeout.InfiniteTimeSpan ? Timeout.Infinite : (int)IdleTimeout.TotalMilliseconds;

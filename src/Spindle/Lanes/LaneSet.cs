@@ -20,7 +20,8 @@ namespace Spindle.Lanes;
 /// its cap is skipped (its items hold no worker).</para>
 /// <para>Minimum share of lower classes (no starvation): each class records when it last started an item. When the
 /// Normal or Low class has runnable work that has not been served for <see cref="StarvationIntervalMs"/>, the next
-/// dispatch of any worker serves it first. So while higher classes keep every worker busy, a lower class with runnable
+/// dispatch of any worker serves it first (a class's wait starts when its first lane gets work or at its last dispatch,
+/// whichever is later). So while higher classes keep every worker busy, a lower class with runnable
 /// work still starts an item at least every <see cref="StarvationIntervalMs"/> (plus the clock's granularity and the
 /// length of the items in progress).</para>
 /// <para>State and its writers: the class arrays (copy-on-write, under <see cref="_lock"/>, read lock-free);
@@ -48,11 +49,14 @@ internal sealed class LaneSet
     private Lane[] _all = [];
     private bool _closed;
 
-    public LaneSet(Scheduler scheduler, IdleCoordinator idle)
+    public LaneSet(Scheduler scheduler, IdleCoordinator idle, int? starvationIntervalMs)
     {
         _scheduler = scheduler;
         _idle = idle;
+        _starvationInterval = starvationIntervalMs ?? StarvationIntervalMs;
     }
+
+    private readonly int _starvationInterval;
 
     // Set once by Connect, before any thread of the pool exists.
     private StallMonitor _monitor = null!;
@@ -120,7 +124,12 @@ internal sealed class LaneSet
 
     public void OnLaneReady(Lane lane)
     {
-        Interlocked.Increment(ref _classes[lane.ClassIndex].Ready);
+        LaneClass laneClass = _classes[lane.ClassIndex];
+        if (Interlocked.Increment(ref laneClass.Ready) == 1)
+        {
+            // The class had nothing waiting: its wait starts now, not at its last dispatch long ago.
+            laneClass.LastServed = Environment.TickCount64;
+        }
         Interlocked.Increment(ref _anyReady.Value);
     }
 
@@ -191,7 +200,7 @@ internal sealed class LaneSet
         LaneClass normal = _classes[NormalClass];
         // Minimum share first: the lowest class whose runnable work has waited past the interval.
         // A class found with nothing runnable counts as served: it has nothing waiting.
-        if (Volatile.Read(ref low.Ready) != 0 && now - low.LastServed >= StarvationIntervalMs)
+        if (Volatile.Read(ref low.Ready) != 0 && now - low.LastServed >= _starvationInterval)
         {
             low.LastServed = now;
             if (TryTakeInClass(low, self, withDefault: false, out item))
@@ -199,7 +208,7 @@ internal sealed class LaneSet
                 return true;
             }
         }
-        if (now - normal.LastServed >= StarvationIntervalMs)
+        if (now - normal.LastServed >= _starvationInterval)
         {
             normal.LastServed = now;
             if (TryTakeInClass(normal, self, withDefault: true, out item))

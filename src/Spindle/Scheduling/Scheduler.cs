@@ -44,11 +44,11 @@ internal sealed class Scheduler
     private ThreadController _threads = null!;
     private StallMonitor _monitor = null!;
 
-    public Scheduler(IdleCoordinator idle, ItemRunner runner)
+    public Scheduler(IdleCoordinator idle, ItemRunner runner, int? laneStarvationIntervalMs = null)
     {
         _idle = idle;
         _runner = runner;
-        Lanes = new LaneSet(this, idle);
+        Lanes = new LaneSet(this, idle, laneStarvationIntervalMs);
     }
 
     /// <summary>The pool's lanes besides its own queue, and the dispatch rule between them.</summary>
