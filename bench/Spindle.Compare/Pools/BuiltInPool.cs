@@ -60,6 +60,37 @@ internal sealed class BuiltInPool : IPoolUnderTest
     // No thread-free signal exists on the built-in pool: its best is the event registration.
     public IRegisteredSignal RegisterNativeWait(WaitOrTimerCallback callBack, object? state) => RegisterEventWait(callBack, state);
 
+    public IPoolLane CreateLane(LaneOptions options) => options.MaxConcurrency switch
+    {
+        null => GlobalQueueLane.Instance,
+        1 => new ExclusiveLane(new ConcurrentExclusiveSchedulerPair().ExclusiveScheduler),
+        int cap => throw new NotSupportedException($"The built-in pool has no equivalent of a lane capped at {cap}."),
+    };
+
+    /// <summary>An uncapped "lane": the pool's one global queue (the priority and share are ignored: it has neither).</summary>
+    private sealed class GlobalQueueLane : IPoolLane
+    {
+        public static readonly GlobalQueueLane Instance = new();
+
+        public void UnsafeQueue(PoolWorkItem item) => ThreadPool.UnsafeQueueUserWorkItem(item, preferLocal: false);
+
+        public void Queue(Action<object?> callBack, object? state) => ThreadPool.QueueUserWorkItem(callBack, state, preferLocal: false);
+    }
+
+    /// <summary>
+    /// A serial "lane": an <c>ExclusiveScheduler</c>, each item a task started on it. A task always captures the
+    /// caller's <see cref="ExecutionContext"/>, so <see cref="UnsafeQueue"/> flows it too.
+    /// </summary>
+    private sealed class ExclusiveLane(TaskScheduler exclusive) : IPoolLane
+    {
+        private static readonly Action<object?> s_execute = static item => ((PoolWorkItem)item!).Execute();
+
+        public void UnsafeQueue(PoolWorkItem item) => Queue(s_execute, item);
+
+        public void Queue(Action<object?> callBack, object? state) =>
+            Task.Factory.StartNew(callBack, state, CancellationToken.None, TaskCreationOptions.None, exclusive);
+    }
+
     private sealed class EventRegistration(AutoResetEvent handle, RegisteredWaitHandle registration) : IRegisteredSignal
     {
         public void Set() => handle.Set();

@@ -92,4 +92,12 @@ internal interface IPoolUnderTest : IDisposable
     /// <c>RegisterWait</c>. The built-in pool has none, so it falls back to <see cref="RegisterEventWait"/>.
     /// </summary>
     IRegisteredSignal RegisterNativeWait(WaitOrTimerCallback callBack, object? state);
+
+    /// <summary>
+    /// A lane: Spindle's <c>WorkerPool.CreateLane(options)</c>. The built-in pool has no lanes, so it returns its nearest
+    /// equivalent: for <see cref="LaneOptions.MaxConcurrency"/> 1, the <c>ExclusiveScheduler</c> of a new
+    /// <see cref="System.Threading.Tasks.ConcurrentExclusiveSchedulerPair"/> (each item a task); without a cap, its one
+    /// global queue, whatever the priority and share say. It supports no other cap.
+    /// </summary>
+    IPoolLane CreateLane(LaneOptions options);
 }

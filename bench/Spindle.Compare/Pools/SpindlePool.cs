@@ -79,6 +79,8 @@ internal sealed class SpindlePool : IPoolUnderTest
         return new SignalRegistration(signal, registration);
     }
 
+    public IPoolLane CreateLane(LaneOptions options) => new Lane(_pool.CreateLane(options));
+
     public void Dispose() => _pool.Dispose();
 
     private sealed class EventRegistration(AutoResetEvent handle, RegisteredWait registration) : IRegisteredSignal
@@ -90,6 +92,14 @@ internal sealed class SpindlePool : IPoolUnderTest
             registration.Unregister(null);
             handle.Dispose();
         }
+    }
+
+    /// <summary>A <see cref="WorkerPoolLane"/>, queued to with the same calls as the pool.</summary>
+    private sealed class Lane(WorkerPoolLane lane) : IPoolLane
+    {
+        public void UnsafeQueue(PoolWorkItem item) => lane.UnsafeQueueUserWorkItem(item, preferLocal: false);
+
+        public void Queue(Action<object?> callBack, object? state) => lane.QueueUserWorkItem(callBack, state, preferLocal: false);
     }
 
     private sealed class SignalRegistration(PoolSignal signal, RegisteredWait registration) : IRegisteredSignal

@@ -20,6 +20,9 @@ internal static class ScenarioCatalog
         new SkynetScenario(),
         new RegisteredWaitsScenario(),
         new TimersScenario(),
+        new PriorityScenario(),
+        new SharesScenario(),
+        new SerialLaneScenario(),
     ];
 
     public static IScenario? Find(string id)
