@@ -27,18 +27,27 @@ internal enum EnqueueStatus
 /// <para>Items of a lane live only in the lane's own queue (a closable MPMC <see cref="GlobalQueue"/>), never in a
 /// worker's local ring, so every worker sees them at its next dispatch: a worker cannot sit on local work of a lower
 /// class while a higher class has work.</para>
-/// <para>Counters and who writes them: <see cref="_queued"/> (items in the queue: incremented by the enqueuer after the
-/// item is published, decremented by whoever dequeued it, so it may read -1 for an instant), <see cref="_running"/>
-/// (slots held: a worker takes one with a CAS below the cap before it dequeues, and gives it back after the item has
-/// run), <see cref="_completed"/> and <see cref="_cancelled"/> (atomics). The transitions of <see cref="_queued"/>
-/// between 0 and 1 are reported to the lane set, which keeps a per-class count of lanes with queued items; each
-/// transition is reported by the thread that made it, so the count is exact whenever nobody is between a transition
-/// and its report, and a reader only uses it as a hint to look.</para>
-/// <para>Cap protocol (no lost work): an enqueuer increments <see cref="_queued"/> (a full fence) and then reads
-/// <see cref="_running"/>; a slot holder decrements <see cref="_running"/> (a full fence) and then reads
-/// <see cref="_queued"/>. At least one of them sees the other: either the enqueuer finds a free slot and wakes a
-/// worker, or the holder, which is about to dispatch again anyway, finds the item (and asks the stall monitor to watch
-/// in case its next item blocks).</para>
+/// <para>State and who writes it: <see cref="_ready"/> (1 while the lane may have queued items: set by CAS by an
+/// enqueuer that reads it clear after publishing its item, cleared by exchange by a taker that found the queue empty,
+/// which then looks at the queue once more and sets it again if an item arrived; each 0/1 transition is made by one
+/// CAS or exchange and reported to the lane set by the thread that made it, so the lane set's per-class count of ready
+/// lanes is exact whenever nobody is between a transition and its report). Producers write it only when it reads clear,
+/// so a steady stream costs them one read. <see cref="_running"/> (slots held: a worker takes one with a CAS below the
+/// cap before it dequeues, and gives it back after its turn), <see cref="_completed"/> and <see cref="_cancelled"/>
+/// (atomics; the completed count is added once per turn).</para>
+/// <para>Flag protocol (no lost work): the enqueuer's publication is a CAS on the queue's tail (a full fence) followed
+/// by its read of <see cref="_ready"/>; the taker's exchange of <see cref="_ready"/> (a full fence) is followed by its
+/// read of the queue. At least one sees the other.</para>
+/// <para>Cap protocol (no lost work): an enqueuer publishes (a full fence) and then reads <see cref="_running"/>; a slot
+/// holder decrements <see cref="_running"/> (a full fence) and then reads the queue. At least one of them sees the other:
+/// either the enqueuer finds a free slot and wakes a worker, or the holder, which is about to dispatch again anyway,
+/// finds the item (and asks the stall monitor to watch in case its next item blocks).</para>
+/// <para>Turns: a worker that took an item of the lane may keep the slot and run the lane's next items in a row (a turn)
+/// while nothing else competes for it: no fired timer, no runnable work in a higher class or elsewhere in the lane's
+/// class, and, once it has lasted a millisecond, no work waiting in a lower class (whose minimum share it would delay).
+/// A serial lane then costs one dequeue per item, as a strand's drain loop does, instead of a dispatch; an empty queue
+/// keeps the slot for a few microseconds before the turn ends, since a producer feeding the lane is usually about to
+/// queue the next item.</para>
 /// <para>Lifetime, under <see cref="_lock"/>: <see cref="_state"/> (running, draining, cancelling; written under the
 /// lock, read lock-free), <see cref="_stopped"/> and <see cref="_holds"/> (async Run delegates of the lane still
 /// running). The lane stops when shutdown has begun, its queue is empty, no item runs and no hold is out. A
@@ -61,7 +70,7 @@ internal sealed class Lane
     private readonly object _lock = new();
     private readonly TaskCompletionSource _stoppedSource = new(TaskCreationOptions.RunContinuationsAsynchronously);
 
-    private PaddedInt64 _queued;
+    private PaddedInt32 _ready;
     private PaddedInt32 _running;
     private long _completed;
     private long _cancelled;
@@ -104,7 +113,7 @@ internal sealed class Lane
     /// <summary>The public object of this lane (set once, right after construction).</summary>
     public WorkerPoolLane Public { get; set; } = null!;
 
-    public long QueuedCount => Math.Max(0, Volatile.Read(ref _queued.Value));
+    public long QueuedCount => Math.Max(0, _queue.Count);
 
     public int RunningCount => Math.Max(0, Volatile.Read(ref _running.Value));
 
@@ -122,8 +131,11 @@ internal sealed class Lane
 
     public Task Stopped => _stoppedSource.Task;
 
-    /// <summary>Whether a worker could start an item of this lane now: something is queued and a slot is free.</summary>
-    public bool IsRunnable => Volatile.Read(ref _queued.Value) > 0 && Volatile.Read(ref _running.Value) < Cap;
+    /// <summary>The dispatch path's hint: the lane may have queued items and has a free slot.</summary>
+    public bool IsRunnable => Volatile.Read(ref _ready.Value) != 0 && Volatile.Read(ref _running.Value) < Cap;
+
+    /// <summary>Whether a worker could start an item of this lane now: something is queued and a slot is free (a snapshot).</summary>
+    public bool HasRunnableWork => !_queue.IsEmpty && Volatile.Read(ref _running.Value) < Cap;
 
     /// <summary>Whether the queue holds anything, counting items still being published (the leftover sweep's test).</summary>
     public bool HasQueued => !_queue.IsEmpty;
@@ -214,47 +226,71 @@ internal sealed class Lane
         }
     }
 
-    /// <summary>An item has been published in the queue: count it, report the lane ready, and wake a worker if one could run it.</summary>
+    /// <summary>An item has been published in the queue (a full fence): mark the lane ready, and wake a worker if one could run it.</summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     private void OnPublished()
     {
-        if (Interlocked.Increment(ref _queued.Value) == 1)
+        if (Volatile.Read(ref _ready.Value) == 0)
         {
-            _set.OnLaneReady(this);
+            MarkReady();
         }
-        // A full fence above, then the read of the slots: see the cap protocol. At the cap the slot holders come back.
+        // See the cap protocol. At the cap the slot holders come back.
         if (Volatile.Read(ref _running.Value) < Cap)
         {
             _set.WakeForLane();
         }
     }
 
-    /// <summary>An item has left the queue (to run, to be cancelled, or as a leftover): count it and give back its room.</summary>
-    private void OnDequeued()
+    private void MarkReady()
     {
-        if (Interlocked.Decrement(ref _queued.Value) == 0)
+        if (Interlocked.CompareExchange(ref _ready.Value, 1, 0) == 0)
+        {
+            _set.OnLaneReady(this);
+        }
+    }
+
+    /// <summary>A taker found the queue empty: clears the ready flag, then looks once more (see the flag protocol).</summary>
+    private void MarkIdle()
+    {
+        if (Interlocked.Exchange(ref _ready.Value, 0) != 0)
         {
             _set.OnLaneIdle(this);
         }
+        if (!_queue.IsEmpty)
+        {
+            MarkReady();
+        }
+    }
+
+    /// <summary>An item has left the queue (to run, to be cancelled, or as a leftover): give back its room.</summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private void OnDequeued()
+    {
         if (_room is not null)
         {
-            int over = Volatile.Read(ref _overBound);
-            while (over > 0)
-            {
-                int seen = Interlocked.CompareExchange(ref _overBound, over - 1, over);
-                if (seen == over)
-                {
-                    return;
-                }
-                over = seen;
-            }
-            _room.Release();
+            ReleaseRoom();
         }
+    }
+
+    /// <summary>Gives back the room of a dequeued item, unless it is owed to a continuation admitted past the bound.</summary>
+    private void ReleaseRoom()
+    {
+        int over = Volatile.Read(ref _overBound);
+        while (over > 0)
+        {
+            int seen = Interlocked.CompareExchange(ref _overBound, over - 1, over);
+            if (seen == over)
+            {
+                return;
+            }
+            over = seen;
+        }
+        _room!.Release();
     }
 
     /// <summary>
     /// Takes a slot and the oldest item: false, having taken neither, when the lane is at its cap or its queue is empty.
-    /// The caller runs the item and then calls <see cref="OnItemDone"/>.
+    /// The caller runs the item and then calls <see cref="OnTurnDone"/>.
     /// </summary>
     public bool TryTake(out WorkItemEntry item)
     {
@@ -267,6 +303,20 @@ internal sealed class Lane
         if (_queue.TryDequeueBatch(MemoryMarshal.CreateSpan(ref item, 1)) == 0)
         {
             Interlocked.Decrement(ref _running.Value);
+            MarkIdle();
+            return false;
+        }
+        OnDequeued();
+        return true;
+    }
+
+    /// <summary>The slot holder's next item in its turn (it keeps the slot); false when the queue is empty.</summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    public bool TryTakeNextInTurn(out WorkItemEntry item)
+    {
+        item = default;
+        if (_queue.TryDequeueBatch(MemoryMarshal.CreateSpan(ref item, 1)) == 0)
+        {
             return false;
         }
         OnDequeued();
@@ -295,18 +345,18 @@ internal sealed class Lane
     }
 
     /// <summary>
-    /// A worker has finished (or cancelled) an item it took: gives its slot back. If the lane was at its cap and still
+    /// A worker has ended its turn (items it ran, or cancelled): gives its slot back. If the lane was at its cap and still
     /// has work, the returned value tells the worker to make sure someone serves it should the worker's next item block.
     /// </summary>
-    public bool OnItemDone(bool completed)
+    public bool OnTurnDone(int completed)
     {
-        if (completed)
+        if (completed != 0)
         {
-            Interlocked.Increment(ref _completed);
+            Interlocked.Add(ref _completed, completed);
         }
-        int running = Interlocked.Decrement(ref _running.Value); // a full fence before the read of _queued
+        int running = Interlocked.Decrement(ref _running.Value); // a full fence before the read of the queue
         Debug.Assert(running >= 0);
-        if (Volatile.Read(ref _queued.Value) > 0)
+        if (!_queue.IsEmpty)
         {
             return running == Cap - 1;
         }

@@ -165,12 +165,53 @@ internal sealed class LaneSet
         }
         foreach (Lane lane in All)
         {
-            if (lane.IsRunnable)
+            if (lane.HasRunnableWork)
             {
                 return true;
             }
         }
         return false;
+    }
+
+    /// <summary>
+    /// Whether work of a class below <paramref name="lane"/>'s waits: a ready lane, or, below a High lane, the pool's own
+    /// work as <paramref name="self"/> sees it. A turn that has lasted a millisecond ends then, so that the minimum share
+    /// holds.
+    /// </summary>
+    public bool IsLowerWorkWaiting(Lane lane, Worker self)
+    {
+        for (int c = lane.ClassIndex + 1; c <= LowClass; c++)
+        {
+            if (Volatile.Read(ref _classes[c].Ready) != 0)
+            {
+                return true;
+            }
+        }
+        return lane.ClassIndex == HighClass && !(self.HasNoLocalWork && _scheduler.GlobalQueueIsEmpty);
+    }
+
+    /// <summary>
+    /// Whether the slot holder of <paramref name="lane"/> may run the lane's next item in its turn: no other lane of its
+    /// class or of a higher class is ready, and, for a Normal or Low lane, <paramref name="self"/> sees none of the
+    /// pool's own work (its local queues and the global queue; other workers' rings are theirs to run).
+    /// </summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    public bool IsAloneInTurn(Lane lane, Worker self)
+    {
+        int classIndex = lane.ClassIndex;
+        LaneClass[] classes = _classes;
+        if (Volatile.Read(ref classes[classIndex].Ready) > 1)
+        {
+            return false;
+        }
+        for (int c = HighClass; c < classIndex; c++)
+        {
+            if (Volatile.Read(ref classes[c].Ready) != 0)
+            {
+                return false;
+            }
+        }
+        return classIndex == HighClass || (self.HasNoLocalWork && _scheduler.GlobalQueueIsEmpty);
     }
 
     /// <summary>Items queued in lanes (a snapshot).</summary>

@@ -87,6 +87,9 @@ internal sealed class Scheduler
         return true;
     }
 
+    /// <summary>Whether the global queue holds no item (a snapshot).</summary>
+    public bool GlobalQueueIsEmpty => _globalQueue.IsEmpty;
+
     /// <summary>Items waiting in the global queue (tests and diagnostics; a snapshot).</summary>
     public long GlobalQueueCount => _globalQueue.Count;
 

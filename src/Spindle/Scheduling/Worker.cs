@@ -32,6 +32,9 @@ internal sealed class Worker
     /// <summary>How long the oldest item of a worker's local ring may wait, untouched, before its owner takes it.</summary>
     internal const int OldestLocalAgeMs = 20;
 
+    /// <summary>How many items of a lane turn run between looks at the clock, the timer deadline and the thread target.</summary>
+    private const int LaneTurnCheckInterval = 16;
+
     /// <summary>Most items a worker takes from the global queue at once.</summary>
     internal const int GlobalBatchSize = 32;
 
@@ -211,32 +214,92 @@ internal sealed class Worker
 
     /// <summary>
     /// Runs (or, when the lane or the pool cancels its queued work, cancels) an item taken from <paramref name="lane"/>,
-    /// then gives the lane its slot back, whatever happened.
+    /// and then, keeping the lane's slot, the lane's next items while nothing else competes for this worker (a turn:
+    /// see <see cref="Lane"/>); then gives the slot back, whatever happened.
     /// </summary>
     [MethodImpl(MethodImplOptions.NoInlining)]
     private void RunLaneItem(Lane lane, ref WorkItemEntry item, ref PoolThreadState threadState)
     {
-        bool ran = false;
+        int ran = 0;
         try
         {
-            if (lane.IsCancelling && !_runner.MustRunDespiteCancel(item, lane, byPool: Scheduler.IsCancelling))
+            long turnStart = 0;
+            while (true)
             {
-                item = default;
-            }
-            else
-            {
-                ran = true;
-                RunItem(ref item, ref threadState);
+                if (lane.IsCancelling && !_runner.MustRunDespiteCancel(item, lane, byPool: Scheduler.IsCancelling))
+                {
+                    item = default;
+                }
+                else
+                {
+                    RunItem(ref item, ref threadState);
+                    ran++;
+                }
+                if (_urgent.MayBeWaiting || !_lanes.IsAloneInTurn(lane, this))
+                {
+                    break;
+                }
+                if ((ran & (LaneTurnCheckInterval - 1)) == 0)
+                {
+                    // The duties of the dispatch loop, every few items: the timer deadline, and the end of the turn once it
+                    // has lasted a millisecond and lower classes have work waiting (their minimum share) or this worker
+                    // is surplus.
+                    if ((_timerCountdown -= LaneTurnCheckInterval) <= 0)
+                    {
+                        CheckTimers();
+                    }
+                    long now = Environment.TickCount64;
+                    if (turnStart == 0)
+                    {
+                        turnStart = now;
+                    }
+                    else if (now - turnStart >= 1 && (Threads.IsAboveTarget || _lanes.IsLowerWorkWaiting(lane, this)))
+                    {
+                        break;
+                    }
+                }
+                if (!lane.TryTakeNextInTurn(out item) && !WaitBrieflyInTurn(lane, out item))
+                {
+                    break;
+                }
             }
         }
         finally
         {
             CurrentLane = null;
-            if (lane.OnItemDone(ran))
+            if (lane.OnTurnDone(ran))
             {
                 _lanes.OnSlotFreedWithWork(this);
             }
         }
+    }
+
+    /// <summary>Spins of a lane turn that found the lane's queue empty before it gives the slot back.</summary>
+    private const int LaneTurnSpins = 32;
+
+    /// <summary>
+    /// A turn found the lane's queue empty: keeps the slot for a few microseconds in case the producer is about to queue
+    /// the next item (a strand fed from another thread usually is), as long as nothing else competes for this worker.
+    /// Giving the slot back at once would make the producer's next enqueue mark the lane ready and wake a worker, and
+    /// the two threads would trade the lane's cache lines on every item.
+    /// </summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private bool WaitBrieflyInTurn(Lane lane, out WorkItemEntry item)
+    {
+        for (int i = 0; i < LaneTurnSpins; i++)
+        {
+            Thread.SpinWait(16);
+            if (lane.HasQueued)
+            {
+                return lane.TryTakeNextInTurn(out item);
+            }
+            if (_urgent.MayBeWaiting || !_lanes.IsAloneInTurn(lane, this))
+            {
+                break;
+            }
+        }
+        item = default;
+        return false;
     }
 
     /// <summary>The worker is about to run a timer callback: look at the deadline again right after it.</summary>
