@@ -113,7 +113,7 @@ public abstract partial class WorkTarget
         Lane? lane = LaneCore;
         EnqueueStatus status = lane is null
             ? (Unsafe.As<WorkerPool>(this).SchedulerCore.TryEnqueue(entry, preferLocal) ? EnqueueStatus.Accepted : EnqueueStatus.ShutDown)
-            : lane.TryEnqueue(entry, waitForRoom: false);
+            : lane.TryEnqueue(entry, mayWaitForRoom: false);
         if (status == EnqueueStatus.ShutDown)
         {
             ThrowShutDown();
@@ -133,7 +133,7 @@ public abstract partial class WorkTarget
             Enqueue(entry, preferLocal: false);
             return default;
         }
-        switch (lane.TryEnqueue(entry, waitForRoom: false))
+        switch (lane.TryEnqueue(entry, mayWaitForRoom: false))
         {
             case EnqueueStatus.Accepted:
                 return default;

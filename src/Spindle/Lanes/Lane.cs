@@ -141,18 +141,35 @@ internal sealed class Lane
     public bool HasQueued => !_queue.IsEmpty;
 
     /// <summary>
-    /// Offers a new item. <paramref name="waitForRoom"/>: when the lane is full, block until there is room (the caller
-    /// has checked that waiting cannot wait on itself) instead of answering <see cref="EnqueueStatus.Full"/>.
+    /// Offers a new item. <paramref name="mayWaitForRoom"/>: when the lane is full, block until there is room instead of
+    /// answering <see cref="EnqueueStatus.Full"/>, unless the caller is an item of this capped lane (its wait could wait
+    /// for its own slot).
     /// </summary>
-    public EnqueueStatus TryEnqueue(in WorkItemEntry entry, bool waitForRoom)
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    public EnqueueStatus TryEnqueue(in WorkItemEntry entry, bool mayWaitForRoom)
+    {
+        if (_room is not null)
+        {
+            return TryEnqueueBounded(entry, mayWaitForRoom);
+        }
+        // The queue is closed by the lane's shutdown and by the pool's: its answer is the admission decision.
+        if (!_queue.TryEnqueue(entry))
+        {
+            return EnqueueStatus.ShutDown;
+        }
+        OnPublished();
+        return EnqueueStatus.Accepted;
+    }
+
+    private EnqueueStatus TryEnqueueBounded(in WorkItemEntry entry, bool mayWaitForRoom)
     {
         if (IsShutdownStarted)
         {
             return EnqueueStatus.ShutDown;
         }
-        if (_room is not null && !_room.Wait(0))
+        if (!_room!.Wait(0))
         {
-            if (!waitForRoom)
+            if (!mayWaitForRoom || !CanWaitForRoom)
             {
                 return EnqueueStatus.Full;
             }
@@ -161,12 +178,15 @@ internal sealed class Lane
         if (!_queue.TryEnqueue(entry))
         {
             // Closed by the lane's shutdown or the pool's: hand the room on (a waiter behind us finds the lane closed too).
-            _room?.Release();
+            _room.Release();
             return EnqueueStatus.ShutDown;
         }
         OnPublished();
         return EnqueueStatus.Accepted;
     }
+
+    /// <summary>An item of a capped lane must not block waiting for room in it: the room may need its own slot.</summary>
+    public bool CanWaitForRoom => Cap == int.MaxValue || Worker.Current?.CurrentLane != this;
 
     /// <summary>Blocks until the bound has room; on a pool worker inside a blocking region, so the pool compensates.</summary>
     private void WaitForRoom()

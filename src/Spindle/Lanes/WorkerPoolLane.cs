@@ -164,7 +164,7 @@ public sealed class WorkerPoolLane : WorkTarget, IDisposable, IAsyncDisposable
     /// <summary>The plain enqueue path: waits for room or rejects as the options say; throws once the lane is shutting down.</summary>
     internal void Enqueue(in WorkItemEntry entry)
     {
-        switch (_lane.TryEnqueue(entry, waitForRoom: _options.FullMode == LaneFullMode.Wait && CanWaitForRoom()))
+        switch (_lane.TryEnqueue(entry, mayWaitForRoom: _options.FullMode == LaneFullMode.Wait))
         {
             case EnqueueStatus.Accepted:
                 return;
@@ -179,9 +179,6 @@ public sealed class WorkerPoolLane : WorkTarget, IDisposable, IAsyncDisposable
                 return;
         }
     }
-
-    /// <summary>A capped lane's own item must not block waiting for room: the room may need its slot.</summary>
-    private bool CanWaitForRoom() => _lane.Cap == int.MaxValue || !IsOwnItem;
 
     /// <inheritdoc/>
     [DoesNotReturn]

@@ -280,18 +280,21 @@ internal sealed class Worker
     /// <summary>
     /// A turn found the lane's queue empty: keeps the slot for a few microseconds in case the producer is about to queue
     /// the next item (a strand fed from another thread usually is), as long as nothing else competes for this worker.
-    /// Giving the slot back at once would make the producer's next enqueue mark the lane ready and wake a worker, and
-    /// the two threads would trade the lane's cache lines on every item.
+    /// Giving the slot back at once would make the producer's next enqueue mark the lane ready and wake a worker.
     /// </summary>
+    /// <remarks>
+    /// It polls by trying to dequeue, which reads the head's slot and never the queue's tail, so the waiting worker does
+    /// not pull the line every enqueue writes away from the producer.
+    /// </remarks>
     [MethodImpl(MethodImplOptions.NoInlining)]
     private bool WaitBrieflyInTurn(Lane lane, out WorkItemEntry item)
     {
         for (int i = 0; i < LaneTurnSpins; i++)
         {
             Thread.SpinWait(16);
-            if (lane.HasQueued)
+            if (lane.TryTakeNextInTurn(out item))
             {
-                return lane.TryTakeNextInTurn(out item);
+                return true;
             }
             if (_urgent.MayBeWaiting || !_lanes.IsAloneInTurn(lane, this))
             {

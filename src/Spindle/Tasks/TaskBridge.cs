@@ -99,8 +99,7 @@ internal sealed class TaskBridge
         {
             return Scheduler.TryEnqueue(entry, preferLocal: true) ? EnqueueStatus.Accepted : EnqueueStatus.ShutDown;
         }
-        bool wait = Lane.Options.FullMode == LaneFullMode.Wait && (Lane.Cap == int.MaxValue || Worker.Current?.CurrentLane != Lane);
-        return Lane.TryEnqueue(entry, wait);
+        return Lane.TryEnqueue(entry, mayWaitForRoom: Lane.Options.FullMode == LaneFullMode.Wait);
     }
 
     private void ThrowRefused(EnqueueStatus status)
