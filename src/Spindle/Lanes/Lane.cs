@@ -487,7 +487,21 @@ internal sealed class Lane
         if (stopped)
         {
             _set.Remove(this);
+            ClearReadyAfterStop();
             _stoppedSource.TrySetResult();
+        }
+    }
+
+    /// <summary>
+    /// A stopped lane gets no more items (continuations go to the pool's queue), so a ready flag left set by its last
+    /// item must be cleared here, or the lane set would count it ready for ever and every dispatch of the pool would take
+    /// the lane path.
+    /// </summary>
+    private void ClearReadyAfterStop()
+    {
+        if (Interlocked.Exchange(ref _ready.Value, 0) != 0)
+        {
+            _set.OnLaneIdle(this);
         }
     }
 
@@ -498,6 +512,7 @@ internal sealed class Lane
         {
             _stopped = true;
         }
+        ClearReadyAfterStop();
         _room?.Release();
         _stoppedSource.TrySetResult();
     }

@@ -184,6 +184,8 @@ public sealed class LaneLifetimeTests
         Assert.DoesNotContain(lane, pool.Lanes);
         Assert.Contains(other, pool.Lanes);
         lane.Dispose(); // idempotent
+        // A stopped lane leaves the dispatch rule: the pool's workers are back on the path without lanes.
+        Waits.Until(() => !pool.SchedulerCore.Lanes.AnyReady, "no lane counted ready once the lanes are idle or stopped");
     }
 
     [Fact]
