@@ -3,7 +3,9 @@ using System.Collections.Generic;
 using System.Diagnostics;
 using System.Threading;
 using System.Threading.Tasks;
+using System.Diagnostics.Tracing;
 using Spindle.Scheduling;
+using Spindle.Telemetry;
 
 namespace Spindle;
 
@@ -196,7 +198,11 @@ public sealed partial class WorkerPool
 
     private void BeginShutdown(ShutdownMode mode)
     {
-        _threads.BeginShutdown(mode == ShutdownMode.CancelPending ? Scheduler.StateCancelling : Scheduler.StateDraining);
+        if (_threads.BeginShutdown(mode == ShutdownMode.CancelPending ? Scheduler.StateCancelling : Scheduler.StateDraining)
+            && SpindleEventSource.Log.IsOn(EventLevel.Informational, SpindleEventSource.Keywords.Lifetime))
+        {
+            SpindleEventSource.Log.ShutdownStarted(Name, mode.ToString());
+        }
         _waits.Stop();
         _dedicated.ReleaseIdle();
         if (mode == ShutdownMode.CancelPending)

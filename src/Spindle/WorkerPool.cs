@@ -3,7 +3,9 @@ using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Diagnostics.CodeAnalysis;
 using System.Threading;
+using System.Diagnostics.Tracing;
 using Spindle.Lanes;
+using Spindle.Telemetry;
 using Spindle.Parking;
 using Spindle.Scheduling;
 using Spindle.Tasks;
@@ -196,7 +198,12 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
                 }
             }
         }
-        return _options.ExceptionPolicy == UnhandledExceptionPolicy.Report || args.Handled;
+        bool handled = _options.ExceptionPolicy == UnhandledExceptionPolicy.Report || args.Handled;
+        if (SpindleEventSource.Log.IsOn(EventLevel.Error, SpindleEventSource.Keywords.WorkItems))
+        {
+            SpindleEventSource.Log.WorkItemException(Name, exception.GetType().FullName ?? exception.GetType().Name, exception.Message, handled);
+        }
+        return handled;
     }
 
     /// <summary>Throws the exception every entry point throws once the pool is shutting down.</summary>

@@ -2,6 +2,8 @@ using System;
 using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Threading;
+using System.Diagnostics.Tracing;
+using Spindle.Telemetry;
 using Spindle.Parking;
 using Spindle.Scheduling;
 
@@ -88,9 +90,12 @@ internal sealed class StallMonitor
     private long _decayCheckedAt;
     private long _quietSince;
 
+    private readonly string _poolName;
+
     public StallMonitor(WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, ThreadController threads)
     {
         _threadNamePrefix = options.ThreadNamePrefix ?? options.Name;
+        _poolName = options.Name;
         _scheduler = scheduler;
         _idle = idle;
         _threads = threads;
@@ -278,7 +283,7 @@ internal sealed class StallMonitor
                 : (_lastInjectionAt == 0 ? StallThresholdMs : MonitorTickMs);
             if (stalledMs >= allowance)
             {
-                InjectForStarvation(threads);
+                InjectForStarvation(threads, stalledMs);
                 _lastInjectionAt = now;
             }
         }
@@ -287,13 +292,17 @@ internal sealed class StallMonitor
         return deferralsOpen || starving;
     }
 
-    private void InjectForStarvation(int threads)
+    private void InjectForStarvation(int threads, double stalledMs)
     {
         long waiting = _scheduler.PendingCount;
         int add = _threads.RaiseStarvationBoost(threads, (int)Math.Min(_ramp, Math.Max(waiting, 1)));
         if (add == 0)
         {
             return;
+        }
+        if (SpindleEventSource.Log.IsOn(EventLevel.Warning, SpindleEventSource.Keywords.Threads))
+        {
+            SpindleEventSource.Log.StarvationDetected(_poolName, stalledMs, threads, waiting, add);
         }
         for (int i = 0; i < add && _threads.TryAddWorker(ThreadInjectionReason.Starvation); i++)
         {

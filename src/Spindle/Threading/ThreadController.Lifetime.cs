@@ -1,6 +1,8 @@
 using System;
 using System.Diagnostics;
 using System.Threading;
+using System.Diagnostics.Tracing;
+using Spindle.Telemetry;
 using System.Threading.Tasks;
 using Spindle.Queues;
 using Spindle.Scheduling;
@@ -49,14 +51,15 @@ internal sealed partial class ThreadController
     /// Begins shutdown in <paramref name="state"/> (draining or cancelling); does nothing when the pool is already at
     /// or past it. Wakes every parked worker so that each looks again and drains or exits.
     /// </summary>
-    public void BeginShutdown(int state)
+    /// <returns>Whether this call moved the pool to <paramref name="state"/>.</returns>
+    public bool BeginShutdown(int state)
     {
         bool stopped;
         lock (_lock)
         {
             if (!_scheduler.Close(state))
             {
-                return;
+                return false;
             }
             // The state store must be visible before the hold count is read (TryStopLocked): a hold released meanwhile
             // either sees the new state (and tries the stop itself) or is seen released here.
@@ -71,6 +74,7 @@ internal sealed partial class ThreadController
         }
         _idle.WakeAll();
         _monitor.Signal();
+        return true;
     }
 
     /// <summary>
@@ -96,6 +100,10 @@ internal sealed partial class ThreadController
         _scheduler.Urgent.Close();
         _scheduler.Lanes.OnPoolStopped();
         _timers.ReleaseThreadAfterStop();
+        if (SpindleEventSource.Log.IsOn(EventLevel.Informational, SpindleEventSource.Keywords.Lifetime))
+        {
+            SpindleEventSource.Log.ShutdownFinished(_pool.Name, _pool.CompletedWorkItemCount, _pool.CancelledWorkItemCount, _pool.RedirectedCallbackCount);
+        }
         _stoppedSource.TrySetResult();
     }
 

@@ -2,6 +2,8 @@ using System;
 using System.Collections.Generic;
 using System.Diagnostics;
 using System.Threading;
+using System.Diagnostics.Tracing;
+using Spindle.Telemetry;
 using Spindle.Parking;
 using Spindle.Scheduling;
 using Spindle.Timers;
@@ -219,8 +221,9 @@ internal sealed partial class ThreadController
     {
         Debug.Assert(reason is ThreadInjectionReason.Demand or ThreadInjectionReason.Starvation
             or ThreadInjectionReason.BlockingRegion or ThreadInjectionReason.MinimumRaised);
-        Worker worker;
-        Thread thread;
+        Worker worker = null!;
+        Thread thread = null!;
+        bool created = true;
         lock (_lock)
         {
             // During the drain a worker may still be needed (a continuation arriving when every worker had exited or
@@ -239,19 +242,27 @@ internal sealed partial class ThreadController
                 // Whatever the failure (OutOfMemoryException, ThreadStartException, a throwing factory), the enqueue
                 // that got us here has already been accepted: never throw, retry later.
                 ScheduleCreationRetryLocked();
-                return false;
+                created = false;
             }
-            worker.Thread = thread;
-            worker.InjectedFor = reason;
-            _idle.CountNewWorkerAsSearcher(worker);
-            // Listed before it starts, so that whatever it does first (including exiting) finds itself in the list.
-            Worker[] current = _workers;
-            var next = new Worker[current.Length + 1];
-            Array.Copy(current, next, current.Length);
-            next[^1] = worker;
-            Volatile.Write(ref _workers, next);
-            Volatile.Write(ref _threadCount, _threadCount + 1);
-            Record(reason); // before the thread runs anything, so that whoever sees its work done sees the reason
+            if (created)
+            {
+                worker.Thread = thread;
+                worker.InjectedFor = reason;
+                _idle.CountNewWorkerAsSearcher(worker);
+                // Listed before it starts, so that whatever it does first (including exiting) finds itself in the list.
+                Worker[] current = _workers;
+                var next = new Worker[current.Length + 1];
+                Array.Copy(current, next, current.Length);
+                next[^1] = worker;
+                Volatile.Write(ref _workers, next);
+                Volatile.Write(ref _threadCount, _threadCount + 1);
+                Record(reason); // before the thread runs anything, so that whoever sees its work done sees the reason
+            }
+        }
+        if (!created)
+        {
+            TraceCreationFailed(reason);
+            return false;
         }
         try
         {
@@ -279,6 +290,7 @@ internal sealed partial class ThreadController
             {
                 OnStopped(); // the disposing thread sweeps what is left (this thread may be anyone's)
             }
+            TraceCreationFailed(reason);
             return false;
         }
         lock (_lock)
@@ -286,7 +298,20 @@ internal sealed partial class ThreadController
             _creationFailures = 0;
         }
         _monitor.EnsureMonitorIfNoneIdle();
+        if (SpindleEventSource.Log.IsOn(EventLevel.Informational, SpindleEventSource.Keywords.Threads))
+        {
+            SpindleEventSource.Log.ThreadInjected(_pool.Name, reason.ToString(), ThreadCount);
+        }
         return true;
+    }
+
+    /// <summary>Outside the lock (a listener runs inline): the thread for <paramref name="reason"/> could not be created.</summary>
+    private void TraceCreationFailed(ThreadInjectionReason reason)
+    {
+        if (SpindleEventSource.Log.IsOn(EventLevel.Warning, SpindleEventSource.Keywords.Threads))
+        {
+            SpindleEventSource.Log.ThreadCreationFailed(_pool.Name, reason.ToString(), ThreadCount);
+        }
     }
 
     /// <summary>
@@ -398,6 +423,10 @@ internal sealed partial class ThreadController
             _idle.WakeWorkerIfNeeded();
         }
         _monitor.EnsureMonitorIfNoneIdle(); // the pool may have just lost its last parked worker
+        if (SpindleEventSource.Log.IsOn(EventLevel.Informational, SpindleEventSource.Keywords.Threads))
+        {
+            SpindleEventSource.Log.ThreadRetired(_pool.Name, reason.ToString(), ThreadCount);
+        }
         return true;
     }
 
