@@ -77,7 +77,12 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
         _tasks = new TaskBridge(this, _scheduler, _threads, _dedicated);
         Bridge = _tasks;
         FlowContext = _options.FlowExecutionContext;
+        Metrics = new PoolMetrics(this, () => _threads.WorkerStealCount, () => _threads.WorkerParkCount, () => _threads.BlockingCount,
+            () => _timers.ScheduledCount, () => _waits.RegistrationCount);
     }
+
+    /// <summary>The pool's instruments on the <c>Spindle</c> meter (disposed when the pool stops).</summary>
+    internal PoolMetrics Metrics { get; }
 
     /// <summary>
     /// Creates a lane: a queue with its own priority class, share, concurrency cap and bound, served by this pool's

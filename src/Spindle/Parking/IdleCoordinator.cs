@@ -253,6 +253,7 @@ internal sealed class IdleCoordinator
             _monitor.EnsureMonitorIfNoneIdle();
             return true;
         }
+        self.CountPark();
         while (true)
         {
             int timeout = _idleTimeoutMs != Timeout.Infinite && _threads.ThreadCount > _threads.MinThreads

@@ -248,6 +248,7 @@ internal sealed class Scheduler
                 }
                 if ((!victim.Ring.IsEmpty && victim.Ring.StealHalfInto(self.Ring, out item) > 0) || victim.TryTakeLifoSlot(out item))
                 {
+                    self.CountSteal();
                     return true;
                 }
             }

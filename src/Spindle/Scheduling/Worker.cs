@@ -5,6 +5,7 @@ using System.Runtime.CompilerServices;
 using System.Threading;
 using Spindle.Lanes;
 using Spindle.Parking;
+using Spindle.Telemetry;
 using Spindle.Queues;
 using Spindle.Threading;
 using Spindle.Timers;
@@ -92,6 +93,11 @@ internal sealed class Worker
     // Written on every item by this worker only (read by the pool's completed count): padded so that a neighbouring
     // worker's or ring's fields never share its cache line.
     private PaddedInt64 _completed;
+    // Owner-written telemetry counts (read by collections as snapshots): successful steals and parks.
+    private long _steals;
+    private long _parks;
+    // Owner only: items left before the next one timed for the run-time histogram.
+    private int _durationCountdown = PoolMetrics.DurationSampleInterval;
     private int _tick;
     private long _bottomTop = -1;   // owner only: the ring's top index at the last fairness look
     private long _bottomSince;      // owner only: when that top index was first seen
@@ -126,6 +132,18 @@ internal sealed class Worker
     public static Worker? Current => t_current;
 
     public long CompletedCount => Volatile.Read(ref _completed.Value);
+
+    /// <summary>Items this worker took from another worker's queues (a snapshot).</summary>
+    public long StealCount => Volatile.Read(ref _steals);
+
+    /// <summary>Times this worker went to sleep for lack of work (a snapshot).</summary>
+    public long ParkCount => Volatile.Read(ref _parks);
+
+    /// <summary>Owner only: a steal succeeded.</summary>
+    public void CountSteal() => Volatile.Write(ref _steals, _steals + 1);
+
+    /// <summary>Owner only: the worker is about to sleep.</summary>
+    public void CountPark() => Volatile.Write(ref _parks, _parks + 1);
 
     public bool IsCurrentThread => ReferenceEquals(t_current, this);
 
@@ -203,7 +221,33 @@ internal sealed class Worker
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     private void RunItem(ref WorkItemEntry item, ref PoolThreadState threadState)
     {
+        if (--_durationCountdown == 0)
+        {
+            RunSampledItem(ref item, ref threadState);
+            return;
+        }
         _runner.RunOnPoolThread(ref item);
+        Volatile.Write(ref _completed.Value, _completed.Value + 1);
+        if (RegionDepth != 0)
+        {
+            Threads.CloseAbandonedRegion(this);
+        }
+        threadState.Reset();
+    }
+
+    /// <summary>One item in <see cref="PoolMetrics.DurationSampleInterval"/>: timed for the run-time histogram if a listener wants it.</summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private void RunSampledItem(ref WorkItemEntry item, ref PoolThreadState threadState)
+    {
+        _durationCountdown = PoolMetrics.DurationSampleInterval;
+        PoolMetrics metrics = Pool.Metrics;
+        bool timed = metrics.DurationEnabled;
+        long start = timed ? Stopwatch.GetTimestamp() : 0;
+        _runner.RunOnPoolThread(ref item);
+        if (timed)
+        {
+            metrics.RecordDuration(start, Stopwatch.GetTimestamp(), CurrentLane);
+        }
         Volatile.Write(ref _completed.Value, _completed.Value + 1);
         if (RegionDepth != 0)
         {

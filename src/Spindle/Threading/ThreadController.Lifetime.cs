@@ -100,6 +100,7 @@ internal sealed partial class ThreadController
         _scheduler.Urgent.Close();
         _scheduler.Lanes.OnPoolStopped();
         _timers.ReleaseThreadAfterStop();
+        _pool.Metrics.Dispose();
         if (SpindleEventSource.Log.IsOn(EventLevel.Informational, SpindleEventSource.Keywords.Lifetime))
         {
             SpindleEventSource.Log.ShutdownFinished(_pool.Name, _pool.CompletedWorkItemCount, _pool.CancelledWorkItemCount, _pool.RedirectedCallbackCount);

@@ -52,6 +52,8 @@ internal sealed partial class ThreadController
     private int _threadCount;           // written under _lock (Volatile), read anywhere
     private int _nextWorkerId;
     private long _exitedWorkersCompleted; // written under _lock (Interlocked: read lock-free)
+    private long _exitedWorkersSteals;    // the same, for the telemetry counts
+    private long _exitedWorkersParks;
     private int _creationFailures;      // consecutive failures
     private Timer? _retryTimer;
     private int _minThreads;
@@ -114,6 +116,34 @@ internal sealed partial class ThreadController
                 completed += worker.CompletedCount;
             }
             return completed;
+        }
+    }
+
+    /// <summary>Steals by workers, those that exited included (a snapshot).</summary>
+    public long WorkerStealCount
+    {
+        get
+        {
+            long steals = Interlocked.Read(ref _exitedWorkersSteals);
+            foreach (Worker worker in Workers)
+            {
+                steals += worker.StealCount;
+            }
+            return steals;
+        }
+    }
+
+    /// <summary>Parks by workers, those that exited included (a snapshot).</summary>
+    public long WorkerParkCount
+    {
+        get
+        {
+            long parks = Interlocked.Read(ref _exitedWorkersParks);
+            foreach (Worker worker in Workers)
+            {
+                parks += worker.ParkCount;
+            }
+            return parks;
         }
     }
 
@@ -460,6 +490,8 @@ internal sealed partial class ThreadController
         // Completed count first, then the list: a reader summing both may briefly count this worker twice, never zero
         // times, and the completed count is documented as a snapshot.
         Interlocked.Add(ref _exitedWorkersCompleted, worker.CompletedCount);
+        Interlocked.Add(ref _exitedWorkersSteals, worker.StealCount);
+        Interlocked.Add(ref _exitedWorkersParks, worker.ParkCount);
         DropFromListLocked(worker);
     }
 

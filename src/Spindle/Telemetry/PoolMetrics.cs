@@ -1,0 +1,127 @@
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.Diagnostics.Metrics;
+using System.Runtime.CompilerServices;
+using Spindle.Lanes;
+
+namespace Spindle.Telemetry;
+
+/// <summary>
+/// The pool's instruments on a <see cref="Meter"/> named <c>Spindle</c> (one meter instance per pool, all with that
+/// name, so a listener that enables the name sees every pool). Names follow the runtime's <c>dotnet.thread_pool.*</c>
+/// instruments and the OpenTelemetry conventions; every measurement carries the pool's name
+/// (<c>spindle.pool.name</c>), and the lane instruments the lane's name and priority.
+/// </summary>
+/// <remarks>
+/// <para>One source of truth: every observable instrument reads the same counters as the pool's API
+/// (<see cref="WorkerPool.ThreadCount"/>, <see cref="WorkerPool.CompletedWorkItemCount"/>,
+/// <see cref="WorkerPool.PendingWorkItemCount"/>, <see cref="WorkerPoolLane.CompletedWorkItemCount"/>, ...), when a
+/// listener collects, so they cost nothing between collections and nothing at all while nobody listens.</para>
+/// <para>The run-time histogram (<c>spindle.pool.work_item.duration</c>) is sampled: each worker times one item in
+/// <see cref="DurationSampleInterval"/> (two clock reads) and only while a listener has the histogram enabled; the
+/// other items pay one decrement of a worker-owned counter. Percentiles of a sample this regular are those of the
+/// stream for any workload that is not periodic in exactly that many items.</para>
+/// </remarks>
+internal sealed class PoolMetrics : IDisposable
+{
+    /// <summary>The meter's name.</summary>
+    public const string MeterName = "Spindle";
+
+    /// <summary>One item in this many is timed for the run-time histogram (per worker).</summary>
+    public const int DurationSampleInterval = 32;
+
+    private static readonly string? s_version = typeof(PoolMetrics).Assembly.GetName().Version?.ToString();
+
+    private readonly Meter _meter;
+    private readonly Histogram<double> _duration;
+    private readonly KeyValuePair<string, object?> _poolTag;
+
+    public PoolMetrics(WorkerPool pool, Func<long> stealCount, Func<long> parkCount, Func<int> blockingCount,
+        Func<int> timerCount, Func<int> waitCount)
+    {
+        _meter = new Meter(MeterName, s_version);
+        _poolTag = new KeyValuePair<string, object?>("spindle.pool.name", pool.Name);
+        KeyValuePair<string, object?> poolTag = _poolTag;
+
+        _meter.CreateObservableUpDownCounter("spindle.pool.thread.count", () => new Measurement<long>(pool.ThreadCount, poolTag),
+            "{thread}", "Worker threads of the pool (created and not yet retired), blocked ones included.");
+        _meter.CreateObservableUpDownCounter("spindle.pool.dedicated_thread.count", () => new Measurement<long>(pool.DedicatedThreadCount, poolTag),
+            "{thread}", "Dedicated threads of long-running items, running or idle.");
+        _meter.CreateObservableUpDownCounter("spindle.pool.thread.blocking.count", () => new Measurement<long>(blockingCount(), poolTag),
+            "{thread}", "Workers inside a blocking region.");
+        _meter.CreateObservableCounter("spindle.pool.work_item.count", () => new Measurement<long>(pool.CompletedWorkItemCount, poolTag),
+            "{work_item}", "Work items that have finished running (normally or by throwing), lanes included.");
+        _meter.CreateObservableUpDownCounter("spindle.pool.queue.length", () => new Measurement<long>(pool.PendingWorkItemCount, poolTag),
+            "{work_item}", "Accepted work items that have not started, lanes included.");
+        _meter.CreateObservableCounter("spindle.pool.work_item.cancelled.count", () => new Measurement<long>(pool.CancelledWorkItemCount, poolTag),
+            "{work_item}", "Accepted work items the pool's shutdown cancelled.");
+        _meter.CreateObservableCounter("spindle.pool.callback.redirected.count", () => new Measurement<long>(pool.RedirectedCallbackCount, poolTag),
+            "{work_item}", "Callbacks that arrived after the pool stopped and ran on the built-in thread pool.");
+        _meter.CreateObservableCounter("spindle.pool.thread.injection.count", () => InjectionCounts(pool, poolTag),
+            "{thread}", "Threads added or retired, by reason (spindle.thread.injection.reason).");
+        _meter.CreateObservableCounter("spindle.pool.steal.count", () => new Measurement<long>(stealCount(), poolTag),
+            "{steal}", "Items a worker took from another worker's local queue.");
+        _meter.CreateObservableCounter("spindle.pool.park.count", () => new Measurement<long>(parkCount(), poolTag),
+            "{park}", "Times a worker went to sleep for lack of work.");
+        _meter.CreateObservableUpDownCounter("spindle.pool.timer.count", () => new Measurement<long>(timerCount(), poolTag),
+            "{timer}", "Timers scheduled on the pool's timing wheel.");
+        _meter.CreateObservableUpDownCounter("spindle.pool.registered_wait.count", () => new Measurement<long>(waitCount(), poolTag),
+            "{registration}", "Live registered waits.");
+
+        _meter.CreateObservableCounter("spindle.lane.work_item.count", () => LaneMeasurements(pool, poolTag, static lane => lane.CompletedWorkItemCount),
+            "{work_item}", "Work items of a lane that have finished running.");
+        _meter.CreateObservableUpDownCounter("spindle.lane.queue.length", () => LaneMeasurements(pool, poolTag, static lane => lane.PendingWorkItemCount),
+            "{work_item}", "Work items queued in a lane that have not started.");
+        _meter.CreateObservableUpDownCounter("spindle.lane.work_item.running", () => LaneMeasurements(pool, poolTag, static lane => lane.RunningWorkItemCount),
+            "{work_item}", "Work items of a lane running now, blocked ones included.");
+        _meter.CreateObservableCounter("spindle.lane.work_item.cancelled.count", () => LaneMeasurements(pool, poolTag, static lane => lane.CancelledWorkItemCount),
+            "{work_item}", "Work items of a lane cancelled by its shutdown or the pool's.");
+
+        _duration = _meter.CreateHistogram<double>("spindle.pool.work_item.duration", "s",
+            $"Run time of work items on workers, sampled: one item in {DurationSampleInterval} per worker.");
+    }
+
+    /// <summary>Whether a listener wants the run-time histogram (one field read; checked only on sampled items).</summary>
+    public bool DurationEnabled
+    {
+        [MethodImpl(MethodImplOptions.AggressiveInlining)]
+        get => _duration.Enabled;
+    }
+
+    /// <summary>Records one sampled run time (a worker, after a timed item).</summary>
+    public void RecordDuration(long startTimestamp, long endTimestamp, Lane? lane)
+    {
+        double seconds = (endTimestamp - startTimestamp) / (double)Stopwatch.Frequency;
+        if (lane is null)
+        {
+            _duration.Record(seconds, _poolTag);
+        }
+        else
+        {
+            _duration.Record(seconds, _poolTag, new KeyValuePair<string, object?>("spindle.lane.name", lane.Options.Name));
+        }
+    }
+
+    private static IEnumerable<Measurement<long>> InjectionCounts(WorkerPool pool, KeyValuePair<string, object?> poolTag)
+    {
+        foreach (ThreadInjectionReason reason in Enum.GetValues<ThreadInjectionReason>())
+        {
+            yield return new Measurement<long>(pool.GetThreadInjectionCount(reason), poolTag,
+                new KeyValuePair<string, object?>("spindle.thread.injection.reason", reason.ToString()));
+        }
+    }
+
+    private static IEnumerable<Measurement<long>> LaneMeasurements(WorkerPool pool, KeyValuePair<string, object?> poolTag, Func<WorkerPoolLane, long> read)
+    {
+        foreach (WorkerPoolLane lane in pool.Lanes)
+        {
+            yield return new Measurement<long>(read(lane), poolTag,
+                new KeyValuePair<string, object?>("spindle.lane.name", lane.Name),
+                new KeyValuePair<string, object?>("spindle.lane.priority", lane.Priority.ToString()));
+        }
+    }
+
+    /// <summary>The pool has stopped: its instruments end (a listener sees them unpublished).</summary>
+    public void Dispose() => _meter.Dispose();
+}

@@ -1,0 +1,172 @@
+using System;
+using System.Collections.Concurrent;
+using System.Collections.Generic;
+using System.Diagnostics.Metrics;
+using System.Linq;
+using System.Threading;
+using System.Threading.Tasks;
+using Xunit;
+
+namespace Spindle.Tests.Telemetry;
+
+/// <summary>
+/// The <c>Spindle</c> meter, read with a <see cref="MeterListener"/> as any collector does: its instruments describe the
+/// pool they are tagged with, agree with the pool's own counters, and carry the lanes.
+/// </summary>
+public sealed class MetricsTests
+{
+    /// <summary>Collects every measurement of the Spindle meter tagged with one pool's name.</summary>
+    private sealed class Collector : IDisposable
+    {
+        private readonly MeterListener _listener = new();
+        private readonly string _pool;
+
+        public Collector(string pool)
+        {
+            _pool = pool;
+            _listener.InstrumentPublished = (instrument, listener) =>
+            {
+                if (instrument.Meter.Name == "Spindle")
+                {
+                    listener.EnableMeasurementEvents(instrument);
+                }
+            };
+            _listener.SetMeasurementEventCallback<long>((instrument, value, tags, _) => Add(instrument, value, tags));
+            _listener.SetMeasurementEventCallback<double>((instrument, value, tags, _) => Add(instrument, value, tags));
+            _listener.Start();
+        }
+
+        public ConcurrentQueue<(string Instrument, double Value, Dictionary<string, object?> Tags)> Measurements { get; } = new();
+
+        private void Add(Instrument instrument, double value, ReadOnlySpan<KeyValuePair<string, object?>> tags)
+        {
+            var copy = new Dictionary<string, object?>();
+            foreach (KeyValuePair<string, object?> tag in tags)
+            {
+                copy[tag.Key] = tag.Value;
+            }
+            if (copy.TryGetValue("spindle.pool.name", out object? pool) && (string?)pool == _pool)
+            {
+                Measurements.Enqueue((instrument.Name, value, copy));
+            }
+        }
+
+        public List<(string Instrument, double Value, Dictionary<string, object?> Tags)> Collect()
+        {
+            Measurements.Clear();
+            _listener.RecordObservableInstruments();
+            return [.. Measurements];
+        }
+
+        public void Dispose() => _listener.Dispose();
+    }
+
+    private static double Single(List<(string Instrument, double Value, Dictionary<string, object?> Tags)> measurements, string instrument) =>
+        Assert.Single(measurements, m => m.Instrument == instrument).Value;
+
+    [Fact]
+    public void ThePoolsInstruments_AgreeWithItsCounters()
+    {
+        string name = $"{nameof(MetricsTests)}-{Guid.NewGuid():N}";
+        using var collector = new Collector(name);
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = name, MinThreads = 2, MaxThreads = 2 });
+        using var done = new CountdownEvent(1_000);
+        for (int i = 0; i < 1_000; i++)
+        {
+            pool.QueueUserWorkItem(_ => done.Signal());
+        }
+        Waits.For(done, "the items");
+        Waits.Until(() => pool.CompletedWorkItemCount == 1_000, "the completed count");
+        using ITimer timer = pool.CreateTimer(_ => { }, null, TimeSpan.FromHours(1), Timeout.InfiniteTimeSpan);
+
+        List<(string Instrument, double Value, Dictionary<string, object?> Tags)> seen = collector.Collect();
+
+        Assert.Equal(pool.ThreadCount, Single(seen, "spindle.pool.thread.count"));
+        Assert.Equal(1_000, Single(seen, "spindle.pool.work_item.count"));
+        Assert.Equal(0, Single(seen, "spindle.pool.queue.length"));
+        Assert.Equal(0, Single(seen, "spindle.pool.work_item.cancelled.count"));
+        Assert.Equal(0, Single(seen, "spindle.pool.dedicated_thread.count"));
+        Assert.Equal(0, Single(seen, "spindle.pool.thread.blocking.count"));
+        Assert.Equal(1, Single(seen, "spindle.pool.timer.count"));
+        Assert.Equal(0, Single(seen, "spindle.pool.registered_wait.count"));
+        Assert.True(Single(seen, "spindle.pool.park.count") >= 0);
+        Assert.True(Single(seen, "spindle.pool.steal.count") >= 0);
+        var injections = seen.Where(m => m.Instrument == "spindle.pool.thread.injection.count").ToList();
+        Assert.Equal(Enum.GetValues<ThreadInjectionReason>().Length, injections.Count);
+        double demand = Assert.Single(injections, m => (string?)m.Tags["spindle.thread.injection.reason"] == nameof(ThreadInjectionReason.Demand)).Value;
+        Assert.Equal(pool.GetThreadInjectionCount(ThreadInjectionReason.Demand), demand);
+    }
+
+    [Fact]
+    public void LaneInstruments_CarryTheLanesNameAndPriority()
+    {
+        string name = $"{nameof(MetricsTests)}-{Guid.NewGuid():N}";
+        using var collector = new Collector(name);
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = name, MinThreads = 1, MaxThreads = 1 });
+        WorkerPoolLane high = pool.CreateLane(new LaneOptions { Name = "interactive", Priority = LanePriority.High });
+        WorkerPoolLane low = pool.CreateLane(new LaneOptions { Name = "batch", Priority = LanePriority.Low, MaxConcurrency = 1 });
+        ManualResetEventSlim gate = SingleWorker.Occupy(pool);
+        try
+        {
+            for (int i = 0; i < 3; i++)
+            {
+                high.QueueUserWorkItem(_ => { });
+            }
+            for (int i = 0; i < 5; i++)
+            {
+                low.QueueUserWorkItem(_ => { });
+            }
+
+            List<(string Instrument, double Value, Dictionary<string, object?> Tags)> seen = collector.Collect();
+
+            double Lane(string instrument, string lane) =>
+                Assert.Single(seen, m => m.Instrument == instrument && (string?)m.Tags["spindle.lane.name"] == lane).Value;
+            Assert.Equal(3, Lane("spindle.lane.queue.length", "interactive"));
+            Assert.Equal(5, Lane("spindle.lane.queue.length", "batch"));
+            Assert.Equal(0, Lane("spindle.lane.work_item.count", "batch"));
+            Assert.Equal(8, Single(seen, "spindle.pool.queue.length"));
+            Assert.Equal("High", Assert.Single(seen, m => m.Instrument == "spindle.lane.queue.length" && (string?)m.Tags["spindle.lane.name"] == "interactive").Tags["spindle.lane.priority"]);
+        }
+        finally
+        {
+            gate.Set();
+        }
+        Waits.Until(() => low.CompletedWorkItemCount == 5 && high.CompletedWorkItemCount == 3, "the lanes' items");
+        List<(string Instrument, double Value, Dictionary<string, object?> Tags)> after = collector.Collect();
+        Assert.Equal(5, Assert.Single(after, m => m.Instrument == "spindle.lane.work_item.count" && (string?)m.Tags["spindle.lane.name"] == "batch").Value);
+    }
+
+    [Fact]
+    public async Task TheRunTimeHistogram_SamplesItemsOnlyWhileEnabled()
+    {
+        string name = $"{nameof(MetricsTests)}-{Guid.NewGuid():N}";
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = name, MinThreads = 1, MaxThreads = 1 });
+        // Nobody listens yet: the sampled items are not timed (and nothing is recorded anywhere).
+        await pool.Run(() => { }).WaitAsync(Waits.MustHappen);
+
+        using var collector = new Collector(name);
+        const int Items = 10 * 32;
+        using var done = new CountdownEvent(Items);
+        for (int i = 0; i < Items; i++)
+        {
+            pool.QueueUserWorkItem(_ => { Thread.SpinWait(100); done.Signal(); });
+        }
+        Waits.For(done, "the items");
+        Waits.Until(() => collector.Measurements.Count(m => m.Instrument == "spindle.pool.work_item.duration") >= 9, "sampled run times");
+
+        Assert.All(collector.Measurements.Where(m => m.Instrument == "spindle.pool.work_item.duration"), m => Assert.True(m.Value >= 0));
+    }
+
+    [Fact]
+    public void AStoppedPoolsMeter_IsDisposed()
+    {
+        string name = $"{nameof(MetricsTests)}-{Guid.NewGuid():N}";
+        using var collector = new Collector(name);
+        var pool = new WorkerPool(new WorkerPoolOptions { Name = name });
+        Assert.Contains(collector.Collect(), m => m.Instrument == "spindle.pool.thread.count");
+
+        pool.Dispose();
+
+        Assert.DoesNotContain(collector.Collect(), m => m.Instrument == "spindle.pool.thread.count");
+    }
+}
