@@ -29,6 +29,8 @@ internal static class Program
             ("timers and TimeProvider", Timers),
             ("registered waits", RegisteredWaits),
             ("blocking region and long-running", BlockingAndLongRunning),
+            ("lanes", Lanes),
+            ("meter", Meter),
         };
         int failures = 0;
         foreach ((string name, Func<WorkerPool, Task> check) in checks)
@@ -61,6 +63,56 @@ internal static class Program
         {
             throw new InvalidOperationException($"Check failed: {what}");
         }
+    }
+
+    private static async Task Lanes(WorkerPool pool)
+    {
+        WorkerPoolLane high = pool.CreateLane(new LaneOptions { Name = "high", Priority = LanePriority.High });
+        WorkerPoolLane serial = pool.CreateLane(new LaneOptions { Name = "serial", MaxConcurrency = 1, QueueLimit = 4, FullMode = LaneFullMode.Reject });
+        int next = 0;
+        bool inOrder = true;
+        for (int i = 0; i < 100; i++)
+        {
+            int expected = i;
+            await serial.QueueUserWorkItemAsync(_ =>
+            {
+                inOrder &= next == expected;
+                next = expected + 1;
+            }, 0);
+        }
+        Require(await high.Run(() => WorkerPoolLane.Current) == high, "a lane's Run runs in the lane");
+        Require(await Task.Factory.StartNew(() => WorkerPoolLane.Current, CancellationToken.None, TaskCreationOptions.None, serial.TaskScheduler) == serial,
+            "a lane's TaskScheduler runs in the lane");
+        await serial.DisposeAsync();
+        Require(inOrder && next == 100, "a serial lane runs its items in order");
+        Require(serial.CompletedWorkItemCount == 101, "the serial lane's completed count");
+    }
+
+    private static async Task Meter(WorkerPool pool)
+    {
+        long completed = -1;
+        using var listener = new System.Diagnostics.Metrics.MeterListener();
+        listener.InstrumentPublished = (instrument, l) =>
+        {
+            if (instrument.Meter.Name == "Spindle" && instrument.Name == "spindle.pool.work_item.count")
+            {
+                l.EnableMeasurementEvents(instrument);
+            }
+        };
+        listener.SetMeasurementEventCallback<long>((_, value, tags, _) =>
+        {
+            foreach (KeyValuePair<string, object?> tag in tags)
+            {
+                if (tag.Key == "spindle.pool.name" && ReferenceEquals(tag.Value, pool.Name))
+                {
+                    completed = value;
+                }
+            }
+        });
+        listener.Start();
+        await pool.Run(() => { });
+        listener.RecordObservableInstruments();
+        Require(completed == pool.CompletedWorkItemCount && completed >= 1, "the meter's completed count is the pool's");
     }
 
     private static async Task QueueingForms(WorkerPool pool)
