@@ -79,6 +79,7 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
         FlowContext = _options.FlowExecutionContext;
         Metrics = new PoolMetrics(this, () => _threads.WorkerStealCount, () => _threads.WorkerParkCount, () => _threads.BlockingCount,
             () => _timers.ScheduledCount, () => _waits.RegistrationCount);
+        _scheduler.ConnectMetrics(Metrics);
     }
 
     /// <summary>The pool's instruments on the <c>Spindle</c> meter (disposed when the pool stops).</summary>

@@ -148,6 +148,17 @@ internal sealed class Lane
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public EnqueueStatus TryEnqueue(in WorkItemEntry entry, bool mayWaitForRoom)
     {
+        if (_scheduler.Metrics.WaitEnabled)
+        {
+            WorkItemEntry sampled = _scheduler.Metrics.SampleWait(entry, this);
+            return TryEnqueueCore(sampled, mayWaitForRoom);
+        }
+        return TryEnqueueCore(entry, mayWaitForRoom);
+    }
+
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private EnqueueStatus TryEnqueueCore(in WorkItemEntry entry, bool mayWaitForRoom)
+    {
         if (_room is not null)
         {
             return TryEnqueueBounded(entry, mayWaitForRoom);

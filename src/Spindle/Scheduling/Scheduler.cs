@@ -7,6 +7,7 @@ using System.Threading;
 using Spindle.Lanes;
 using Spindle.Parking;
 using Spindle.Queues;
+using Spindle.Telemetry;
 using Spindle.Threading;
 
 namespace Spindle.Scheduling;
@@ -43,6 +44,7 @@ internal sealed class Scheduler
     // Set once by Connect, before any thread of the pool exists.
     private ThreadController _threads = null!;
     private StallMonitor _monitor = null!;
+    private PoolMetrics _metrics = null!;
 
     public Scheduler(IdleCoordinator idle, ItemRunner runner, int? laneStarvationIntervalMs = null)
     {
@@ -56,6 +58,11 @@ internal sealed class Scheduler
 
     /// <summary>Fired timers, looked at before any other queue.</summary>
     public UrgentQueue Urgent { get; } = new();
+
+    /// <summary>The pool's instruments (set once, in the pool's constructor, before any item is queued).</summary>
+    public void ConnectMetrics(PoolMetrics metrics) => _metrics = metrics;
+
+    public PoolMetrics Metrics => _metrics;
 
     public void Connect(ThreadController threads, StallMonitor monitor)
     {
@@ -100,6 +107,16 @@ internal sealed class Scheduler
     /// </summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public bool TryEnqueue(in WorkItemEntry entry, bool preferLocal)
+    {
+        if (_metrics.WaitEnabled)
+        {
+            return TryEnqueueCore(_metrics.SampleWait(entry, lane: null), preferLocal);
+        }
+        return TryEnqueueCore(entry, preferLocal);
+    }
+
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private bool TryEnqueueCore(in WorkItemEntry entry, bool preferLocal)
     {
         Worker? worker = Worker.Current;
         if (preferLocal && worker is not null && ReferenceEquals(worker.Scheduler, this))

@@ -70,6 +70,7 @@ public sealed class EventSourceTests
 
         int cancelled = pool.Shutdown(ShutdownMode.Drain);
 
+        Waits.Until(() => listener.Events.Any(e => e.EventName == "ThreadInjected"), "the thread traced");
         EventWrittenEventArgs injected = listener.Single("ThreadInjected");
         Assert.Equal(nameof(ThreadInjectionReason.Demand), listener.Payload(injected, "Reason"));
         Assert.Equal(1, listener.Payload(injected, "ThreadCount"));
@@ -112,12 +113,14 @@ public sealed class EventSourceTests
             gate.Set();
         }
 
+        Waits.Until(() => listener.Events.Any(e => e.EventName == "StarvationDetected"), "the starvation traced");
         EventWrittenEventArgs starvation = listener.Events.First(e => e.EventName == "StarvationDetected");
         Assert.Equal(EventLevel.Warning, starvation.Level);
         Assert.True((double)listener.Payload(starvation, "StalledMs")! > 0);
         Assert.True((int)listener.Payload(starvation, "AddedThreads")! >= 1);
-        Assert.Contains(listener.Events, e => e.EventName == "ThreadInjected"
-            && (string?)listener.Payload(e, "Reason") == nameof(ThreadInjectionReason.Starvation));
+        // Written once the added thread has started, which may be after it ran the item.
+        Waits.Until(() => listener.Events.Any(e => e.EventName == "ThreadInjected"
+            && (string?)listener.Payload(e, "Reason") == nameof(ThreadInjectionReason.Starvation)), "the added thread traced");
     }
 
     [Fact]

@@ -158,6 +158,67 @@ public sealed class MetricsTests
     }
 
     [Fact]
+    public void TheQueueWaitHistogram_SamplesEnqueues_AndSampledItemsKeepTheirContextAndLane()
+    {
+        string name = $"{nameof(MetricsTests)}-{Guid.NewGuid():N}";
+        using var collector = new Collector(name);
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = name, MinThreads = 2, MaxThreads = 2 });
+        WorkerPoolLane lane = pool.CreateLane(new LaneOptions { Name = "sampled", MaxConcurrency = 1 });
+        var flowed = new AsyncLocal<string?> { Value = "caller" };
+        const int Items = 20 * 64;
+        int sawContext = 0;
+        int laneItemsInLane = 0;
+        using var done = new CountdownEvent(2 * Items);
+        for (int i = 0; i < Items; i++)
+        {
+            pool.QueueUserWorkItem(_ =>
+            {
+                if (flowed.Value == "caller")
+                {
+                    Interlocked.Increment(ref sawContext);
+                }
+                done.Signal();
+            });
+            lane.QueueUserWorkItem(_ =>
+            {
+                if (WorkerPoolLane.Current == lane)
+                {
+                    Interlocked.Increment(ref laneItemsInLane);
+                }
+                done.Signal();
+            });
+        }
+        Waits.For(done, "the items");
+
+        var waits = collector.Measurements.Where(m => m.Instrument == "spindle.pool.work_item.wait.duration").ToList();
+        Assert.InRange(waits.Count, 20, 2 * Items / 64 + 2);
+        Assert.All(waits, m => Assert.True(m.Value >= 0));
+        Assert.Contains(waits, m => m.Tags.TryGetValue("spindle.lane.name", out object? l) && (string?)l == "sampled");
+        Assert.Equal(Items, sawContext);
+        Assert.Equal(Items, laneItemsInLane);
+    }
+
+    [Fact]
+    public void ASampledItem_IsCancelledByShutdownLikeAnyOther()
+    {
+        string name = $"{nameof(MetricsTests)}-{Guid.NewGuid():N}";
+        using var collector = new Collector(name);
+        var pool = new WorkerPool(new WorkerPoolOptions { Name = name, MinThreads = 1, MaxThreads = 1 });
+        ManualResetEventSlim gate = SingleWorker.Occupy(pool);
+        int ran = 0;
+        for (int i = 0; i < 256; i++)
+        {
+            pool.QueueUserWorkItem(_ => Interlocked.Increment(ref ran));
+        }
+        var cancel = System.Threading.Tasks.Task.Run(() => pool.Shutdown(ShutdownMode.CancelPending));
+        Waits.Until(() => pool.CancelledWorkItemCount == 256, "every queued item cancelled, sampled ones included");
+        gate.Set();
+        Assert.True(cancel.Wait(Waits.MustHappen));
+        Assert.Equal(256, cancel.Result);
+        Assert.Equal(0, Volatile.Read(ref ran));
+    }
+
+    [Fact]
     public void AStoppedPoolsMeter_IsDisposed()
     {
         string name = $"{nameof(MetricsTests)}-{Guid.NewGuid():N}";
