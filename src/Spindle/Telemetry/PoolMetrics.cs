@@ -19,6 +19,8 @@ namespace Spindle.Telemetry;
 /// (<see cref="WorkerPool.ThreadCount"/>, <see cref="WorkerPool.CompletedWorkItemCount"/>,
 /// <see cref="WorkerPool.PendingWorkItemCount"/>, <see cref="WorkerPoolLane.CompletedWorkItemCount"/>, ...), when a
 /// listener collects, so they cost nothing between collections and nothing at all while nobody listens.</para>
+/// <para>The meter is disposed when the pool stops. Until then the runtime's list of meters refers to it, and through
+/// its callbacks to the pool: a pool that is never shut down stays reachable, as its threads already keep it.</para>
 /// <para>The queue-wait histogram (<c>spindle.pool.work_item.wait.duration</c>, queued to started) is sampled at the
 /// enqueue: while a listener has it enabled, one enqueue in <see cref="WaitSampleInterval"/> wraps its entry in a small
 /// object carrying the time it was queued (one allocation per sampled item), which records the wait when a worker
