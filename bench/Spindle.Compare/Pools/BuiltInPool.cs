@@ -1,4 +1,5 @@
 using System;
+using System.Diagnostics.Tracing;
 using System.Threading;
 using System.Threading.Tasks;
 
@@ -18,6 +19,15 @@ internal sealed class BuiltInPool : IPoolUnderTest
 
     // An unhandled exception on the built-in pool ends the process, which the parent reports.
     public Exception? Fault => null;
+
+    // The runtime's ThreadingKeyword (0x10000) covers worker-thread starts, waits and hill-climbing adjustments, but no
+    // per-item event: the managed thread pool writes its enqueue and dequeue events (ThreadPoolEnqueueWork,
+    // ThreadPoolDequeueWork) only on FrameworkEventSource, under its ThreadPool (0x2) and ThreadTransfer (0x10) keywords.
+    public PoolTelemetry Telemetry { get; } = new("System.Runtime",
+    [
+        new("Microsoft-Windows-DotNETRuntime", (EventKeywords)0x10000, EventLevel.Verbose),
+        new("System.Diagnostics.Eventing.FrameworkEventSource", (EventKeywords)0x12, EventLevel.Verbose),
+    ]);
 
     public void Queue(WaitCallback callBack, object? state) => ThreadPool.QueueUserWorkItem(callBack, state);
 

@@ -31,6 +31,14 @@ internal interface IPoolUnderTest : IDisposable
     /// <summary>The first exception a work item threw, for pools that report instead of crashing the process.</summary>
     Exception? Fault { get; }
 
+    /// <summary>
+    /// The pool's telemetry, as a monitoring agent would collect it: Spindle's <c>Spindle</c> meter and event source (all
+    /// keywords, Verbose); for the built-in pool the runtime's <c>System.Runtime</c> meter, the runtime's threading
+    /// events (<c>Microsoft-Windows-DotNETRuntime</c>, keyword 0x10000, Verbose) and the per-item enqueue and dequeue
+    /// events (<c>System.Diagnostics.Eventing.FrameworkEventSource</c>, keywords ThreadPool and ThreadTransfer, Verbose).
+    /// </summary>
+    PoolTelemetry Telemetry { get; }
+
     /// <summary><c>QueueUserWorkItem(WaitCallback, object)</c>: flows the caller's <see cref="ExecutionContext"/>.</summary>
     void Queue(WaitCallback callBack, object? state);
 

@@ -1,4 +1,5 @@
 using System;
+using System.Diagnostics.Tracing;
 using System.Threading;
 
 namespace Spindle.Compare.Pools;
@@ -29,6 +30,9 @@ internal sealed class SpindlePool : IPoolUnderTest
     public long PendingWorkItemCount => _pool.PendingWorkItemCount;
 
     public Exception? Fault => Volatile.Read(ref _fault);
+
+    // The names of src/Spindle/Telemetry: PoolMetrics.MeterName and SpindleEventSource (internal to the library).
+    public PoolTelemetry Telemetry { get; } = new("Spindle", [new("Spindle", EventKeywords.All, EventLevel.Verbose)]);
 
     public void Queue(WaitCallback callBack, object? state) => _pool.QueueUserWorkItem(callBack, state);
 

@@ -12,7 +12,13 @@ namespace Spindle.Compare.Scenarios;
 /// successor with preferLocal. <c>delegate</c>: a cached static <c>Action&lt;object?&gt;</c> and a shared state object
 /// through <c>UnsafeQueueUserWorkItem&lt;object?&gt;(…, preferLocal: true)</c> (the WaitCallback overload of the built-in
 /// pool has no preferLocal and always goes to the global queue); <c>work-item</c>: each chain re-queues its own
-/// <see cref="IWorkItem"/> / <see cref="IThreadPoolWorkItem"/> object.
+/// <see cref="IWorkItem"/> / <see cref="IThreadPoolWorkItem"/> object; <c>observed</c>: <c>work-item</c> while a
+/// <see cref="TelemetryCollector"/> collects the pool's <see cref="IPoolUnderTest.Telemetry"/> as a monitoring agent
+/// would (every instrument of its meter, observable ones collected every 100 ms, and its event sources at Verbose:
+/// Spindle's <c>Spindle</c> meter and event source; the built-in pool's <c>System.Runtime</c> meter, the runtime's
+/// threading events and FrameworkEventSource's per-item enqueue and dequeue events). The listeners start once the
+/// pool's threads exist, before the warm-up (so that the observed paths are compiled too), and stop after the
+/// measured run.
 /// </summary>
 internal sealed class ChainThroughputScenario : IScenario
 {
@@ -21,9 +27,10 @@ internal sealed class ChainThroughputScenario : IScenario
 
     public string Id => "chain-throughput";
 
-    public string Description => $"ProcessorCount self-requeueing chains, {QuickItems:N0} items ({FullItems:N0} with --full)";
+    public string Description =>
+        $"ProcessorCount self-requeueing chains, {QuickItems:N0} items ({FullItems:N0} with --full); observed: work-item with the pool's meter and events listened to";
 
-    public IReadOnlyList<string> Variants { get; } = ["delegate", "work-item"];
+    public IReadOnlyList<string> Variants { get; } = ["delegate", "work-item", "observed"];
 
     public IReadOnlyList<MetricInfo> Metrics { get; } =
     [
@@ -36,16 +43,20 @@ internal sealed class ChainThroughputScenario : IScenario
 
     public Measurement Run(IPoolUnderTest pool, string variant, bool full)
     {
-        bool workItems = variant switch
+        (bool workItems, bool observed) = variant switch
         {
-            "delegate" => false,
-            "work-item" => true,
+            "delegate" => (false, false),
+            "work-item" => (true, false),
+            "observed" => (true, true),
             _ => throw new ArgumentException($"Unknown variant '{variant}'.", nameof(variant)),
         };
         int items = full ? FullItems : QuickItems;
         PoolWarmup.StartThreads(pool, Environment.ProcessorCount);
+        using TelemetryCollector? collector = observed ? TelemetryCollector.Start(pool.Telemetry) : null;
         Warmup.Repeat(() => RunOnce(pool, QuickItems / 10, workItems));
-        return RunOnce(pool, items, workItems);
+        Measurement measurement = RunOnce(pool, items, workItems);
+        collector?.Finish();
+        return measurement;
     }
 
     private static Measurement RunOnce(IPoolUnderTest pool, int items, bool workItems)
