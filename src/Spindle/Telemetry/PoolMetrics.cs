@@ -22,7 +22,7 @@ namespace Spindle.Telemetry;
 /// <para>The meter is disposed when the pool stops. Until then the runtime's list of meters refers to it, and through
 /// its callbacks to the pool: a pool that is never shut down stays reachable, as its threads already keep it.</para>
 /// <para>The queue-wait histogram (<c>spindle.pool.work_item.wait.duration</c>, queued to started) is sampled at the
-/// enqueue: while a listener has it enabled, one enqueue in <see cref="WaitSampleInterval"/> wraps its entry in a small
+/// enqueue: while a listener has it enabled, one enqueue in <see cref="WaitSampleInterval"/> (counted per thread) wraps its entry in a small
 /// object carrying the time it was queued (one allocation per sampled item), which records the wait when a worker
 /// starts it. With the histogram off, an enqueue pays one check of the instrument's enabled state.</para>
 /// <para>The run-time histogram (<c>spindle.pool.work_item.duration</c>) is sampled: each worker times one item in
@@ -46,8 +46,10 @@ internal sealed class PoolMetrics : IDisposable
     private readonly Meter _meter;
     private readonly Histogram<double> _duration;
     private readonly Histogram<double> _wait;
-    // Racy by design: enqueuers increment it only while the wait histogram is enabled; a lost increment shifts a sample.
-    private int _waitTick;
+    // Per thread, not per pool: a shared counter written by every enqueue while the histogram is on would put one cache
+    // line under every producer and worker. A thread's count runs across pools; the sample stays one enqueue in 64.
+    [ThreadStatic]
+    private static int t_waitTick;
     private readonly KeyValuePair<string, object?> _poolTag;
 
     public PoolMetrics(WorkerPool pool, Func<long> stealCount, Func<long> parkCount, Func<int> blockingCount,
@@ -106,12 +108,12 @@ internal sealed class PoolMetrics : IDisposable
 
     /// <summary>
     /// Caller saw <see cref="WaitEnabled"/>: returns <paramref name="entry"/> itself, or, for one enqueue in
-    /// <see cref="WaitSampleInterval"/>, an entry that records its wait when it starts.
+    /// <see cref="WaitSampleInterval"/> of the calling thread, an entry that records its wait when it starts.
     /// </summary>
     [MethodImpl(MethodImplOptions.NoInlining)]
     public WorkItemEntry SampleWait(in WorkItemEntry entry, Lane? lane)
     {
-        if ((++_waitTick & (WaitSampleInterval - 1)) != 0)
+        if ((++t_waitTick & (WaitSampleInterval - 1)) != 0)
         {
             return entry;
         }
