@@ -89,7 +89,8 @@ public sealed class EventPipeTests
         Assert.All(ours, e => Assert.Equal("Spindle", e.ProviderName));
         Assert.All(ours, e => Assert.Equal("PoolName", e.PayloadNames[0]));
         // No order is asserted: the stream orders events by their time stamps, and the pool writes them from several
-        // threads after the fact (WorkItemException after the handlers ran, ThreadInjected once the thread started).
+        // threads after the fact (WorkItemException after the handlers ran, ThreadInjected once the new thread has
+        // started, which may be after it ran the item).
 
         ParsedEvent injected = Assert.Single(ours, e => e.EventName == "ThreadInjected");
         Assert.Equal(1, injected.Id);
