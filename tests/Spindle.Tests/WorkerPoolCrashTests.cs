@@ -23,7 +23,7 @@ public sealed class WorkerPoolCrashTests
     {
         string hostDll = Path.Combine(AppContext.BaseDirectory, "Spindle.CrashHost.dll");
         Assert.True(File.Exists(hostDll), $"{hostDll} is missing: the test project references Spindle.CrashHost to copy it there.");
-        var start = new ProcessStartInfo(DotnetHost())
+        var start = new ProcessStartInfo(ChildProcesses.DotnetHost())
         {
             RedirectStandardOutput = true,
             RedirectStandardError = true,
@@ -42,22 +42,6 @@ public sealed class WorkerPoolCrashTests
         }
         process.WaitForExit();
         return new ChildResult(process.ExitCode, stdout.Result, stderr.Result);
-    }
-
-    /// <summary>The dotnet host running these tests (the CLI sets DOTNET_HOST_PATH), else the one on the PATH.</summary>
-    private static string DotnetHost()
-    {
-        string? fromCli = Environment.GetEnvironmentVariable("DOTNET_HOST_PATH");
-        if (!string.IsNullOrEmpty(fromCli) && File.Exists(fromCli))
-        {
-            return fromCli;
-        }
-        string? self = Environment.ProcessPath;
-        if (self is not null && Path.GetFileNameWithoutExtension(self).Equals("dotnet", StringComparison.OrdinalIgnoreCase))
-        {
-            return self;
-        }
-        return "dotnet";
     }
 
     [Fact]

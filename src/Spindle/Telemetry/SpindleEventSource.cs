@@ -7,10 +7,12 @@ namespace Spindle.Telemetry;
 
 /// <summary>
 /// The <c>Spindle</c> event source: what an operator needs to see in a trace (<c>dotnet-trace collect --providers
-/// Spindle</c>, an <see cref="EventListener"/>, ETW or LTTng), one event per decision the pool makes about threads and
-/// its lifetime, and per work item that goes wrong. Every event names its pool.
+/// Spindle:0x7</c>, an <see cref="EventListener"/>, ETW or LTTng), one event per decision the pool makes about threads
+/// and its lifetime, and per work item that goes wrong. Every event names its pool.
 /// </summary>
 /// <remarks>
+/// Every event has a keyword, and an EventPipe session whose keywords for the provider are 0 (what dotnet-trace 10
+/// asks for with a bare <c>--providers Spindle</c>) receives none of them: ask for the keywords (0x7 is all three).
 /// Events cost nothing while nobody listens: every call site tests <see cref="EventSource.IsEnabled(EventLevel, EventKeywords)"/>
 /// first (one field read), and none of them is on the per-item path. Payloads are written with
 /// <see cref="EventSource.WriteEventCore"/> (no boxing, no reflection at the call, safe for trimming and NativeAOT).
