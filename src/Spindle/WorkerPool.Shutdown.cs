@@ -3,9 +3,7 @@ using System.Collections.Generic;
 using System.Diagnostics;
 using System.Threading;
 using System.Threading.Tasks;
-using System.Diagnostics.Tracing;
 using Spindle.Scheduling;
-using Spindle.Telemetry;
 
 namespace Spindle;
 
@@ -198,11 +196,7 @@ public sealed partial class WorkerPool
 
     private void BeginShutdown(ShutdownMode mode)
     {
-        if (_threads.BeginShutdown(mode == ShutdownMode.CancelPending ? Scheduler.StateCancelling : Scheduler.StateDraining)
-            && SpindleEventSource.Log.IsOn(EventLevel.Informational, SpindleEventSource.Keywords.Lifetime))
-        {
-            SpindleEventSource.Log.ShutdownStarted(Name, mode.ToString());
-        }
+        _threads.BeginShutdown(mode == ShutdownMode.CancelPending ? Scheduler.StateCancelling : Scheduler.StateDraining);
         _waits.Stop();
         _dedicated.ReleaseIdle();
         if (mode == ShutdownMode.CancelPending)

@@ -55,8 +55,10 @@ internal sealed partial class ThreadController
     public bool BeginShutdown(int state)
     {
         bool stopped;
+        bool first;
         lock (_lock)
         {
+            first = !_scheduler.IsShutdownStarted;
             if (!_scheduler.Close(state))
             {
                 return false;
@@ -68,6 +70,10 @@ internal sealed partial class ThreadController
             _retryTimer = null;
             stopped = TryStopLocked();
         }
+        if (first)
+        {
+            TraceShutdownStarted(state);
+        }
         if (stopped)
         {
             OnStopped();
@@ -75,6 +81,33 @@ internal sealed partial class ThreadController
         _idle.WakeAll();
         _monitor.Signal();
         return true;
+    }
+
+    // Orders the two shutdown events for a listener: ShutdownFinished is written only after ShutdownStarted, even when
+    // a worker stops the pool between the close (under the lock) and the thread that closed it writing ShutdownStarted
+    // (outside the lock, since a listener runs inline). 0: neither written; 1: Started written; 2: the stop came first
+    // and left Finished to the thread that writes Started.
+    private int _shutdownTrace;
+
+    private void TraceShutdownStarted(int state)
+    {
+        if (SpindleEventSource.Log.IsOn(EventLevel.Informational, SpindleEventSource.Keywords.Lifetime))
+        {
+            SpindleEventSource.Log.ShutdownStarted(_pool.Name,
+                (state == Scheduler.StateCancelling ? ShutdownMode.CancelPending : ShutdownMode.Drain).ToString());
+        }
+        if (Interlocked.Exchange(ref _shutdownTrace, 1) == 2)
+        {
+            TraceShutdownFinished();
+        }
+    }
+
+    private void TraceShutdownFinished()
+    {
+        if (SpindleEventSource.Log.IsOn(EventLevel.Informational, SpindleEventSource.Keywords.Lifetime))
+        {
+            SpindleEventSource.Log.ShutdownFinished(_pool.Name, _pool.CompletedWorkItemCount, _pool.CancelledWorkItemCount, _pool.RedirectedCallbackCount);
+        }
     }
 
     /// <summary>
@@ -101,9 +134,9 @@ internal sealed partial class ThreadController
         _scheduler.Lanes.OnPoolStopped();
         _timers.ReleaseThreadAfterStop();
         _pool.Metrics.Dispose();
-        if (SpindleEventSource.Log.IsOn(EventLevel.Informational, SpindleEventSource.Keywords.Lifetime))
+        if (Interlocked.CompareExchange(ref _shutdownTrace, 2, 0) != 0)
         {
-            SpindleEventSource.Log.ShutdownFinished(_pool.Name, _pool.CompletedWorkItemCount, _pool.CancelledWorkItemCount, _pool.RedirectedCallbackCount);
+            TraceShutdownFinished(); // Started is written: Finished follows it
         }
         _stoppedSource.TrySetResult();
     }

@@ -138,6 +138,20 @@ public sealed class EventSourceTests
     }
 
     [Fact]
+    public void ShutdownStarted_IsWrittenBeforeShutdownFinished_EvenWhenTheCloseStopsThePool()
+    {
+        // A pool without threads stops inside the call that closes it.
+        for (int i = 0; i < 20; i++)
+        {
+            string name = $"{nameof(EventSourceTests)}-{Guid.NewGuid():N}";
+            using var listener = new Listener(name);
+            new WorkerPool(new WorkerPoolOptions { Name = name, MinThreads = 0 }).Dispose();
+
+            Assert.Equal(new[] { "ShutdownStarted", "ShutdownFinished" }, listener.Events.Select(e => e.EventName ?? "").ToArray());
+        }
+    }
+
+    [Fact]
     public void TheManifest_NamesEveryEventAndPayload()
     {
         // What ETW/EventPipe tools decode the events with: generating it validates every event method against its id.
