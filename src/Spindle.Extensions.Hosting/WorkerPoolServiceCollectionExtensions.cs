@@ -54,8 +54,9 @@ public static class WorkerPoolServiceCollectionExtensions
     /// <param name="configuration">
     /// The section holding the pool's options: <c>Name</c>, <c>MinThreads</c>, <c>MaxThreads</c>, <c>IdleTimeout</c>,
     /// <c>FlowExecutionContext</c>, <c>ThreadNamePrefix</c>, <c>StackSize</c>, <c>UseBackgroundThreads</c>,
-    /// <c>ExceptionPolicy</c>. It is read when the pool is created; a key that is none of these, or a value that does
-    /// not convert, fails the pool's creation with an <see cref="InvalidOperationException"/> naming the pool.
+    /// <c>ExceptionPolicy</c>, <c>StuckItemThreshold</c>. It is read when the pool is created; a key that is none of
+    /// these, or a value that does not convert, fails the pool's creation with an <see cref="InvalidOperationException"/>
+    /// naming the pool.
     /// </param>
     /// <param name="configure">
     /// Sets what configuration cannot (the worker hooks, for instance), applied after the section; or <see langword="null"/>.

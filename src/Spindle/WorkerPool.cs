@@ -55,7 +55,8 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
 
     /// <summary>Creates a pool. The options are validated and copied.</summary>
     /// <exception cref="ArgumentNullException"><paramref name="options"/> or its name is null.</exception>
-    /// <exception cref="ArgumentOutOfRangeException">A thread count or the stack size is out of range, or min exceeds max.</exception>
+    /// <exception cref="ArgumentOutOfRangeException">A thread count, the idle timeout, the stuck-item threshold or the stack
+    /// size is out of range, or min exceeds max.</exception>
     /// <exception cref="ArgumentException">The name or thread name prefix is empty.</exception>
     public WorkerPool(WorkerPoolOptions options)
     {
@@ -72,6 +73,10 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
         idle.Connect(_scheduler, _threads, _monitor);
         _scheduler.Connect(_threads, _monitor);
         _threads.Connect(_monitor);
+        if (_options.DetectsStuckItems)
+        {
+            _timers.Connect(new StuckItemDetector(this, _options, _threads));
+        }
         _dedicated = new DedicatedThreads(this, _options, _scheduler, _threads, _runner);
         _waits = new WaitRegistry(this, _options, _scheduler, _timers);
         _tasks = new TaskBridge(this, _scheduler, _threads, _dedicated);
@@ -130,6 +135,12 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
     /// <summary>How long idle threads above the minimum wait before they exit, from <see cref="WorkerPoolOptions.IdleTimeout"/>.</summary>
     public TimeSpan IdleTimeout => _options.IdleTimeout;
 
+    /// <summary>
+    /// How long an item may run on a worker before <see cref="StuckWorkItemDetected"/> reports it, from
+    /// <see cref="WorkerPoolOptions.StuckItemThreshold"/>; <see cref="Timeout.InfiniteTimeSpan"/> when detection is off.
+    /// </summary>
+    public TimeSpan StuckItemThreshold => _options.StuckItemThreshold;
+
     /// <summary>Whether the safe queueing methods flow the caller's <see cref="ExecutionContext"/>.</summary>
     public bool FlowsExecutionContext => _options.FlowExecutionContext;
 
@@ -169,6 +180,18 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
     /// <see cref="UnhandledExceptionPolicy"/> for what happens afterwards.
     /// </summary>
     public event EventHandler<WorkItemExceptionEventArgs>? UnhandledException;
+
+    /// <summary>
+    /// Raised once for each item that has been running on a worker for longer than <see cref="StuckItemThreshold"/>
+    /// (see <see cref="WorkerPoolOptions.StuckItemThreshold"/>); the item itself is left alone. The same report goes to
+    /// the <c>Spindle</c> event source (event <c>StuckWorkItem</c>, keyword <c>WorkItems</c>).
+    /// </summary>
+    /// <remarks>
+    /// Handlers run on the built-in <see cref="ThreadPool"/>, neither on the pool's timer thread (a slow handler would
+    /// delay the pool's timers) nor on the pool's own workers (they may all be stuck). An exception thrown by a handler
+    /// is written to <see cref="Trace"/> and goes no further; the other handlers still run.
+    /// </remarks>
+    public event EventHandler<StuckWorkItemEventArgs>? StuckWorkItemDetected;
 
     /// <inheritdoc/>
     public override string ToString() => $"WorkerPool '{Name}' (threads {ThreadCount}, pending {PendingWorkItemCount})";
@@ -210,6 +233,35 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
             SpindleEventSource.Log.WorkItemException(Name, exception.GetType().FullName ?? exception.GetType().Name, exception.Message, handled);
         }
         return handled;
+    }
+
+    /// <summary>Whether anyone handles <see cref="StuckWorkItemDetected"/> (the detector builds no report otherwise).</summary>
+    internal bool HasStuckWorkItemHandlers => StuckWorkItemDetected is not null;
+
+    /// <summary>Raises <see cref="StuckWorkItemDetected"/> on the built-in pool (see its remarks); called by the detector.</summary>
+    internal static void RaiseStuckWorkItemDetected(StuckWorkItemEventArgs args) =>
+        ThreadPool.UnsafeQueueUserWorkItem(static args => args.Pool.InvokeStuckWorkItemHandlers(args), args, preferLocal: false);
+
+    private void InvokeStuckWorkItemHandlers(StuckWorkItemEventArgs args)
+    {
+        EventHandler<StuckWorkItemEventArgs>? handlers = StuckWorkItemDetected;
+        if (handlers is null)
+        {
+            return;
+        }
+        foreach (EventHandler<StuckWorkItemEventArgs> handler in handlers.GetInvocationList())
+        {
+            try
+            {
+                handler(this, args);
+            }
+            catch (Exception handlerException)
+            {
+                // On the built-in pool an escaping exception would end the process: report it as UnhandledException's
+                // handlers' failures are reported, and let the other handlers run.
+                Trace.TraceError($"Spindle: a StuckWorkItemDetected handler of pool '{Name}' threw: {handlerException}");
+            }
+        }
     }
 
     /// <summary>Throws the exception every entry point throws once the pool is shutting down.</summary>

@@ -52,6 +52,24 @@ public sealed class WorkerPoolOptions
     /// </summary>
     public TimeSpan IdleTimeout { get; set; } = TimeSpan.FromSeconds(20);
 
+    /// <summary>
+    /// How long an item may run on a worker before the pool reports it as stuck: once, through
+    /// <see cref="WorkerPool.StuckWorkItemDetected"/> and the <c>Spindle</c> event source's <c>StuckWorkItem</c> event
+    /// (keyword <c>WorkItems</c>). Defaults to 30 seconds; <see cref="Timeout.InfiniteTimeSpan"/> turns detection off.
+    /// Must be at least 1 ms (and at most <see cref="int.MaxValue"/> ms) or infinite.
+    /// </summary>
+    /// <remarks>
+    /// <para>Reporting changes nothing for the item: it keeps running, and the pool's starvation handling adds threads as
+    /// usual. An item is reported between one and about one and a half thresholds after it started (the pool's timer
+    /// thread looks at the workers every quarter threshold), and the reported running time is a lower bound.</para>
+    /// <para>The cost: each worker counts the items it starts and publishes their callback (one plain store per item, and
+    /// a reference store when the callback changes; on or off alike), and, while detection is on, the pool's timer thread
+    /// (started with the first worker rather than with the first timer) wakes every quarter threshold while the pool has
+    /// workers. Items queued with <see cref="WorkItemOptions.LongRunning"/> are not watched: they run on
+    /// dedicated threads, or, in a lane, are declared long on purpose.</para>
+    /// </remarks>
+    public TimeSpan StuckItemThreshold { get; set; } = TimeSpan.FromSeconds(30);
+
     /// <summary>Called on each worker thread when it starts, before it runs any item. Exceptions go through <see cref="ExceptionPolicy"/>.</summary>
     public Action? OnWorkerStarted { get; set; }
 
@@ -83,6 +101,9 @@ public sealed class WorkerPoolOptions
     internal int IdleTimeoutMilliseconds =>
         IdleTimeout == Timeout.InfiniteTimeSpan ? Timeout.Infinite : (int)IdleTimeout.TotalMilliseconds;
 
+    /// <summary>Whether stuck-item detection is on (<see cref="StuckItemThreshold"/> is not infinite).</summary>
+    internal bool DetectsStuckItems => StuckItemThreshold != Timeout.InfiniteTimeSpan;
+
     internal const int MinStackSize = 64 * 1024;
 
     internal static void ValidateThreadLimits(int minThreads, int maxThreads, string minName, string maxName)
@@ -111,6 +132,12 @@ public sealed class WorkerPoolOptions
         {
             throw new ArgumentOutOfRangeException(nameof(IdleTimeout), IdleTimeout,
                 "The idle timeout must be between 1 ms and int.MaxValue ms, or Timeout.InfiniteTimeSpan.");
+        }
+        if (StuckItemThreshold != Timeout.InfiniteTimeSpan
+            && (StuckItemThreshold < TimeSpan.FromMilliseconds(1) || StuckItemThreshold.TotalMilliseconds > int.MaxValue))
+        {
+            throw new ArgumentOutOfRangeException(nameof(StuckItemThreshold), StuckItemThreshold,
+                "The stuck-item threshold must be between 1 ms and int.MaxValue ms, or Timeout.InfiniteTimeSpan to turn detection off.");
         }
         if (StackSize != 0)
         {

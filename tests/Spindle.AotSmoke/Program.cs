@@ -52,6 +52,7 @@ internal static class Program
             }
         }
         failures += await Shutdown() ? 0 : 1;
+        failures += await StuckItems() ? 0 : 1;
         failures += await Hosting() ? 0 : 1;
         Console.WriteLine(failures == 0 ? "all checks passed" : $"{failures} check(s) failed");
         return failures == 0 ? 0 : 1;
@@ -242,6 +243,34 @@ internal static class Program
             return false;
         }
     }
+
+    private static async Task<bool> StuckItems()
+    {
+        try
+        {
+            var threshold = TimeSpan.FromMilliseconds(50);
+            await using var pool = new WorkerPool(new WorkerPoolOptions { Name = "aot-stuck", StuckItemThreshold = threshold });
+            var reported = new TaskCompletionSource<StuckWorkItemEventArgs>(TaskCreationOptions.RunContinuationsAsynchronously);
+            pool.StuckWorkItemDetected += (_, e) => reported.TrySetResult(e);
+            using var gate = new ManualResetEventSlim();
+            pool.QueueUserWorkItem(BlockUntilSet, gate);
+            StuckWorkItemEventArgs report = await reported.Task.WaitAsync(Patience);
+            gate.Set();
+            // Compiled ahead of time the method may have no metadata: the delegate's type names the item then.
+            Console.WriteLine($"        stuck item: {report.Description}");
+            Require(report.Description.Length > 0 && report.RunningTime >= threshold && report.WorkerThreadName is not null,
+                "a blocked item is reported with a description, its running time and its worker");
+            Console.WriteLine("ok      stuck items");
+            return true;
+        }
+        catch (Exception exception)
+        {
+            Console.WriteLine($"FAILED  stuck items: {exception}");
+            return false;
+        }
+    }
+
+    private static void BlockUntilSet(object? gate) => ((ManualResetEventSlim)gate!).Wait(Patience);
 
     private static async Task<bool> Hosting()
     {

@@ -26,6 +26,7 @@ public sealed class WorkerPoolConfigurationTests
             ["Spindle:Pools:ingest:StackSize"] = "262144",
             ["Spindle:Pools:ingest:UseBackgroundThreads"] = "true",
             ["Spindle:Pools:ingest:ExceptionPolicy"] = "Report",
+            ["Spindle:Pools:ingest:StuckItemThreshold"] = "00:00:05",
         };
         HostApplicationBuilder builder = TestHosts.CreateBuilder(configuration: configuration);
         int hookCalls = 0;
@@ -41,6 +42,7 @@ public sealed class WorkerPoolConfigurationTests
         Assert.Equal(TimeSpan.FromSeconds(7), pool.IdleTimeout);
         Assert.False(pool.FlowsExecutionContext);
         Assert.Equal(UnhandledExceptionPolicy.Report, pool.ExceptionPolicy);
+        Assert.Equal(TimeSpan.FromSeconds(5), pool.StuckItemThreshold);
 
         WorkerPoolOptions options = host.Services.GetRequiredService<IOptionsMonitor<WorkerPoolOptions>>().Get("ingest");
         Assert.Equal(262144, options.StackSize);
@@ -114,6 +116,7 @@ public sealed class WorkerPoolConfigurationTests
         // key, value, what the message must also say
         { "MinThreads", "8", "MinThreads" },          // above MaxThreads (2): the pool rejects it
         { "StackSize", "1024", "StackSize" },         // below 64 KiB: the pool rejects it
+        { "StuckItemThreshold", "00:00:00", "StuckItemThreshold" }, // zero: the pool rejects it
         { "Name", "", "name" },                       // empty: the pool rejects it
         { "MaxThreads", "lots", "Pools:bad:MaxThreads" }, // not an integer: the binder rejects it
         { "ExceptionPolicy", "Ignore", "Pools:bad:ExceptionPolicy" }, // not a policy: the binder rejects it

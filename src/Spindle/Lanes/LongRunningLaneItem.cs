@@ -1,6 +1,7 @@
 using System.Threading;
 using Spindle.Queues;
 using Spindle.Scheduling;
+using Spindle.Telemetry;
 
 namespace Spindle.Lanes;
 
@@ -10,9 +11,11 @@ namespace Spindle.Lanes;
 /// item, so the lane's priority and cap hold, and runs inside a blocking region, so the pool adds a thread for the
 /// others while it runs instead of losing a worker to it. Shutdown decides on it as on the entry it wraps.
 /// </summary>
-internal sealed class LongRunningLaneItem(WorkItemEntry entry) : IWorkItem, IShutdownAware
+internal sealed class LongRunningLaneItem(WorkItemEntry entry) : IWorkItem, IShutdownAware, IEntryWrapper
 {
     private readonly WorkItemEntry _entry = entry;
+
+    WorkItemEntry IEntryWrapper.WrappedEntry => _entry;
 
     object? IShutdownAware.QueuedCallback => null;
 

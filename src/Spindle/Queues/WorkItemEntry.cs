@@ -75,7 +75,7 @@ internal struct WorkItemEntry
 }
 
 /// <summary>Carries a value-typed state without boxing it (the wrapper is the only allocation).</summary>
-internal sealed class StateWorkItem<TState> : IWorkItem
+internal sealed class StateWorkItem<TState> : IWorkItem, Telemetry.ICallbackWrapper
 {
     private readonly Action<TState> _callback;
     private TState _state;
@@ -85,6 +85,8 @@ internal sealed class StateWorkItem<TState> : IWorkItem
         _callback = callback;
         _state = state;
     }
+
+    object? Telemetry.ICallbackWrapper.WrappedCallback => _callback;
 
     public void Execute()
     {

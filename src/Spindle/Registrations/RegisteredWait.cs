@@ -19,7 +19,7 @@ namespace Spindle;
 /// queued and had not started are dropped. One that had started finishes, and the wait object passed to
 /// <see cref="Unregister(WaitHandle?)"/> is signalled once it has.</para>
 /// </remarks>
-public sealed class RegisteredWait : IShutdownAware
+public sealed class RegisteredWait : IShutdownAware, Telemetry.ICallbackWrapper
 {
     // _state: the running-callback count in the low bits and the Unregistered flag. Callbacks enter with a CAS that
     // refuses once the flag is set, so after the flag is set the count only falls, and exactly one thread sees it reach
@@ -51,6 +51,9 @@ public sealed class RegisteredWait : IShutdownAware
     // The timeout is validated by the caller: zero to int.MaxValue milliseconds, or infinite. It is kept whole.
     /// <inheritdoc/>
     object? IShutdownAware.QueuedCallback => s_run;
+
+    /// <summary>The registration's callback (stuck-item reports name it rather than the firing).</summary>
+    object? Telemetry.ICallbackWrapper.WrappedCallback => _callback;
 
     /// <summary>A firing always runs at shutdown: it finds shutdown begun (and the registration ended) and runs no callback.</summary>
     ShutdownOutcome IShutdownAware.OnCancelPending() => ShutdownOutcome.Run;
@@ -189,12 +192,15 @@ public sealed class RegisteredWait : IShutdownAware
             // registration to end it: a firing taken by a worker then runs nothing.
             if (!_registry.IsShutdownStarted && TryEnterCallback())
             {
+                // For the stuck-item detector: every firing's callback is s_run.
+                Worker? worker = Worker.EnterOwnedItem(this);
                 try
                 {
                     _callback(_state, timedOut);
                 }
                 finally
                 {
+                    worker?.ExitOwnedItem();
                     ExitCallback();
                 }
             }

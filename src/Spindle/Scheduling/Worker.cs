@@ -22,8 +22,27 @@ namespace Spindle.Scheduling;
 /// <item>The stall monitor: <see cref="DeferredAt"/> and <see cref="MonitorSeen"/>.</item>
 /// <item>The thread controller: <see cref="Thread"/>, <see cref="InjectedFor"/>, <see cref="RegionDepth"/> (blocking
 /// regions).</item>
+/// <item>The stuck-item detector (on the pool's timer thread): <see cref="StuckWatchCount"/>,
+/// <see cref="StuckWatchSince"/>, <see cref="StuckReportedCount"/>.</item>
 /// </list>
 /// Thieves only take from the ring and the LIFO slot through their own protocols (WorkStealingRing, the slot's CAS).
+/// <para>What the worker runs, for the stuck-item detector (on the pool's timer thread, every quarter threshold). Before
+/// each item <see cref="RunItem"/> stores the entry's callback in <see cref="_runningCallback"/>, but only when it differs
+/// from the one already there (a cached delegate or a re-queued work item, the common cases, cost a load and no GC write
+/// barrier), then counts the item in <see cref="_started"/> (a release store); after the item it counts the completion
+/// as before. So the worker is inside item <c>n + 1</c> exactly while the started count is ahead of the completed count
+/// <c>n</c>, and that item's callback is the one published. The callback stays published between items (nothing to
+/// clear per item); the worker drops it before it parks and when it exits, so an idle worker keeps nothing alive.
+/// The library's items whose queued callback is shared by many items (Run items, timer and wait firings, scheduler
+/// tasks) publish themselves in <see cref="_runningOwner"/> while they run (<see cref="EnterOwnedItem"/>), so that the
+/// detector can name the caller's delegate; they clear it when they return. Only this worker's thread writes these
+/// fields.</para>
+/// <para>The detector reads the completed count, then the started count (both with acquire): if the started count is
+/// ahead, item <c>n + 1</c> had started when it looked. A later look that reads the same completed count knows that item
+/// has not completed since, so it has run at least the time between the two looks: the detector needs no clock read per
+/// item. The callback and owner are read after the counts and kept only if the completed count has not moved meanwhile,
+/// in which case no later item has started and they are that item's. The cost per item: one load, one compare and one
+/// plain store of a counter; no fence, no clock.</para>
 /// </remarks>
 internal sealed class Worker
 {
@@ -89,6 +108,19 @@ internal sealed class Worker
     // the lane set when it hands out a lane item, cleared after the item; read by other threads only as a snapshot.
     public Lane? CurrentLane;
 
+    // Stuck-item detector (timer thread only): the completed count when it first saw this worker inside an item (-1:
+    // not watching), the Stopwatch timestamp of that check, and the completed count of the item it last reported
+    // (-1: none), so that each item is reported once.
+    public long StuckWatchCount = -1;
+    public long StuckWatchSince;
+    public long StuckReportedCount = -1;
+
+    // This worker's thread only (see the remarks): the callback of the item it runs or last ran (null once parked), items
+    // started, and the library item that runs the caller's code right now.
+    private object? _runningCallback;
+    private long _started;
+    private object? _runningOwner;
+
     private readonly WorkItemEntry[] _batch = new WorkItemEntry[GlobalBatchSize];
     // Written on every item by this worker only (read by the pool's completed count): padded so that a neighbouring
     // worker's or ring's fields never share its cache line.
@@ -152,6 +184,34 @@ internal sealed class Worker
 
     public ref Backoff Backoff => ref _backoff;
 
+    /// <summary>Items this worker has started; one ahead of <see cref="CompletedCount"/> while it runs one (see the remarks).</summary>
+    public long StartedCount => Volatile.Read(ref _started);
+
+    /// <summary>The callback of the item this worker runs or last ran (a racy snapshot; see the remarks).</summary>
+    public object? RunningCallback => Volatile.Read(ref _runningCallback);
+
+    /// <summary>The library item running the caller's code on this worker right now, if any (a racy snapshot).</summary>
+    public object? RunningOwner => Volatile.Read(ref _runningOwner);
+
+    /// <summary>
+    /// Called by a library item whose queued callback is shared by many items (a Run item, a timer or wait firing, a
+    /// scheduler task) when it starts the caller's code: publishes it for the stuck-item detector, which then names the
+    /// caller's delegate. Returns the worker to call <see cref="ExitOwnedItem"/> on when that code returns, or null off
+    /// the pool's workers. Such items do not nest on a worker.
+    /// </summary>
+    public static Worker? EnterOwnedItem(object owner)
+    {
+        Worker? worker = t_current;
+        if (worker is not null)
+        {
+            Volatile.Write(ref worker._runningOwner, owner);
+        }
+        return worker;
+    }
+
+    /// <summary>The item that called <see cref="EnterOwnedItem"/> has returned: nothing keeps it alive from here.</summary>
+    public void ExitOwnedItem() => _runningOwner = null;
+
     public void Main()
     {
         t_current = this;
@@ -165,6 +225,7 @@ internal sealed class Worker
         }
         finally
         {
+            _runningCallback = null;
             try
             {
                 _runner.RunHook(_options.OnWorkerStopping);
@@ -211,6 +272,7 @@ internal sealed class Worker
                 }
                 continue;
             }
+            _runningCallback = null; // an idle worker keeps no item alive
             if (!_idle.Park(this))
             {
                 return; // shutting down and nothing left to run, or retired
@@ -221,6 +283,13 @@ internal sealed class Worker
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     private void RunItem(ref WorkItemEntry item, ref PoolThreadState threadState)
     {
+        // Published for the stuck-item detector (see the remarks): the callback when it changes, then the started count.
+        object callback = item.Callback;
+        if (!ReferenceEquals(_runningCallback, callback))
+        {
+            Volatile.Write(ref _runningCallback, callback);
+        }
+        Volatile.Write(ref _started, _started + 1);
         if (--_durationCountdown == 0)
         {
             RunSampledItem(ref item, ref threadState);

@@ -3,6 +3,7 @@ using System.Runtime.CompilerServices;
 using System.Threading;
 using System.Threading.Tasks;
 using Spindle.Scheduling;
+using Spindle.Telemetry;
 
 namespace Spindle.Tasks;
 
@@ -27,7 +28,7 @@ internal enum RunKind : byte
 /// item either runs or is reported cancelled, never both. An async delegate whose task is still running when it returns
 /// takes a drain hold of the pool until that task completes, so that a shutdown drains it.
 /// </remarks>
-internal sealed class RunWorkItem<TResult> : TaskCompletionSource<TResult>, IShutdownAware
+internal sealed class RunWorkItem<TResult> : TaskCompletionSource<TResult>, IShutdownAware, ICallbackWrapper
 {
     private const int Queued = 0;
     private const int Started = 1;
@@ -56,6 +57,9 @@ internal sealed class RunWorkItem<TResult> : TaskCompletionSource<TResult>, IShu
 
     /// <inheritdoc/>
     object? IShutdownAware.QueuedCallback => RunCallback;
+
+    /// <summary>The caller's delegate, kept while it runs so that a stuck-item report can name it.</summary>
+    object? ICallbackWrapper.WrappedCallback => _work;
 
     /// <summary>Shutdown cancels the item through its task, unless it started or its token cancelled it already.</summary>
     ShutdownOutcome IShutdownAware.OnCancelPending() => CancelByShutdown() ? ShutdownOutcome.Cancelled : ShutdownOutcome.AlreadyEnded;
@@ -92,8 +96,8 @@ internal sealed class RunWorkItem<TResult> : TaskCompletionSource<TResult>, IShu
             return; // cancelled before it started: it never runs
         }
         _registration.Unregister();
-        Delegate work = _work!;
-        _work = null;
+        Delegate work = _work!; // dropped once it has returned (kept meanwhile for ICallbackWrapper)
+        Worker? worker = Worker.EnterOwnedItem(this); // for the stuck-item detector: its callback is shared by every Run
         SynchronizationContext? previous = SynchronizationContext.Current;
         SynchronizationContext.SetSynchronizationContext(_bridge.SynchronizationContext);
         try
@@ -125,6 +129,8 @@ internal sealed class RunWorkItem<TResult> : TaskCompletionSource<TResult>, IShu
         }
         finally
         {
+            _work = null;
+            worker?.ExitOwnedItem();
             SynchronizationContext.SetSynchronizationContext(previous);
         }
     }

@@ -5,6 +5,7 @@ using System.Threading;
 using System.Threading.Tasks;
 using System.Threading.Tasks.Sources;
 using Spindle.Scheduling;
+using Spindle.Telemetry;
 
 namespace Spindle.Tasks;
 
@@ -29,7 +30,7 @@ namespace Spindle.Tasks;
 /// therefore stays out of the cache until its stale queue entry has been popped and skipped: it can never run on, or be
 /// cancelled by, a pool that its next rental was not queued to.</para>
 /// </remarks>
-internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IValueTaskSource, IShutdownAware
+internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IValueTaskSource, IShutdownAware, ICallbackWrapper
 {
     private const int Queued = 0;
     private const int Started = 1;
@@ -86,6 +87,9 @@ internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IVa
     /// <inheritdoc/>
     object? IShutdownAware.QueuedCallback => RunCallback;
 
+    /// <summary>The caller's delegate, kept while it runs so that a stuck-item report can name it.</summary>
+    object? ICallbackWrapper.WrappedCallback => _work;
+
     /// <summary>Shutdown cancels the item through its value task, unless it started or its token cancelled it already.</summary>
     ShutdownOutcome IShutdownAware.OnCancelPending() => CancelByShutdown() ? ShutdownOutcome.Cancelled : ShutdownOutcome.AlreadyEnded;
 
@@ -128,8 +132,8 @@ internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IVa
             return;
         }
         ReleaseTokenShare();
-        Delegate work = _work!;
-        _work = null;
+        Delegate work = _work!; // dropped once it has returned (kept meanwhile for ICallbackWrapper)
+        Worker? worker = Worker.EnterOwnedItem(this); // for the stuck-item detector: its callback is shared by every run
         SynchronizationContext? previous = SynchronizationContext.Current;
         SynchronizationContext.SetSynchronizationContext(_bridge!.SynchronizationContext);
         TResult result = default!;
@@ -149,6 +153,8 @@ internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IVa
         {
             failure = exception;
         }
+        _work = null;
+        worker?.ExitOwnedItem();
         SynchronizationContext.SetSynchronizationContext(previous);
         if (failure is null)
         {

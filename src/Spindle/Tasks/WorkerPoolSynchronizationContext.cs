@@ -4,6 +4,7 @@ using System.Threading;
 using Spindle.Queues;
 using Spindle.Scheduling;
 using Spindle.Tasks;
+using Spindle.Telemetry;
 
 namespace Spindle;
 
@@ -69,7 +70,7 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
     /// state is the entry's state. Shutdown finds it as the callback's target and runs it in both modes (a dropped
     /// continuation would leave its awaiting code waiting forever).
     /// </summary>
-    internal sealed class PostedRunner : IShutdownAware
+    internal sealed class PostedRunner : IShutdownAware, ICallbackWrapper
     {
         private readonly WorkerPoolSynchronizationContext _context;
         public readonly SendOrPostCallback Callback;
@@ -83,6 +84,8 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
         }
 
         object? IShutdownAware.QueuedCallback => Run;
+
+        object? ICallbackWrapper.WrappedCallback => Callback;
 
         ShutdownOutcome IShutdownAware.OnCancelPending() => ShutdownOutcome.Run;
 
@@ -144,9 +147,11 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
     public override int GetHashCode() => _bridge.GetHashCode();
 
     /// <summary>A queued Send: the caller blocks until it has run (shutdown runs it in both modes, as a Post).</summary>
-    private sealed class SentCallback(WorkerPoolSynchronizationContext context, SendOrPostCallback callback, object? state) : IWorkItem, IShutdownAware
+    private sealed class SentCallback(WorkerPoolSynchronizationContext context, SendOrPostCallback callback, object? state) : IWorkItem, IShutdownAware, ICallbackWrapper
     {
         object? IShutdownAware.QueuedCallback => null; // queued as an IWorkItem
+
+        object? ICallbackWrapper.WrappedCallback => callback;
 
         ShutdownOutcome IShutdownAware.OnCancelPending() => ShutdownOutcome.Run;
 

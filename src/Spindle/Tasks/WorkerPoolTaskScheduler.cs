@@ -110,5 +110,17 @@ public sealed class WorkerPoolTaskScheduler : TaskScheduler, IShutdownAware
         return tasks;
     }
 
-    private void ExecuteQueued(object? task) => TryExecuteTask((Task)task!);
+    private void ExecuteQueued(object? task)
+    {
+        // For the stuck-item detector, which names a task of this scheduler by the task: every entry's callback is this.
+        Worker? worker = Worker.EnterOwnedItem(task!);
+        try
+        {
+            TryExecuteTask((Task)task!);
+        }
+        finally
+        {
+            worker?.ExitOwnedItem();
+        }
+    }
 }

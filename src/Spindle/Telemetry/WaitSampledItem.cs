@@ -11,9 +11,11 @@ namespace Spindle.Telemetry;
 /// enabled: it wraps the item's entry with the time it was queued, records the wait when a worker starts it, then runs
 /// the entry in its own ExecutionContext. Shutdown decides on it as on the entry it wraps.
 /// </summary>
-internal sealed class WaitSampledItem(WorkItemEntry entry, long queuedAt, PoolMetrics metrics, Lane? lane) : IWorkItem, IShutdownAware
+internal sealed class WaitSampledItem(WorkItemEntry entry, long queuedAt, PoolMetrics metrics, Lane? lane) : IWorkItem, IShutdownAware, IEntryWrapper
 {
     private readonly WorkItemEntry _entry = entry;
+
+    WorkItemEntry IEntryWrapper.WrappedEntry => _entry;
 
     object? IShutdownAware.QueuedCallback => null;
 

@@ -328,6 +328,7 @@ internal sealed partial class ThreadController
             _creationFailures = 0;
         }
         _monitor.EnsureMonitorIfNoneIdle();
+        _timers.OnWorkerAdded(); // stuck-item detection: the timer thread watches while the pool has workers
         if (SpindleEventSource.Log.IsOn(EventLevel.Informational, SpindleEventSource.Keywords.Threads))
         {
             SpindleEventSource.Log.ThreadInjected(_pool.Name, reason.ToString(), ThreadCount);

@@ -39,7 +39,7 @@ namespace Spindle.Timers;
 /// only while the word is at its maximum (the word leaves it only under the lock, once the excess is zero), so the word
 /// reaches zero only when the total does.</para>
 /// </remarks>
-internal sealed class PoolTimer : TimerNode, ITimer, IShutdownAware
+internal sealed class PoolTimer : TimerNode, ITimer, IShutdownAware, Telemetry.ICallbackWrapper
 {
     private const long FirePendingFlag = OwnerFlagA;
     private const long DisposedFlag = OwnerFlagB;
@@ -199,6 +199,16 @@ internal sealed class PoolTimer : TimerNode, ITimer, IShutdownAware
     /// <summary>A firing always runs at shutdown: a firing of a disposed timer does nothing by itself.</summary>
     ShutdownOutcome IShutdownAware.OnCancelPending() => ShutdownOutcome.Run;
 
+    /// <summary>The timer's callback (stuck-item reports name it rather than the firing).</summary>
+    object? Telemetry.ICallbackWrapper.WrappedCallback
+    {
+        get
+        {
+            object callback = Volatile.Read(ref _callback);
+            return callback as TimerCallback ?? ((Companion)callback).Callback;
+        }
+    }
+
     internal WorkItemEntry CreateFireEntry() =>
         new(s_fire, this, AsCompanion(Volatile.Read(ref _callback))?.Context);
 
@@ -213,6 +223,7 @@ internal sealed class PoolTimer : TimerNode, ITimer, IShutdownAware
                 return; // disposed: a firing that had not started does nothing
             }
         }
+        Worker? worker = Worker.EnterOwnedItem(this); // for the stuck-item detector: every firing's callback is s_fire
         try
         {
             object callback = Volatile.Read(ref _callback);
@@ -220,6 +231,7 @@ internal sealed class PoolTimer : TimerNode, ITimer, IShutdownAware
         }
         finally
         {
+            worker?.ExitOwnedItem();
             EndCallback();
         }
     }

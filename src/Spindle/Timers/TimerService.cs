@@ -6,6 +6,7 @@ using System.Threading;
 using Spindle.Parking;
 using Spindle.Queues;
 using Spindle.Scheduling;
+using Spindle.Telemetry;
 using Spindle.Threading;
 
 namespace Spindle.Timers;
@@ -29,6 +30,14 @@ namespace Spindle.Timers;
 //   a saturated pool never accumulates a backlog of one periodic timer).
 // - PoolTimer's count of running callbacks (atomics, in the same word): raised by the worker in the step that clears
 //   the fire-pending flag, lowered when the callback returns; DisposeAsync waits for it to reach zero (PoolTimer.cs).
+//
+// The timer thread also hosts stuck-item detection (StuckItemDetector), because it is the pool's one thread that never
+// runs items: a check needs no free worker. With detection on, adding the first worker starts the thread (rather than
+// the first timer) and plans a check (_stuckCheckTick, under _timerLock); the thread runs each check outside the lock
+// when its tick comes and plans the next one a period later while the pool has workers, and none once it has no worker
+// left (the next worker added plans one again). Checks change nothing for timers: they only bring the thread's
+// deadline forward. The thread still exits once the pool has stopped and the wheel is empty, since a stopped pool has no
+// worker to watch.
 internal sealed class TimerService
 {
     private readonly Lock _timerLock = new();
@@ -46,6 +55,12 @@ internal sealed class TimerService
     // Set (under _timerLock) when the pool has stopped: the timer thread then exits as soon as the wheel is empty, and
     // the next schedule starts a new one. Timers outlive the pool's workers: their firings then run elsewhere.
     private bool _timerThreadMayExit;
+    // Stuck-item detection, null when it is off: set once by Connect, before any thread of the pool exists.
+    private StuckItemDetector? _stuckDetector;
+    // The wheel tick of the next stuck-item check; long.MaxValue: none planned. Written under _timerLock (by the timer
+    // thread after a check, by OnWorkerAdded when none is planned, at the thread's exit); read without the lock only by
+    // the timer thread, to see whether a check is due.
+    private long _stuckCheckTick = long.MaxValue;
 
     // The Stopwatch timestamp of the wheel's next deadline (long.MaxValue: no timer), for the worker assist. Written
     // under _timerLock after every advance and by schedules that move the deadline earlier; a cancel leaves it, so it may
@@ -57,6 +72,60 @@ internal sealed class TimerService
         _threadName = $"{options.ThreadNamePrefix ?? options.Name} timer";
         _scheduler = scheduler;
         _runner = runner;
+    }
+
+    /// <summary>Hosts <paramref name="detector"/>'s checks on the timer thread. Called once, before any thread of the pool exists.</summary>
+    public void Connect(StuckItemDetector detector) => _stuckDetector = detector;
+
+    /// <summary>
+    /// Called by the thread controller once it has started a worker (outside its lock, on the thread that added the
+    /// worker, so the new worker starts its first item without waiting for this): with stuck-item detection on and no
+    /// check planned (the pool had no worker), plans one and starts the timer thread if there is none. Adding a worker
+    /// never fails because of it: if the timer thread cannot be created, the next worker added tries again.
+    /// </summary>
+    public void OnWorkerAdded()
+    {
+        StuckItemDetector? detector = _stuckDetector;
+        if (detector is null)
+        {
+            return;
+        }
+        bool start;
+        // Always under the lock (once per worker added): the timer thread decides whether the pool still has workers
+        // under it, so either that decision sees this worker (listed before it was started), or this finds no check
+        // planned and plans one.
+        lock (_timerLock)
+        {
+            if (_stuckCheckTick != long.MaxValue)
+            {
+                return;
+            }
+            long tick = FloorTick(Stopwatch.GetTimestamp()) + detector.CheckPeriodMs;
+            Volatile.Write(ref _stuckCheckTick, tick);
+            start = _timerThread is null;
+            if (!start && tick < _timerThreadDeadline)
+            {
+                _timerThreadDeadline = tick;
+                _timerBlocker!.Signal();
+            }
+        }
+        if (start)
+        {
+            try
+            {
+                StartTimerThread();
+            }
+            catch (Exception)
+            {
+                lock (_timerLock)
+                {
+                    if (_timerThread is null)
+                    {
+                        Volatile.Write(ref _stuckCheckTick, long.MaxValue);
+                    }
+                }
+            }
+        }
     }
 
     /// <summary>The lock that guards the wheel and every timer's wheel fields (PoolTimer takes it).</summary>
@@ -168,6 +237,14 @@ internal sealed class TimerService
         long plannedWake = long.MaxValue;
         while (true)
         {
+            // Stuck-item check, when its tick has come: outside the lock (it reads the workers and may write an event).
+            StuckItemDetector? detector = _stuckDetector;
+            bool checkedWorkers = false;
+            if (detector is not null && FloorTick(Stopwatch.GetTimestamp()) >= Volatile.Read(ref _stuckCheckTick))
+            {
+                detector.Check(Stopwatch.GetTimestamp());
+                checkedWorkers = true;
+            }
             long deadline;
             int readied;
             lock (_timerLock)
@@ -183,13 +260,20 @@ internal sealed class TimerService
                     Debug.Assert(readied == 0);
                     _timerThread = null;
                     _timerThreadDeadline = long.MaxValue;
+                    Volatile.Write(ref _stuckCheckTick, long.MaxValue);
                     return;
                 }
                 long now = FloorTick(nowTimestamp);
+                if (checkedWorkers)
+                {
+                    // Read under the lock: a worker added after this read finds no check planned and plans one.
+                    Volatile.Write(ref _stuckCheckTick, detector!.HasWorkers ? now + detector.CheckPeriodMs : long.MaxValue);
+                }
                 // Never postpone a planned wake-up that is still ahead: when the timer that set it was cancelled, keeping
                 // it costs one spurious wake, while dropping it would make the next scheduler of a later timer signal
                 // this thread again (a schedule-cancel loop would otherwise pay a wake-up system call per timer).
                 deadline = Math.Min(_wheel.NextDeadline(), plannedWake > now ? plannedWake : long.MaxValue);
+                deadline = Math.Min(deadline, _stuckCheckTick);
                 plannedWake = deadline;
                 _timerThreadDeadline = deadline;
             }

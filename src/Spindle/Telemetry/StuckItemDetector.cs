@@ -1,0 +1,111 @@
+using System;
+using System.Diagnostics;
+using System.Diagnostics.Tracing;
+using System.Threading;
+using Spindle.Lanes;
+using Spindle.Scheduling;
+using Spindle.Threading;
+
+namespace Spindle.Telemetry;
+
+/// <summary>
+/// Stuck-item detection (<see cref="WorkerPoolOptions.StuckItemThreshold"/>): finds a worker that has been inside one
+/// item for the threshold and reports it once, through the <c>Spindle</c> event source and
+/// <see cref="WorkerPool.StuckWorkItemDetected"/>.
+/// </summary>
+/// <remarks>
+/// <para>It runs on the pool's timer thread (<see cref="Timers.TimerService"/> calls <see cref="Check"/> every
+/// <see cref="CheckPeriodMs"/> while the pool has workers), so it needs no free worker: every worker may be stuck. The
+/// timer thread is the only caller, one check at a time, so the per-worker watch fields it keeps on
+/// <see cref="Worker"/> (<see cref="Worker.StuckWatchCount"/>, <see cref="Worker.StuckWatchSince"/>,
+/// <see cref="Worker.StuckReportedCount"/>) need no synchronization.</para>
+/// <para>A worker counts the items it starts and completes, and publishes the callback of the one it runs (see
+/// <see cref="Worker"/>). A check that finds the started count ahead of the completed count <c>n</c> notes <c>n</c> and
+/// the time: item <c>n + 1</c> has started. A later check that reads the same completed count knows that item has not
+/// completed since, so it has run at least since the noted time. Once that is the threshold, the item is reported and
+/// <c>n</c> remembered, so it is reported once however long it runs. With a check every quarter threshold, an item is
+/// reported between one and one and a half thresholds after it started (later only if the timer thread itself is held
+/// up).</para>
+/// <para>Items of a lane queued as long-running (<see cref="LongRunningLaneItem"/>) are not watched: they are long on
+/// purpose, as the pool's own long-running items are, which run on dedicated threads that are not watched either.</para>
+/// </remarks>
+internal sealed class StuckItemDetector
+{
+    private readonly WorkerPool _pool;
+    private readonly ThreadController _threads;
+    private readonly long _thresholdTicks; // Stopwatch ticks
+
+    public StuckItemDetector(WorkerPool pool, WorkerPoolOptions options, ThreadController threads)
+    {
+        Debug.Assert(options.DetectsStuckItems);
+        _pool = pool;
+        _threads = threads;
+        TimeSpan threshold = options.StuckItemThreshold;
+        _thresholdTicks = (long)(threshold.TotalSeconds * Stopwatch.Frequency);
+        CheckPeriodMs = Math.Max(1, (long)threshold.TotalMilliseconds / 4);
+    }
+
+    /// <summary>How often the timer thread calls <see cref="Check"/> while the pool has workers: a quarter threshold, in wheel ticks (ms).</summary>
+    public long CheckPeriodMs { get; }
+
+    /// <summary>Whether the pool has a worker to watch (a snapshot; the timer service reads it under its lock).</summary>
+    public bool HasWorkers => _threads.ThreadCount > 0;
+
+    /// <summary>Timer thread only: looks at every worker once, at the Stopwatch timestamp <paramref name="now"/>.</summary>
+    public void Check(long now)
+    {
+        foreach (Worker worker in _threads.Workers)
+        {
+            long completed = worker.CompletedCount; // first: see the remarks
+            if (worker.StartedCount == completed)
+            {
+                worker.StuckWatchCount = -1; // between items
+                continue;
+            }
+            if (completed != worker.StuckWatchCount)
+            {
+                // A new item (or the first look at this one): it has run at least since now.
+                worker.StuckWatchCount = completed;
+                worker.StuckWatchSince = now;
+                continue;
+            }
+            if (now - worker.StuckWatchSince < _thresholdTicks || worker.StuckReportedCount == completed)
+            {
+                continue;
+            }
+            object? callback = worker.RunningCallback;
+            object? owner = worker.RunningOwner;
+            Lane? lane = worker.CurrentLane;
+            if (callback is null || worker.CompletedCount != completed)
+            {
+                continue; // it ended while we looked: not stuck after all (its successor is watched afresh)
+            }
+            worker.StuckReportedCount = completed;
+            if (!ItemDescriber.IsLongRunning(callback))
+            {
+                Report(worker, callback, owner, lane, Stopwatch.GetElapsedTime(worker.StuckWatchSince, now));
+            }
+        }
+    }
+
+    private void Report(Worker worker, object callback, object? owner, Lane? lane, TimeSpan runningTime)
+    {
+        bool traced = SpindleEventSource.Log.IsOn(EventLevel.Warning, SpindleEventSource.Keywords.WorkItems);
+        bool raised = _pool.HasStuckWorkItemHandlers;
+        if (!traced && !raised)
+        {
+            return; // nobody listens: no description to build
+        }
+        string description = ItemDescriber.Describe(callback, owner, lane);
+        if (traced)
+        {
+            SpindleEventSource.Log.StuckWorkItem(_pool.Name, description, worker.Id, runningTime.TotalMilliseconds);
+        }
+        if (raised)
+        {
+            Thread? thread = worker.Thread;
+            WorkerPool.RaiseStuckWorkItemDetected(new StuckWorkItemEventArgs(_pool, description, thread?.Name,
+                thread?.ManagedThreadId ?? 0, runningTime, lane?.Options.Name));
+        }
+    }
+}
