@@ -196,13 +196,28 @@ public sealed partial class WorkerPool
 
     private void BeginShutdown(ShutdownMode mode)
     {
-        _threads.BeginShutdown(mode == ShutdownMode.CancelPending ? Scheduler.StateCancelling : Scheduler.StateDraining);
-        _waits.Stop();
-        _dedicated.ReleaseIdle();
-        if (mode == ShutdownMode.CancelPending)
+        if (mode != ShutdownMode.CancelPending)
         {
-            // Cancel what is queued now (Run tasks complete as cancelled at once), not only when a worker gets to it.
+            _threads.BeginShutdown(Scheduler.StateDraining);
+            _waits.Stop();
+            _dedicated.ReleaseIdle();
+            return;
+        }
+        // Cancel what is queued now (Run tasks complete as cancelled at once), not only when a worker gets to it. The
+        // sweep takes entries that must run anyway (scheduler tasks, posts) out of the queues while it decides on them and
+        // queues them again; a drain hold, taken before the close, keeps the last worker from stopping the pool in that
+        // window, which would send them to the built-in pool after Shutdown had promised to run them here.
+        _threads.AcquireDrainHold();
+        try
+        {
+            _threads.BeginShutdown(Scheduler.StateCancelling);
+            _waits.Stop();
+            _dedicated.ReleaseIdle();
             _scheduler.CancelQueuedNow();
+        }
+        finally
+        {
+            _threads.ReleaseDrainHold();
         }
     }
 }

@@ -97,14 +97,20 @@ public sealed class EventSourceTests
     {
         string name = $"{nameof(EventSourceTests)}-{Guid.NewGuid():N}";
         using var listener = new Listener(name);
-        using var pool = new WorkerPool(new WorkerPoolOptions { Name = name, MinThreads = 1, MaxThreads = 4 });
+        // As many blocked items as the pool's thread target, each holding a worker (without a blocking region, so only
+        // the stall monitor can help); the item queued once they all run needs a thread added for starvation.
+        int target = Math.Max(1, Environment.ProcessorCount);
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = name, MinThreads = 1, MaxThreads = target + 4 });
         using var gate = new ManualResetEventSlim();
         using var ran = new ManualResetEventSlim();
+        using var blocked = new CountdownEvent(target);
         try
         {
-            // Blocked without a blocking region (so only the stall monitor can help), with work queued behind.
-            pool.QueueUserWorkItem(_ => gate.Wait(Waits.MustHappen));
-            pool.QueueUserWorkItem(_ => gate.Wait(Waits.MustHappen));
+            for (int i = 0; i < target; i++)
+            {
+                pool.QueueUserWorkItem(_ => { blocked.Signal(); gate.Wait(Waits.MustHappen); });
+            }
+            Waits.For(blocked, "every worker blocked");
             pool.QueueUserWorkItem(_ => ran.Set());
             Waits.For(ran, "the item behind the blocked ones, on a thread added for starvation");
         }
