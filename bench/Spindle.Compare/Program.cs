@@ -124,9 +124,11 @@ internal static class Program
 
     private static string Headline(IScenario scenario, Measurement measurement)
     {
-        MetricInfo metric = scenario.Metrics.FirstOrDefault(m => m.Name == scenario.HeadlineMetric && measurement.Values.ContainsKey(m.Name))
-            ?? scenario.Metrics.First(m => measurement.Values.ContainsKey(m.Name));
-        return $"{metric.Name} {ReportRow.Format(measurement.Values[metric.Name])} {metric.Unit}";
+        MetricInfo? metric = scenario.Metrics.FirstOrDefault(m => m.Name == scenario.HeadlineMetric && measurement.Values.ContainsKey(m.Name))
+            ?? scenario.Metrics.FirstOrDefault(m => measurement.Values.ContainsKey(m.Name));
+        return metric is null
+            ? $"{scenario.HeadlineMetric} n/a (not available on this pool)"
+            : $"{metric.Name} {ReportRow.Format(measurement.Values[metric.Name])} {metric.Unit}";
     }
 
     /// <summary>

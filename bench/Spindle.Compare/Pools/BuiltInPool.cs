@@ -77,6 +77,9 @@ internal sealed class BuiltInPool : IPoolUnderTest
         int cap => throw new NotSupportedException($"The built-in pool has no equivalent of a lane capped at {cap}."),
     };
 
+    // The built-in pool has no stuck-item detection.
+    public bool TryObserveStuckItems(Action<StuckItemReport> onReport) => false;
+
     /// <summary>An uncapped "lane": the pool's one global queue (the priority and share are ignored: it has neither).</summary>
     private sealed class GlobalQueueLane : IPoolLane
     {

@@ -108,4 +108,12 @@ internal interface IPoolUnderTest : IDisposable
     /// global queue, whatever the priority and share say. It supports no other cap.
     /// </summary>
     IPoolLane CreateLane(LaneOptions options);
+
+    /// <summary>
+    /// Calls <paramref name="onReport"/> for every report of a stuck item (one that has run past
+    /// <see cref="PoolSettings.StuckItemThreshold"/>) from now on, on whatever thread the pool reports on: Spindle's
+    /// <c>WorkerPool.StuckWorkItemDetected</c>. Returns false, and subscribes nothing, when the pool cannot report stuck
+    /// items (the built-in pool).
+    /// </summary>
+    bool TryObserveStuckItems(Action<StuckItemReport> onReport);
 }

@@ -16,4 +16,10 @@ internal sealed record PoolSettings
 
     /// <summary>Upper bound on the pool's threads; null for the pool's own default.</summary>
     public int? MaxThreads { get; init; }
+
+    /// <summary>
+    /// How long an item may run before the pool reports it as stuck (see <see cref="IPoolUnderTest.TryObserveStuckItems"/>);
+    /// null for the pool's own default.
+    /// </summary>
+    public TimeSpan? StuckItemThreshold { get; init; }
 }

@@ -12,14 +12,19 @@ internal sealed class SpindlePool : IPoolUnderTest
 
     public SpindlePool(PoolSettings settings)
     {
-        _pool = new WorkerPool(new WorkerPoolOptions
+        var options = new WorkerPoolOptions
         {
             Name = "Spindle.Compare",
             MinThreads = settings.MinThreads,
             MaxThreads = settings.MaxThreads ?? WorkerPoolOptions.MaxThreadLimit,
             FlowExecutionContext = true,
             ExceptionPolicy = UnhandledExceptionPolicy.Report,
-        });
+        };
+        if (settings.StuckItemThreshold is { } threshold)
+        {
+            options.StuckItemThreshold = threshold;
+        }
+        _pool = new WorkerPool(options);
         _pool.UnhandledException += (_, e) => Interlocked.CompareExchange(ref _fault, e.Exception, null);
     }
 
@@ -84,6 +89,13 @@ internal sealed class SpindlePool : IPoolUnderTest
     }
 
     public IPoolLane CreateLane(LaneOptions options) => new Lane(_pool.CreateLane(options));
+
+    public bool TryObserveStuckItems(Action<StuckItemReport> onReport)
+    {
+        _pool.StuckWorkItemDetected += (_, e) =>
+            onReport(new StuckItemReport(e.Description, e.RunningTime, e.ManagedThreadId, e.WorkerThreadName, e.LaneName));
+        return true;
+    }
 
     public void Dispose() => _pool.Dispose();
 

@@ -10,7 +10,7 @@ namespace Spindle.Compare.Reporting;
 /// <summary>
 /// The report as JSON: an array with one object per (scenario, variant, metric) holding <c>scenario</c>,
 /// <c>variant</c>, <c>metric</c>, <c>unit</c>, <c>better</c>, the median of every pool under the pool's id
-/// (<c>spindle</c>, <c>builtin</c>, … or null when it has no successful run), <c>ratio</c> (null when undefined or
+/// (<c>spindle</c>, <c>builtin</c>, … or null when it has no successful run or cannot produce the metric), <c>ratio</c> (null when undefined or
 /// infinite), and <c>runs</c>: the raw figures as an array per pool id. The first row of a case that records how the
 /// pools evolve also has <c>series</c>: per pool id, one array per run of [ms, threads, pending] samples. Written with <see cref="Utf8JsonWriter"/>, so
 /// the pool keys follow the pool list and no reflection is involved.

@@ -47,8 +47,9 @@ internal sealed class ReportRow(string scenario, string variant, MetricInfo metr
     /// <summary>
     /// How many times better <see cref="PoolKind.RatioSubject"/> is than <see cref="PoolKind.RatioBaseline"/> on the
     /// medians (baseline / subject when lower is better, subject / baseline when higher is better); &gt; 1 means the
-    /// subject wins. Null when either has no successful run; infinity when the subject is at zero and the baseline is
-    /// not. Values at or below the metric's noise floor count as zero, and two zeros are a tie (1).
+    /// subject wins. Null when either has no figure (no successful run, or a metric the pool cannot produce); infinity
+    /// when the subject is at zero and the baseline is not. Values at or below the metric's noise floor count as zero,
+    /// and two zeros are a tie (1).
     /// </summary>
     public double? Ratio
     {

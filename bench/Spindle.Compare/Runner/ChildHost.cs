@@ -49,6 +49,11 @@ internal static class ChildHost
         var result = new ChildResult { Threads = pool.ThreadCount, Series = measurement.Series };
         foreach (MetricInfo metric in scenario.MetricsFor(variant).Concat(ProcessMeter.Metrics))
         {
+            if (measurement.Unavailable.Contains(metric.Name))
+            {
+                (result.Unavailable ??= []).Add(metric.Name);
+                continue;
+            }
             if (!measurement.Values.TryGetValue(metric.Name, out double value) || !double.IsFinite(value))
             {
                 return Report(new ChildResult { Error = $"the scenario did not report a finite value for '{metric.Name}'" });

@@ -81,6 +81,11 @@ internal static class ChildProcess
         {
             if (!result.Metrics.TryGetValue(metric.Name, out double value))
             {
+                if (result.Unavailable?.Contains(metric.Name) == true)
+                {
+                    measurement.SetUnavailable(metric.Name);
+                    continue;
+                }
                 return Failed($"the result has no '{metric.Name}'", stopwatch);
             }
             measurement.Set(metric.Name, value);

@@ -8,6 +8,9 @@ internal sealed class ChildResult
 {
     public Dictionary<string, double> Metrics { get; set; } = [];
 
+    /// <summary>Metrics the pool cannot produce (<see cref="Scenarios.Measurement.Unavailable"/>): absent from <see cref="Metrics"/>; null when none.</summary>
+    public List<string>? Unavailable { get; set; }
+
     /// <summary>Set when the run failed; <see cref="Metrics"/> is then empty.</summary>
     public string? Error { get; set; }
 

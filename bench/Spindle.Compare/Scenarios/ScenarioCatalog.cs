@@ -23,6 +23,7 @@ internal static class ScenarioCatalog
         new PriorityScenario(),
         new SharesScenario(),
         new SerialLaneScenario(),
+        new StuckItemScenario(),
     ];
 
     public static IScenario? Find(string id)
