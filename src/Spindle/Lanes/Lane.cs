@@ -7,6 +7,7 @@ using System.Threading;
 using System.Threading.Tasks;
 using Spindle.Queues;
 using Spindle.Scheduling;
+using Spindle.Telemetry;
 using Spindle.Threading;
 
 namespace Spindle.Lanes;
@@ -148,7 +149,7 @@ internal sealed class Lane
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public EnqueueStatus TryEnqueue(in WorkItemEntry entry, bool mayWaitForRoom)
     {
-        if (_scheduler.Metrics.WaitEnabled)
+        if (_scheduler.Metrics.WaitEnabled && PoolMetrics.ShouldSampleWait())
         {
             WorkItemEntry sampled = _scheduler.Metrics.SampleWait(entry, this);
             return TryEnqueueCore(sampled, mayWaitForRoom);

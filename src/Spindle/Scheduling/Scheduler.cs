@@ -108,7 +108,7 @@ internal sealed class Scheduler
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public bool TryEnqueue(in WorkItemEntry entry, bool preferLocal)
     {
-        if (_metrics.WaitEnabled)
+        if (_metrics.WaitEnabled && PoolMetrics.ShouldSampleWait())
         {
             return TryEnqueueCore(_metrics.SampleWait(entry, lane: null), preferLocal);
         }

@@ -128,8 +128,8 @@ internal sealed class Worker
     // Owner-written telemetry counts (read by collections as snapshots): successful steals and parks.
     private long _steals;
     private long _parks;
-    // Owner only: items left before the next one timed for the run-time histogram.
-    private int _durationCountdown = PoolMetrics.DurationSampleInterval;
+    // Owner only: the pace of the items timed for the run-time histogram.
+    private SamplePacer _durationPacer;
     private int _tick;
     private long _bottomTop = -1;   // owner only: the ring's top index at the last fairness look
     private long _bottomSince;      // owner only: when that top index was first seen
@@ -290,7 +290,7 @@ internal sealed class Worker
             Volatile.Write(ref _runningCallback, callback);
         }
         Volatile.Write(ref _started, _started + 1);
-        if (--_durationCountdown == 0)
+        if (--_durationPacer.Countdown <= 0)
         {
             RunSampledItem(ref item, ref threadState);
             return;
@@ -304,18 +304,23 @@ internal sealed class Worker
         threadState.Reset();
     }
 
-    /// <summary>One item in <see cref="PoolMetrics.DurationSampleInterval"/>: timed for the run-time histogram if a listener wants it.</summary>
+    /// <summary>An item the pacer chose: timed for the run-time histogram if a listener wants it (see <see cref="SamplePacer"/>).</summary>
     [MethodImpl(MethodImplOptions.NoInlining)]
     private void RunSampledItem(ref WorkItemEntry item, ref PoolThreadState threadState)
     {
-        _durationCountdown = PoolMetrics.DurationSampleInterval;
         PoolMetrics metrics = Pool.Metrics;
         bool timed = metrics.DurationEnabled;
         long start = timed ? Stopwatch.GetTimestamp() : 0;
         _runner.RunOnPoolThread(ref item);
         if (timed)
         {
-            metrics.RecordDuration(start, Stopwatch.GetTimestamp(), CurrentLane);
+            long end = Stopwatch.GetTimestamp();
+            metrics.RecordDuration(start, end, CurrentLane);
+            _durationPacer.Sampled(end);
+        }
+        else
+        {
+            _durationPacer.Idle();
         }
         Volatile.Write(ref _completed.Value, _completed.Value + 1);
         if (RegionDepth != 0)
