@@ -167,6 +167,7 @@ internal sealed class Lane
         // The queue is closed by the lane's shutdown and by the pool's: its answer is the admission decision.
         if (!_queue.TryEnqueue(entry))
         {
+            WaitForClosePublished();
             return EnqueueStatus.ShutDown;
         }
         OnPublished();
@@ -195,6 +196,21 @@ internal sealed class Lane
         }
         OnPublished();
         return EnqueueStatus.Accepted;
+    }
+
+    /// <summary>
+    /// The queue was found closed: waits until the lane's or the pool's shutdown state, published right after the
+    /// close by the thread that closed it, reads as started, so that a refused caller always sees
+    /// <see cref="IsShutdownStarted"/> true (see Scheduler.WaitForClosePublished).
+    /// </summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private void WaitForClosePublished()
+    {
+        var spinner = new SpinWait();
+        while (!IsShutdownStarted)
+        {
+            spinner.SpinOnce(sleep1Threshold: -1);
+        }
     }
 
     /// <summary>An item of a capped lane must not block waiting for room in it: the room may need its own slot.</summary>

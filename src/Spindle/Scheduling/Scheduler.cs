@@ -153,11 +153,27 @@ internal sealed class Scheduler
         }
         if (!_globalQueue.TryEnqueue(entry))
         {
+            WaitForClosePublished();
             return false;
         }
         // preferLocal: false (or a caller outside the pool) asks for the item to be shared: wake a helper if needed.
         _idle.WakeWorkerIfNeeded();
         return true;
+    }
+
+    /// <summary>
+    /// An enqueue found a queue closed: waits for <see cref="Close"/> to publish the state it closed the queues for, so
+    /// that a caller refused because of shutdown always reads <see cref="IsShutdownStarted"/> as true. The closer holds
+    /// the thread controller's lock between the two and publishes within a few instructions (and a pass over the lanes).
+    /// </summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public void WaitForClosePublished()
+    {
+        var spinner = new SpinWait();
+        while (_state == StateRunning)
+        {
+            spinner.SpinOnce(sleep1Threshold: -1);
+        }
     }
 
     /// <summary>Queues an entry on the global queue for any worker; false (queueing nothing) when the pool is shutting down.</summary>

@@ -229,6 +229,7 @@ public sealed class LaneSchedulingTests
             MinThreads = 2,
             MaxThreads = 2,
             LaneStarvationIntervalMs = 10,
+            ExceptionPolicy = UnhandledExceptionPolicy.Report,
         });
         WorkerPoolLane high = pool.CreateLane(new LaneOptions { Name = "flood", Priority = LanePriority.High });
         WorkerPoolLane low = pool.CreateLane(new LaneOptions { Name = "background", Priority = LanePriority.Low });
@@ -241,7 +242,14 @@ public sealed class LaneSchedulingTests
             Interlocked.Increment(ref highRuns);
             if (!stop.IsCancellationRequested)
             {
-                high.QueueUserWorkItem(Flood);
+                try
+                {
+                    high.QueueUserWorkItem(Flood);
+                }
+                catch (ObjectDisposedException)
+                {
+                    // The test has ended and disposed the pool while this item ran.
+                }
             }
         }
 

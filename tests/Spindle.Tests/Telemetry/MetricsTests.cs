@@ -179,34 +179,40 @@ public sealed class MetricsTests
         int sawContext = 0;
         int laneItemsInLane = 0;
         using var done = new CountdownEvent(2 * Items);
-        for (int i = 0; i < Items; i++)
+        // A fresh thread: a thread's sampling pace carries over from whatever it queued before (another test's pool).
+        var producer = new Thread(() =>
         {
-            pool.QueueUserWorkItem(_ =>
+            for (int i = 0; i < Items; i++)
             {
-                if (flowed.Value == "caller")
+                pool.QueueUserWorkItem(_ =>
                 {
-                    Interlocked.Increment(ref sawContext);
-                }
-                done.Signal();
-            });
-        }
-        for (int i = 0; i < Items; i++)
-        {
-            // Lane items queued further apart than the pacer's target (100 µs): most of them are sampled.
-            long until = Stopwatch.GetTimestamp() + Stopwatch.Frequency / 5_000;
-            while (Stopwatch.GetTimestamp() < until)
-            {
-                Thread.SpinWait(10);
+                    if (flowed.Value == "caller")
+                    {
+                        Interlocked.Increment(ref sawContext);
+                    }
+                    done.Signal();
+                });
             }
-            lane.QueueUserWorkItem(_ =>
+            for (int i = 0; i < Items; i++)
             {
-                if (WorkerPoolLane.Current == lane)
+                // Lane items queued further apart than the pacer's target (100 µs): most of them are sampled.
+                long until = Stopwatch.GetTimestamp() + Stopwatch.Frequency / 5_000;
+                while (Stopwatch.GetTimestamp() < until)
                 {
-                    Interlocked.Increment(ref laneItemsInLane);
+                    Thread.SpinWait(10);
                 }
-                done.Signal();
-            });
-        }
+                lane.QueueUserWorkItem(_ =>
+                {
+                    if (WorkerPoolLane.Current == lane)
+                    {
+                        Interlocked.Increment(ref laneItemsInLane);
+                    }
+                    done.Signal();
+                });
+            }
+        });
+        producer.Start();
+        Assert.True(producer.Join(Waits.MustHappen));
         Waits.For(done, "the items");
 
         var waits = collector.Measurements.Where(m => m.Instrument == "spindle.pool.work_item.wait.duration").ToList();
