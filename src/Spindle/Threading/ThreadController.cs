@@ -106,45 +106,23 @@ internal sealed partial class ThreadController
     public bool IsBelowTarget => Volatile.Read(ref _threadCount) < _threadTarget;
 
     /// <summary>Items completed by workers, those that exited included (a snapshot).</summary>
-    public long WorkerCompletedCount
-    {
-        get
-        {
-            long completed = Interlocked.Read(ref _exitedWorkersCompleted);
-            foreach (Worker worker in Workers)
-            {
-                completed += worker.CompletedCount;
-            }
-            return completed;
-        }
-    }
+    public long WorkerCompletedCount => SumOverWorkers(ref _exitedWorkersCompleted, static worker => worker.CompletedCount);
 
     /// <summary>Steals by workers, those that exited included (a snapshot).</summary>
-    public long WorkerStealCount
-    {
-        get
-        {
-            long steals = Interlocked.Read(ref _exitedWorkersSteals);
-            foreach (Worker worker in Workers)
-            {
-                steals += worker.StealCount;
-            }
-            return steals;
-        }
-    }
+    public long WorkerStealCount => SumOverWorkers(ref _exitedWorkersSteals, static worker => worker.StealCount);
 
     /// <summary>Parks by workers, those that exited included (a snapshot).</summary>
-    public long WorkerParkCount
+    public long WorkerParkCount => SumOverWorkers(ref _exitedWorkersParks, static worker => worker.ParkCount);
+
+    /// <summary>A per-worker count over the pool's life: what exited workers left in <paramref name="exited"/> plus the live ones'.</summary>
+    private long SumOverWorkers(ref long exited, Func<Worker, long> read)
     {
-        get
+        long sum = Interlocked.Read(ref exited);
+        foreach (Worker worker in Workers)
         {
-            long parks = Interlocked.Read(ref _exitedWorkersParks);
-            foreach (Worker worker in Workers)
-            {
-                parks += worker.ParkCount;
-            }
-            return parks;
+            sum += read(worker);
         }
+        return sum;
     }
 
     /// <summary>How many times a worker was added or retired for <paramref name="reason"/> (the caller validated it).</summary>
