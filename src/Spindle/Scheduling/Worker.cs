@@ -292,10 +292,12 @@ internal sealed class Worker
         Volatile.Write(ref _started, _started + 1);
         if (--_durationPacer.Countdown <= 0)
         {
-            RunSampledItem(ref item, ref threadState);
-            return;
+            RunSampledItem(ref item);
         }
-        _runner.RunOnPoolThread(ref item);
+        else
+        {
+            _runner.RunOnPoolThread(ref item);
+        }
         Volatile.Write(ref _completed.Value, _completed.Value + 1);
         if (RegionDepth != 0)
         {
@@ -306,7 +308,7 @@ internal sealed class Worker
 
     /// <summary>An item the pacer chose: timed for the run-time histogram if a listener wants it (see <see cref="SamplePacer"/>).</summary>
     [MethodImpl(MethodImplOptions.NoInlining)]
-    private void RunSampledItem(ref WorkItemEntry item, ref PoolThreadState threadState)
+    private void RunSampledItem(ref WorkItemEntry item)
     {
         PoolMetrics metrics = Pool.Metrics;
         bool timed = metrics.DurationEnabled;
@@ -322,12 +324,6 @@ internal sealed class Worker
         {
             _durationPacer.Idle();
         }
-        Volatile.Write(ref _completed.Value, _completed.Value + 1);
-        if (RegionDepth != 0)
-        {
-            Threads.CloseAbandonedRegion(this);
-        }
-        threadState.Reset();
     }
 
     /// <summary>
