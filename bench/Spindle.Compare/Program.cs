@@ -72,18 +72,20 @@ internal static class Program
         var failures = new List<string>();
         foreach (IScenario scenario in scenarios)
         {
-            foreach (string variant in scenario.Variants)
+            // Variants interleave run by run (run 1 of every variant, then run 2, ...), so that two variants a
+            // comparison pairs (IScenario.Comparisons) are measured seconds apart, under the same state of the machine.
+            var results = scenario.Variants.Select(variant => new CaseResult(scenario, variant)).ToList();
+            cases.AddRange(results);
+            int caseRuns = options.Runs ?? Math.Min(runs, scenario.MaxDefaultRuns ?? runs);
+            for (int run = 1; run <= caseRuns; run++)
             {
-                var result = new CaseResult(scenario, variant);
-                cases.Add(result);
-                int caseRuns = options.Runs ?? Math.Min(runs, scenario.MaxDefaultRuns ?? runs);
-                for (int run = 1; run <= caseRuns; run++)
+                foreach (CaseResult result in results)
                 {
                     foreach (PoolKind pool in PoolKind.All)
                     {
-                        ChildOutcome outcome = ChildProcess.Run(scenario, variant, pool, options.Full, options.Timeout);
+                        ChildOutcome outcome = ChildProcess.Run(scenario, result.Variant, pool, options.Full, options.Timeout);
                         result.Add(pool, outcome);
-                        string label = $"{scenario.Id} {variant} {pool.Id} run {run}/{caseRuns}";
+                        string label = $"{scenario.Id} {result.Variant} {pool.Id} run {run}/{caseRuns}";
                         Console.WriteLine(outcome.Succeeded
                             ? $"{label}: {Headline(scenario, outcome.Measurement!)}  [{outcome.Threads} threads, {outcome.WallTime.TotalSeconds:F1} s]"
                             : $"{label}: FAILED: {outcome.Failure}");
@@ -102,12 +104,14 @@ internal static class Program
         ConsoleTable.Write(Console.Out, rows.Where(r => !r.IsProcessMetric).ToList());
         Console.WriteLine();
         ProcessTable.Write(Console.Out, rows);
+        List<PairedRow> pairs = PairedRow.Build(cases);
+        PairedRow.Write(Console.Out, pairs);
         foreach (string peer in Peers.Unavailable)
         {
             Console.WriteLine($"Not measured: {peer}.");
         }
         Console.WriteLine();
-        WriteFiles(options, rows, cases, facts);
+        WriteFiles(options, rows, pairs, cases, facts);
         Console.WriteLine($"Finished in {FormatDuration(total.Elapsed)}.");
         if (failures.Count > 0)
         {
@@ -135,7 +139,7 @@ internal static class Program
     /// JSON (with the plots beside it) and Markdown: where the options say, and for a run of every scenario also into
     /// the default directory (bench/results/latest under the repository, when the program finds it).
     /// </summary>
-    private static void WriteFiles(CommandLine options, List<ReportRow> rows, List<CaseResult> cases, MachineFacts facts)
+    private static void WriteFiles(CommandLine options, List<ReportRow> rows, List<PairedRow> pairs, List<CaseResult> cases, MachineFacts facts)
     {
         string? directory = options.OutputDirectory ?? (options.Scenarios.Count == 0 ? FindDefaultOutputDirectory() : null);
         string? jsonPath = options.JsonPath ?? (directory is null ? null : Path.Combine(directory, "compare.json"));
@@ -160,7 +164,7 @@ internal static class Program
         if (markdownPath is not null)
         {
             Directory.CreateDirectory(Path.GetDirectoryName(Path.GetFullPath(markdownPath))!);
-            MarkdownReport.Write(markdownPath, rows, facts, Peers.Unavailable, plots);
+            MarkdownReport.Write(markdownPath, rows, pairs, facts, Peers.Unavailable, plots);
             Console.WriteLine($"Markdown written to {Path.GetFullPath(markdownPath)}");
         }
     }

@@ -8,11 +8,11 @@ namespace Spindle.Compare.Reporting;
 
 /// <summary>
 /// The report as Markdown (<c>--markdown FILE</c>): where and how it ran, the results table (medians, ratio, spreads),
-/// the process figures, and the peers that could not be measured.
+/// the process figures, variants compared run by run, and the peers that could not be measured.
 /// </summary>
 internal static class MarkdownReport
 {
-    public static void Write(string path, IReadOnlyList<ReportRow> rows, MachineFacts facts, IReadOnlyList<string> unavailablePeers, IReadOnlyList<string> plots)
+    public static void Write(string path, IReadOnlyList<ReportRow> rows, IReadOnlyList<PairedRow> pairs, MachineFacts facts, IReadOnlyList<string> unavailablePeers, IReadOnlyList<string> plots)
     {
         var text = new StringBuilder();
         text.AppendLine("# Spindle comparison results");
@@ -51,6 +51,21 @@ internal static class MarkdownReport
             foreach (string[] line in process)
             {
                 AppendRow(text, line);
+            }
+        }
+
+        if (pairs.Count > 0)
+        {
+            text.AppendLine();
+            text.AppendLine("## Variants against each other");
+            text.AppendLine();
+            text.AppendLine("The same pool, run by run: run i of each variant, measured seconds apart (> 1: the first variant does better).");
+            text.AppendLine();
+            AppendRow(text, PairedRow.Header);
+            AppendRow(text, PairedRow.Header.Select((_, i) => i == 4 ? "---:" : "---"));
+            foreach (PairedRow pair in pairs)
+            {
+                AppendRow(text, pair.Cells());
             }
         }
 

@@ -41,6 +41,12 @@ internal interface IScenario
     /// </summary>
     bool AllowsThreadSampling => true;
 
+    /// <summary>
+    /// Pairs of variants whose ratio on the same pool the report shows, run by run (the runner interleaves the variants
+    /// so that the runs it pairs are measured seconds apart). Empty for most scenarios.
+    /// </summary>
+    IReadOnlyList<VariantComparison> Comparisons => [];
+
     /// <summary>How the pool should be configured for <paramref name="variant"/>.</summary>
     PoolSettings GetPoolSettings(string variant) => PoolSettings.Default;
 

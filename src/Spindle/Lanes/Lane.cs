@@ -149,9 +149,9 @@ internal sealed class Lane
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public EnqueueStatus TryEnqueue(in WorkItemEntry entry, bool mayWaitForRoom)
     {
-        if (_scheduler.Metrics.WaitEnabled && PoolMetrics.ShouldSampleWait())
+        if (_scheduler.Metrics.WaitEnabled && PoolMetrics.ShouldSampleWait(Worker.Current))
         {
-            WorkItemEntry sampled = _scheduler.Metrics.SampleWait(entry, this);
+            WorkItemEntry sampled = _scheduler.Metrics.SampleWait(entry, this, Worker.Current);
             return TryEnqueueCore(sampled, mayWaitForRoom);
         }
         return TryEnqueueCore(entry, mayWaitForRoom);

@@ -108,17 +108,17 @@ internal sealed class Scheduler
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public bool TryEnqueue(in WorkItemEntry entry, bool preferLocal)
     {
-        if (_metrics.WaitEnabled && PoolMetrics.ShouldSampleWait())
+        Worker? worker = Worker.Current;
+        if (_metrics.WaitEnabled && PoolMetrics.ShouldSampleWait(worker))
         {
-            return TryEnqueueCore(_metrics.SampleWait(entry, lane: null), preferLocal);
+            return TryEnqueueCore(_metrics.SampleWait(entry, lane: null, worker), preferLocal, worker);
         }
-        return TryEnqueueCore(entry, preferLocal);
+        return TryEnqueueCore(entry, preferLocal, worker);
     }
 
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    private bool TryEnqueueCore(in WorkItemEntry entry, bool preferLocal)
+    private bool TryEnqueueCore(in WorkItemEntry entry, bool preferLocal, Worker? worker)
     {
-        Worker? worker = Worker.Current;
         if (preferLocal && worker is not null && ReferenceEquals(worker.Scheduler, this))
         {
             if (_state != StateRunning)

@@ -130,6 +130,8 @@ internal sealed class Worker
     private long _parks;
     // Owner only: the pace of the items timed for the run-time histogram.
     private SamplePacer _durationPacer;
+    // Owner only: the pace of this worker's enqueues sampled for the queue-wait histogram (PoolMetrics.ShouldSampleWait).
+    public SamplePacer WaitPacer;
     private int _tick;
     private long _bottomTop = -1;   // owner only: the ring's top index at the last fairness look
     private long _bottomSince;      // owner only: when that top index was first seen
