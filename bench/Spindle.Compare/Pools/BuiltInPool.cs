@@ -51,6 +51,8 @@ internal sealed class BuiltInPool : IPoolUnderTest
 
     public Task RunOnScheduler(Func<Task> function) => Task.Run(function);
 
+    public TaskScheduler Scheduler => TaskScheduler.Default;
+
     public SynchronizationContext? Context => null;
 
     public void Dispose()

@@ -83,6 +83,13 @@ internal interface IPoolUnderTest : IDisposable
     /// </summary>
     System.Threading.Tasks.Task RunOnScheduler(Func<System.Threading.Tasks.Task> function);
 
+    /// <summary>
+    /// The pool's <see cref="System.Threading.Tasks.TaskScheduler"/>, for APIs that take one (<c>Parallel.For</c>,
+    /// <c>Task.Factory.StartNew</c>): Spindle's <c>TaskScheduler</c>; <see cref="System.Threading.Tasks.TaskScheduler.Default"/>
+    /// on the built-in pool.
+    /// </summary>
+    System.Threading.Tasks.TaskScheduler Scheduler { get; }
+
     /// <summary>The pool's <see cref="SynchronizationContext"/>, or null when it has none (the built-in pool).</summary>
     SynchronizationContext? Context { get; }
 

@@ -69,6 +69,8 @@ internal sealed class SpindlePool : IPoolUnderTest
         System.Threading.Tasks.TaskExtensions.Unwrap(System.Threading.Tasks.Task.Factory.StartNew(function,
             System.Threading.CancellationToken.None, System.Threading.Tasks.TaskCreationOptions.DenyChildAttach, _pool.TaskScheduler));
 
+    public System.Threading.Tasks.TaskScheduler Scheduler => _pool.TaskScheduler;
+
     public SynchronizationContext? Context => _pool.SynchronizationContext;
 
     public ITimer CreateTimer(TimerCallback callback, object? state, TimeSpan dueTime, TimeSpan period) =>

@@ -18,6 +18,7 @@ internal static class ScenarioCatalog
         new TaskRunScenario(),
         new AsyncYieldScenario(),
         new SkynetScenario(),
+        new ForkJoinScenario(),
         new RegisteredWaitsScenario(),
         new TimersScenario(),
         new PriorityScenario(),
