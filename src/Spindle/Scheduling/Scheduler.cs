@@ -138,16 +138,22 @@ internal sealed class Scheduler
                 }
                 surplus |= worker.LifoSlot.Value is not null; // the owner's own field: a plain read is current
             }
-            // Wake a helper only when this worker already held work: a lone item is what this worker runs next, and
-            // waking a thread to race it for that item costs a system call and moves the work between cores. If the
-            // current item then blocks instead of returning, the stall monitor wakes a helper.
-            if (surplus)
+            // Someone must come for the item unless a searcher is already looking: this worker may run it next, but
+            // only once its current item returns, and a forked child whose parent computes on would otherwise wait for
+            // the stall monitor (milliseconds). A parked worker is woken (one wake per search: while it searches, the
+            // count read here is not zero and further enqueues wake nobody); with nobody parked and a thread missing,
+            // the stall monitor watches instead, as creating a thread for an item this worker may take next costs more
+            // than it saves.
+            if (surplus || _idle.SearchingCount == 0)
             {
-                _idle.WakeWorkerIfNeeded();
-            }
-            else if (_idle.SearchingCount == 0 && (_idle.IdleCount != 0 || _threads.IsBelowTarget))
-            {
-                _monitor.OpenDeferral(worker);
+                if (_idle.IdleCount != 0 || surplus)
+                {
+                    _idle.WakeWorkerIfNeeded();
+                }
+                else if (_threads.IsBelowTarget)
+                {
+                    _monitor.OpenDeferral(worker);
+                }
             }
             return true;
         }
@@ -276,6 +282,10 @@ internal sealed class Scheduler
             {
                 Worker victim = workers[(start + i) % count];
                 if (victim == self)
+                {
+                    continue;
+                }
+                if (victim.HasNoLocalWork || !victim.MayStealFrom())
                 {
                     continue;
                 }

@@ -543,6 +543,45 @@ internal sealed class Worker
         return false;
     }
 
+    /// <summary>How long a thief leaves a running owner's lone queued item to its owner: 3 µs.</summary>
+    private static readonly long s_stealGraceTicks = Math.Max(1, Stopwatch.Frequency * 3 / 1_000_000);
+
+    /// <summary>
+    /// Thief: whether this worker's queued items may be taken now. An owner that is running an item and holds exactly
+    /// one queued item (in its LIFO slot, or alone in its ring) will most likely run that item next, within nanoseconds
+    /// in a chain of short items, and a thief taking it would move the chain from core to core. Such an item is left to
+    /// its owner until the owner has started nothing for a grace period (<see cref="s_stealGraceTicks"/>): its current
+    /// item computes or blocks on, as a parent that forked a child does, and the child is taken. Surplus items (more
+    /// than one) and the items of an owner between items may be taken at once.
+    /// </summary>
+    /// <remarks>
+    /// A heuristic over snapshots of the owner's counts and queues: it decides only when a thief tries, never whether
+    /// the take is safe (the ring's and the slot's own protocols do that), so a stale read costs at most a later steal.
+    /// </remarks>
+    public bool MayStealFrom()
+    {
+        long started = Volatile.Read(ref _started);
+        if (started == Volatile.Read(ref _completed.Value))
+        {
+            return true; // between items
+        }
+        int queued = Ring.Count + (Volatile.Read(ref LifoSlot.Value) is null ? 0 : 1);
+        if (queued != 1)
+        {
+            return queued > 1;
+        }
+        long deadline = Stopwatch.GetTimestamp() + s_stealGraceTicks;
+        while (Volatile.Read(ref _started) == started)
+        {
+            if (Stopwatch.GetTimestamp() >= deadline)
+            {
+                return true;
+            }
+            Thread.SpinWait(8);
+        }
+        return false; // the owner moved on: it has most likely taken the item itself
+    }
+
     /// <summary>Whether this worker holds no queued item (ring and LIFO slot; a snapshot).</summary>
     public bool HasNoLocalWork => Volatile.Read(ref LifoSlot.Value) is null && Ring.IsEmpty;
 

@@ -1,0 +1,127 @@
+using System;
+using System.Threading;
+using System.Threading.Tasks;
+using Xunit;
+
+namespace Spindle.Tests;
+
+/// <summary>
+/// Forked work: an item that queues a child to its own worker and then keeps computing must not hold the child while
+/// other workers are free, in every form the child can take (a delegate in the worker's ring, an
+/// <see cref="IWorkItem"/> in its LIFO slot, a task of the pool's scheduler). And a chain of items that each queue the
+/// next stays correct while idle workers are woken for it and look at its queue.
+/// </summary>
+public sealed class WorkerPoolForkTests
+{
+    public enum ForkForm
+    {
+        Delegate,
+        WorkItem,
+        Task,
+    }
+
+    private static WorkerPool CreatePool(int threads) => new(new WorkerPoolOptions
+    {
+        Name = nameof(WorkerPoolForkTests),
+        MinThreads = threads,
+        MaxThreads = threads,
+        ExceptionPolicy = UnhandledExceptionPolicy.Report,
+    });
+
+    [Theory]
+    [InlineData(ForkForm.Delegate)]
+    [InlineData(ForkForm.WorkItem)]
+    [InlineData(ForkForm.Task)]
+    public void ChildForkedByAComputingItem_RunsOnAnotherWorkerWhileTheParentComputes(ForkForm form)
+    {
+        using WorkerPool pool = CreatePool(threads: 2);
+        for (int round = 0; round < 20; round++)
+        {
+            var child = new ChildProbe();
+            int parentThread = 0;
+            bool startedWhileParentRan = false;
+            using var parentDone = new ManualResetEventSlim();
+            pool.QueueUserWorkItem(_ =>
+            {
+                parentThread = Environment.CurrentManagedThreadId;
+                switch (form)
+                {
+                    case ForkForm.Delegate:
+                        pool.UnsafeQueueUserWorkItem(static probe => probe.Run(), child, preferLocal: true);
+                        break;
+                    case ForkForm.WorkItem:
+                        pool.UnsafeQueueUserWorkItem(child, preferLocal: true);
+                        break;
+                    case ForkForm.Task:
+                        Task.Factory.StartNew(static probe => ((ChildProbe)probe!).Run(), child, CancellationToken.None,
+                            TaskCreationOptions.None, pool.TaskScheduler);
+                        break;
+                }
+                // The parent computes until its child has started: only another worker can start it meanwhile.
+                startedWhileParentRan = child.Started.Wait(Waits.MustHappen);
+                parentDone.Set();
+            }, null);
+
+            Waits.For(parentDone, "the forking item");
+            Assert.True(startedWhileParentRan,
+                $"Round {round}: a {form} child forked by a computing item did not start within {Waits.MustHappen.TotalSeconds} s "
+                + $"although the pool has a second worker (threads: {pool.ThreadCount}).");
+            Assert.NotEqual(parentThread, child.Thread);
+        }
+    }
+
+    [Fact]
+    public void ChainOfLoneItems_WithIdleWorkersLookingOn_RunsEachLinkOnceInOrder()
+    {
+        // One chain on a pool of four workers: every link is a lone item queued while other workers are parked, so each
+        // enqueue may wake one and every searcher looks at the chain's queue. Each link must run exactly once, one after
+        // the other, however the links move between workers.
+        const int links = 200_000;
+        using WorkerPool pool = CreatePool(threads: 4);
+        var chain = new ChainLink(pool, links);
+        pool.UnsafeQueueUserWorkItem(chain, preferLocal: false);
+        Waits.For(chain.Done, "the chain's last link");
+        Assert.Null(chain.Violation);
+        Assert.Equal(links, chain.Ran);
+    }
+
+    private sealed class ChildProbe : IWorkItem
+    {
+        public readonly ManualResetEventSlim Started = new();
+        public int Thread;
+
+        public void Run()
+        {
+            Thread = Environment.CurrentManagedThreadId;
+            Started.Set();
+        }
+
+        public void Execute() => Run();
+    }
+
+    private sealed class ChainLink(WorkerPool pool, int links) : IWorkItem
+    {
+        public readonly ManualResetEventSlim Done = new();
+        public int Ran;
+        public string? Violation;
+        private int _running;
+
+        public void Execute()
+        {
+            if (Interlocked.Exchange(ref _running, 1) != 0)
+            {
+                Violation ??= $"link {Ran} started while another link was running";
+            }
+            int ran = ++Ran;
+            Volatile.Write(ref _running, 0);
+            if (ran < links)
+            {
+                pool.UnsafeQueueUserWorkItem(this, preferLocal: true);
+            }
+            else
+            {
+                Done.Set();
+            }
+        }
+    }
+}
