@@ -12,12 +12,14 @@ namespace Spindle.Threading;
 // The stall monitor: one low-cost thread per pool that watches the workers while any of them is awake, and sleeps on its
 // blocker when the pool has been quiet for a while. It does two jobs.
 //
-// 1. Stalled deferrals. A worker that queues a lone item to itself does not wake a helper (it will run the item right
-//    after the current one). If the current item then blocks, the queued item would wait with it while other workers
-//    sleep. So when a parked worker could have served it (nobody searching, somebody parked or a thread missing), the
-//    enqueue opens a deferral (OpenDeferral: Worker.DeferredAt = its completed count, stored with a full fence) and
-//    makes sure the monitor is running; a worker whose DeferredAt has not moved for a whole tick (the same value two
-//    ticks running, its completed count unchanged) is stalled, and the monitor wakes a parked helper, which steals it.
+// 1. Stalled deferrals. A worker that queues a lone item to itself while nobody is parked does not create a thread for
+//    it (it will most likely run the item right after the current one; with a worker parked, the enqueue wakes it, see
+//    Scheduler.TryEnqueueCore). If the current item then blocks, the queued item would wait with it. So when a thread
+//    is missing (below the target, nobody searching), the enqueue opens a deferral; a lane's slot holder that gives
+//    back a slot with work left does too, when somebody is parked. OpenDeferral stores Worker.DeferredAt = the
+//    worker's completed count (with a full fence) and makes sure the monitor is running; a worker whose DeferredAt has
+//    not moved for a whole tick (the same value two ticks running, its completed count unchanged) is stalled, and the
+//    monitor wakes a parked helper (or the controller adds one), which steals the work.
 //
 // 2. Starvation (the thread controller's detector). Work is starving when it is visible in a queue, no worker is
 //    parked or searching (nobody free to take it), and no item has completed for the stall allowance. The allowance is
@@ -109,8 +111,8 @@ internal sealed class StallMonitor
         $"{_threads.GetInjectionCount(ThreadInjectionReason.Starvation)}, creation failures {_threads.GetInjectionCount(ThreadInjectionReason.CreationFailed)}";
 
     /// <summary>
-    /// Records that <paramref name="worker"/> (the calling thread) skipped a wake-up a parked worker could have served
-    /// (the scheduler has checked that nobody searches and someone is parked or a thread is missing), and makes sure the
+    /// Records that <paramref name="worker"/> (the calling thread) queued work it will most likely run itself, where a
+    /// helper could have served it (nobody searches, and a thread is missing or someone is parked), and makes sure the
     /// monitor watches.
     /// </summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
