@@ -53,6 +53,8 @@ internal sealed class BuiltInPool : IPoolUnderTest
 
     public TaskScheduler Scheduler => TaskScheduler.Default;
 
+    public TimeProvider TimeProvider => TimeProvider.System;
+
     public SynchronizationContext? Context => null;
 
     public void Dispose()

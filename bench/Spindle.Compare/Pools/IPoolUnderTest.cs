@@ -90,6 +90,12 @@ internal interface IPoolUnderTest : IDisposable
     /// </summary>
     System.Threading.Tasks.TaskScheduler Scheduler { get; }
 
+    /// <summary>
+    /// The pool's own timers as a <see cref="TimeProvider"/>: Spindle's <c>TimeProvider</c> (its timing wheel);
+    /// <see cref="TimeProvider.System"/> on the built-in pool.
+    /// </summary>
+    TimeProvider TimeProvider { get; }
+
     /// <summary>The pool's <see cref="SynchronizationContext"/>, or null when it has none (the built-in pool).</summary>
     SynchronizationContext? Context { get; }
 

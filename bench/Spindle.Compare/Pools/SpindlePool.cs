@@ -71,6 +71,8 @@ internal sealed class SpindlePool : IPoolUnderTest
 
     public System.Threading.Tasks.TaskScheduler Scheduler => _pool.TaskScheduler;
 
+    public TimeProvider TimeProvider => _pool.TimeProvider;
+
     public SynchronizationContext? Context => _pool.SynchronizationContext;
 
     public ITimer CreateTimer(TimerCallback callback, object? state, TimeSpan dueTime, TimeSpan period) =>

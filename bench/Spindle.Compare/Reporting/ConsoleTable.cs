@@ -78,6 +78,8 @@ internal static class ConsoleTable
     {
         null => "n/a",
         double r when double.IsPositiveInfinity(r) => "inf",
+        // Two significant digits below 0.1, so that a large loss does not read as 0.00x.
+        double r when r is > 0 and < 0.1 => r.ToString("G2", Formats.Culture) + "x",
         double r => r.ToString("F2", Formats.Culture) + "x",
     };
 

@@ -19,6 +19,8 @@ internal static class ScenarioCatalog
         new AsyncYieldScenario(),
         new SkynetScenario(),
         new ForkJoinScenario(),
+        new AsyncServerScenario(),
+        new MailboxScenario(),
         new RegisteredWaitsScenario(),
         new TimersScenario(),
         new PriorityScenario(),

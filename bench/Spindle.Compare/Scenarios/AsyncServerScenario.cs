@@ -1,0 +1,213 @@
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.Threading;
+using System.Threading.Tasks;
+using Spindle.Compare.Infrastructure;
+using Spindle.Compare.Pools;
+
+namespace Spindle.Compare.Scenarios;
+
+/// <summary>
+/// The shape of an async server: 1,000 concurrent async loops, started with <c>pool.Run</c> (Spindle) or
+/// <c>Task.Run</c> (built-in), each repeating "await something, then about 5 µs of CPU" until a deadline. An operation
+/// is one await and its work; its latency runs from just before the await to the end of the work.
+/// <list type="bullet">
+/// <item><c>yield</c>: <c>await Task.Yield()</c>.</item>
+/// <item><c>delay</c>: <c>await Task.Delay(1 ms, timeProvider)</c> on each pool's own timers (Spindle's
+/// <c>pool.TimeProvider</c>; <see cref="TimeProvider.System"/> for the built-in pool).</item>
+/// <item><c>handoff</c>: 500 pairs of loops passing a turn through two <see cref="SemaphoreSlim"/>s: each loop awaits
+/// its own semaphore's <c>WaitAsync</c>, works, and releases its partner's.</item>
+/// </list>
+/// Metrics: operations per second, the 99th percentile of operation latency (each loop records its operations in an
+/// array allocated before the measured part), and allocation per operation. The measured part lasts 1 s (5 s with
+/// <c>--full</c>) after a warm-up of the same loops.
+/// </summary>
+internal sealed class AsyncServerScenario : IScenario
+{
+    private const int Loops = 1_000;
+    private const int LatencySlotsPerLoop = 4_096;
+    private static readonly TimeSpan s_quickDuration = TimeSpan.FromSeconds(1);
+    private static readonly TimeSpan s_fullDuration = TimeSpan.FromSeconds(5);
+    private static readonly TimeSpan s_warmupDuration = TimeSpan.FromMilliseconds(200);
+    private static readonly TimeSpan s_delay = TimeSpan.FromMilliseconds(1);
+    private static readonly long s_workTicks = Pacer.TicksFromMicroseconds(5);
+
+    public string Id => "async-server";
+
+    public string Description =>
+        $"{Loops:N0} async loops (pool.Run / Task.Run), each awaiting then doing ~5 us of CPU, for {s_quickDuration.TotalSeconds:N0} s "
+        + $"({s_fullDuration.TotalSeconds:N0} s with --full); yield: Task.Yield, delay: Task.Delay(1 ms) on the pool's TimeProvider, handoff: SemaphoreSlim pairs";
+
+    public IReadOnlyList<string> Variants { get; } = ["yield", "delay", "handoff"];
+
+    public IReadOnlyList<MetricInfo> Metrics { get; } =
+    [
+        new("throughput", "ops/s", Better.Higher),
+        new("p99", "us", Better.Lower),
+        new("alloc", "B/op", Better.Lower, NoiseFloor: 0.5),
+    ];
+
+    public string HeadlineMetric => "throughput";
+
+    public int? MaxDefaultRuns => 3;
+
+    public Measurement Run(IPoolUnderTest pool, string variant, bool full)
+    {
+        if (variant is not ("yield" or "delay" or "handoff"))
+        {
+            throw new ArgumentException($"Unknown variant '{variant}'.", nameof(variant));
+        }
+        PoolWarmup.StartThreads(pool, Environment.ProcessorCount);
+        RunLoops(pool, variant, s_warmupDuration);
+        Thread.Sleep(100); // background compilations of the warm-up finish before the measured part
+        return RunLoops(pool, variant, full ? s_fullDuration : s_quickDuration);
+    }
+
+    private static Measurement RunLoops(IPoolUnderTest pool, string variant, TimeSpan duration)
+    {
+        var loops = new LoopState[Loops];
+        for (int i = 0; i < Loops; i++)
+        {
+            loops[i] = new LoopState();
+        }
+        if (variant == "handoff")
+        {
+            for (int i = 0; i < Loops; i += 2)
+            {
+                loops[i].Partner = loops[i + 1];
+                loops[i + 1].Partner = loops[i];
+            }
+        }
+        var run = new ServerRun(pool.TimeProvider);
+        var tasks = new Task[Loops];
+        GcSnapshot.CollectFully();
+        GcSnapshot before = GcSnapshot.Take();
+        long start = Stopwatch.GetTimestamp();
+        run.Deadline = start + Pacer.Ticks(duration);
+        for (int i = 0; i < Loops; i++)
+        {
+            LoopState loop = loops[i];
+            bool first = i % 2 == 0;
+            tasks[i] = variant switch
+            {
+                "yield" => pool.Run(() => YieldLoop(run, loop)),
+                "delay" => pool.Run(() => DelayLoop(run, loop)),
+                _ => pool.Run(() => HandoffLoop(run, loop, first)),
+            };
+        }
+        if (!Task.WaitAll(tasks, duration + TimeSpan.FromSeconds(60)))
+        {
+            throw new TimeoutException($"The async loops did not finish within {duration.TotalSeconds + 60:N0} s.");
+        }
+        long end = Stopwatch.GetTimestamp();
+        GcSnapshot used = GcSnapshot.Take() - before;
+
+        long operations = 0;
+        int recorded = 0;
+        foreach (LoopState loop in loops)
+        {
+            operations += loop.Operations;
+            recorded += Math.Min(loop.Operations, LatencySlotsPerLoop);
+        }
+        var latencies = new double[recorded];
+        int next = 0;
+        foreach (LoopState loop in loops)
+        {
+            for (int i = 0; i < Math.Min(loop.Operations, LatencySlotsPerLoop); i++)
+            {
+                latencies[next++] = Pacer.ToMicroseconds(loop.Latencies[i]);
+            }
+        }
+        Array.Sort(latencies);
+        double seconds = (end - start) / (double)Stopwatch.Frequency;
+        return new Measurement { Items = operations }
+            .Set("throughput", operations / seconds)
+            .Set("p99", latencies.Length == 0 ? double.NaN : Stats.Percentile(latencies, 99))
+            .Set("alloc", (double)used.AllocatedBytes / Math.Max(1, operations));
+    }
+
+    private static async Task YieldLoop(ServerRun run, LoopState loop)
+    {
+        while (Stopwatch.GetTimestamp() < run.Deadline)
+        {
+            long began = Stopwatch.GetTimestamp();
+            await Task.Yield();
+            Work();
+            loop.Record(Stopwatch.GetTimestamp() - began);
+        }
+    }
+
+    private static async Task DelayLoop(ServerRun run, LoopState loop)
+    {
+        while (Stopwatch.GetTimestamp() < run.Deadline)
+        {
+            long began = Stopwatch.GetTimestamp();
+            await Task.Delay(s_delay, run.TimeProvider);
+            Work();
+            loop.Record(Stopwatch.GetTimestamp() - began);
+        }
+    }
+
+    /// <summary>
+    /// One side of a pair: the first side starts with the turn. A side that sees the deadline passes the turn once more
+    /// and stops, so its partner (waiting for that turn) sees the deadline too.
+    /// </summary>
+    private static async Task HandoffLoop(ServerRun run, LoopState loop, bool first)
+    {
+        if (first)
+        {
+            loop.Partner!.Turn.Release();
+        }
+        while (true)
+        {
+            long began = Stopwatch.GetTimestamp();
+            await loop.Turn.WaitAsync().ConfigureAwait(continueOnCapturedContext: true);
+            bool over = Stopwatch.GetTimestamp() >= run.Deadline;
+            if (!over)
+            {
+                Work();
+                loop.Record(Stopwatch.GetTimestamp() - began);
+            }
+            loop.Partner!.Turn.Release();
+            if (over)
+            {
+                return;
+            }
+        }
+    }
+
+    /// <summary>About 5 µs of CPU: a spin on the clock.</summary>
+    private static void Work()
+    {
+        long until = Stopwatch.GetTimestamp() + s_workTicks;
+        while (Stopwatch.GetTimestamp() < until)
+        {
+            Thread.SpinWait(4);
+        }
+    }
+
+    private sealed class ServerRun(TimeProvider timeProvider)
+    {
+        public readonly TimeProvider TimeProvider = timeProvider;
+        public long Deadline;
+    }
+
+    /// <summary>One loop's figures (written only by the loop, which runs one step at a time), and its semaphore.</summary>
+    private sealed class LoopState
+    {
+        public readonly long[] Latencies = new long[LatencySlotsPerLoop];
+        public readonly SemaphoreSlim Turn = new(0);
+        public LoopState? Partner;
+        public int Operations;
+
+        public void Record(long ticks)
+        {
+            if (Operations < LatencySlotsPerLoop)
+            {
+                Latencies[Operations] = ticks;
+            }
+            Operations++;
+        }
+    }
+}
