@@ -1,4 +1,5 @@
 using System;
+using System.Linq;
 using System.Threading;
 using System.Threading.Tasks;
 using Xunit;
@@ -83,6 +84,57 @@ public sealed class WorkerPoolForkTests
         Waits.For(chain.Done, "the chain's last link");
         Assert.Null(chain.Violation);
         Assert.Equal(links, chain.Ran);
+    }
+
+    [Fact]
+    public void ItemsQueuedLocallyByATimerCallback_RunInTheOrderTheyWereQueued()
+    {
+        // A fired timer's callback completes delays whose continuations queue with preferLocal; they are outside work
+        // arriving in firing order, and they run in that order (the global queue) rather than newest first (the LIFO
+        // ring of the worker that ran the callback). One worker, so that the order of starts is the order of the queue.
+        const int items = 8;
+        using WorkerPool pool = CreatePool(threads: 1);
+        var order = new System.Collections.Concurrent.ConcurrentQueue<int>();
+        using var allRan = new CountdownEvent(items);
+        using ITimer timer = pool.CreateTimer(_ =>
+        {
+            for (int i = 0; i < items; i++)
+            {
+                pool.UnsafeQueueUserWorkItem(n =>
+                {
+                    order.Enqueue(n);
+                    allRan.Signal();
+                }, i, preferLocal: true);
+            }
+        }, null, TimeSpan.FromMilliseconds(1), Timeout.InfiniteTimeSpan);
+
+        Waits.For(allRan, "the items the timer callback queued");
+        Assert.Equal(Enumerable.Range(0, items), order);
+    }
+
+    [Fact]
+    public void ItemsQueuedLocallyByAnOrdinaryItem_StayOnItsWorker()
+    {
+        // The counterpart: an ordinary item's local enqueues are its worker's (newest first), which the timer rule
+        // above must not change. One worker: the last item queued runs first.
+        const int items = 8;
+        using WorkerPool pool = CreatePool(threads: 1);
+        var order = new System.Collections.Concurrent.ConcurrentQueue<int>();
+        using var allRan = new CountdownEvent(items);
+        pool.QueueUserWorkItem(_ =>
+        {
+            for (int i = 0; i < items; i++)
+            {
+                pool.UnsafeQueueUserWorkItem(n =>
+                {
+                    order.Enqueue(n);
+                    allRan.Signal();
+                }, i, preferLocal: true);
+            }
+        }, null);
+
+        Waits.For(allRan, "the items an ordinary item queued");
+        Assert.Equal(items - 1, order.First());
     }
 
     private sealed class ChildProbe : IWorkItem

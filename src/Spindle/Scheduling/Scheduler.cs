@@ -102,7 +102,8 @@ internal sealed class Scheduler
 
     /// <summary>
     /// The single enqueue path: the calling worker's local queues when <paramref name="preferLocal"/> and the caller is
-    /// one of this pool's workers, the global queue otherwise; then wake if needed. Returns false, having queued
+    /// one of this pool's workers running an ordinary item (not a fired timer's callback, see
+    /// <see cref="Worker.InTimerCallback"/>), the global queue otherwise; then wake if needed. Returns false, having queued
     /// nothing, when the pool is shutting down.
     /// </summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
@@ -119,7 +120,7 @@ internal sealed class Scheduler
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     private bool TryEnqueueCore(in WorkItemEntry entry, bool preferLocal, Worker? worker)
     {
-        if (preferLocal && worker is not null && ReferenceEquals(worker.Scheduler, this))
+        if (preferLocal && worker is not null && ReferenceEquals(worker.Scheduler, this) && !worker.InTimerCallback)
         {
             if (_state != StateRunning)
             {

@@ -132,6 +132,11 @@ internal sealed class Worker
     private SamplePacer _durationPacer;
     // Owner only: the pace of this worker's enqueues sampled for the queue-wait histogram (PoolMetrics.ShouldSampleWait).
     public SamplePacer WaitPacer;
+    // Owner only: the current item is a fired timer's callback. What it queues (the continuations of the delays it
+    // completes) goes to the global queue, in firing order, instead of this worker's LIFO ring: a burst of timers
+    // would otherwise leave its first continuations at the bottom of one ring behind the last ones, and behind whatever
+    // the ring's later items queue.
+    public bool InTimerCallback;
     private int _tick;
     private long _bottomTop = -1;   // owner only: the ring's top index at the last fairness look
     private long _bottomSince;      // owner only: when that top index was first seen
@@ -262,6 +267,7 @@ internal sealed class Worker
                 {
                     RunItem(ref item, ref threadState);
                 }
+                InTimerCallback = false;
                 if (--_timerCountdown <= 0)
                 {
                     CheckTimers();
@@ -425,6 +431,7 @@ internal sealed class Worker
     public void NoteTimerCallback()
     {
         _ranTimerCallback = true;
+        InTimerCallback = true;
         _timerCountdown = 1;
     }
 
