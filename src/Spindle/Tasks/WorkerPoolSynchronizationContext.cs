@@ -29,8 +29,11 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
     public WorkerPoolLane? Lane => _bridge.PublicLane;
 
     /// <summary>
-    /// Queues <paramref name="d"/> to the pool (to the calling worker's local queue when called on one of the pool's
-    /// workers). It runs with this context installed. The caller's <see cref="ExecutionContext"/> is not captured:
+    /// Queues <paramref name="d"/> to the pool's shared queue (for a lane's context, the lane's), behind what is already
+    /// queued there, from a worker as from any other thread: posts start in the order they were made, as on a UI
+    /// thread's context, and an <c>await Task.Yield()</c> under this context lets the queued work run first (a worker's
+    /// own queue is newest first: the yielding method would have run again at once, and under load the oldest posts
+    /// would wait longest). It runs with this context installed. The caller's <see cref="ExecutionContext"/> is not captured:
     /// awaiters that post here have already captured what they need.
     /// </summary>
     /// <remarks>
@@ -43,7 +46,7 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
     public override void Post(SendOrPostCallback d, object? state)
     {
         ArgumentNullException.ThrowIfNull(d);
-        _bridge.EnqueueContinuation(new WorkItemEntry(RunnerFor(d).Run, state, null), preferLocal: true);
+        _bridge.EnqueueContinuation(new WorkItemEntry(RunnerFor(d).Run, state, null), preferLocal: false);
     }
 
     /// <summary>

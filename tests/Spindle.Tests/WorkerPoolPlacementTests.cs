@@ -7,12 +7,13 @@ using Xunit;
 namespace Spindle.Tests;
 
 /// <summary>
-/// Forked work: an item that queues a child to its own worker and then keeps computing must not hold the child while
-/// other workers are free, in every form the child can take (a delegate in the worker's ring, an
-/// <see cref="IWorkItem"/> in its LIFO slot, a task of the pool's scheduler). And a chain of items that each queue the
-/// next stays correct while idle workers are woken for it and look at its queue.
+/// Where queued work goes and who takes it. Forked work: an item that queues a child to its own worker and then keeps
+/// computing must not hold the child while other workers are free, in every form the child can take (a delegate in the
+/// worker's ring, an <see cref="IWorkItem"/> in its LIFO slot, a task of the pool's scheduler); a chain of items that
+/// each queue the next stays correct while idle workers are woken for it and look at its queue. Order: what a timer
+/// callback queues and what the pool's SynchronizationContext is posted start in the order they were queued.
 /// </summary>
-public sealed class WorkerPoolForkTests
+public sealed class WorkerPoolPlacementTests
 {
     public enum ForkForm
     {
@@ -23,7 +24,7 @@ public sealed class WorkerPoolForkTests
 
     private static WorkerPool CreatePool(int threads) => new(new WorkerPoolOptions
     {
-        Name = nameof(WorkerPoolForkTests),
+        Name = nameof(WorkerPoolPlacementTests),
         MinThreads = threads,
         MaxThreads = threads,
         ExceptionPolicy = UnhandledExceptionPolicy.Report,
@@ -135,6 +136,32 @@ public sealed class WorkerPoolForkTests
 
         Waits.For(allRan, "the items an ordinary item queued");
         Assert.Equal(items - 1, order.First());
+    }
+
+    [Fact]
+    public void PostsFromAWorker_StartInTheOrderTheyWereMade()
+    {
+        // The pool's SynchronizationContext queues behind the queued work, even on a worker: posts keep their order (one
+        // worker, so that the order of starts is the order of the queue).
+        const int posts = 8;
+        using WorkerPool pool = CreatePool(threads: 1);
+        var order = new System.Collections.Concurrent.ConcurrentQueue<int>();
+        using var allRan = new CountdownEvent(posts);
+        pool.QueueUserWorkItem(_ =>
+        {
+            SynchronizationContext context = pool.SynchronizationContext;
+            for (int i = 0; i < posts; i++)
+            {
+                context.Post(n =>
+                {
+                    order.Enqueue((int)n!);
+                    allRan.Signal();
+                }, i);
+            }
+        }, null);
+
+        Waits.For(allRan, "the posted callbacks");
+        Assert.Equal(Enumerable.Range(0, posts), order);
     }
 
     private sealed class ChildProbe : IWorkItem
