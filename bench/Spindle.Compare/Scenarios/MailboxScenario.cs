@@ -42,6 +42,8 @@ internal sealed class MailboxScenario : IScenario
 
     public string HeadlineMetric => "throughput";
 
+    public int? MaxDefaultRuns => 3;
+
     public Measurement Run(IPoolUnderTest pool, string variant, bool full)
     {
         int perMailbox = variant switch

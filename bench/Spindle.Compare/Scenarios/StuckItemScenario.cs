@@ -55,6 +55,9 @@ internal sealed class StuckItemScenario : IScenario
 
     public string HeadlineMetric => Metric;
 
+    // A round lasts seconds, and the built-in pool's runs only give its process figures.
+    public int? MaxDefaultRuns => 3;
+
     public PoolSettings GetPoolSettings(string variant) => PoolSettings.Default with { StuckItemThreshold = s_threshold };
 
     public Measurement Run(IPoolUnderTest pool, string variant, bool full)
