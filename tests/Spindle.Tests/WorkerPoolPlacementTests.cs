@@ -1,5 +1,6 @@
 using System;
 using System.Linq;
+using System.Runtime.CompilerServices;
 using System.Threading;
 using System.Threading.Tasks;
 using Xunit;
@@ -11,7 +12,8 @@ namespace Spindle.Tests;
 /// computing must not hold the child while other workers are free, in every form the child can take (a delegate in the
 /// worker's ring, an <see cref="IWorkItem"/> in its LIFO slot, a task of the pool's scheduler); a chain of items that
 /// each queue the next stays correct while idle workers are woken for it and look at its queue. Order: what a timer
-/// callback queues and what the pool's SynchronizationContext is posted start in the order they were queued.
+/// callback queues starts in the order it was queued, and a Task.Yield under the pool's SynchronizationContext lets
+/// queued work run first.
 /// </summary>
 public sealed class WorkerPoolPlacementTests
 {
@@ -138,30 +140,61 @@ public sealed class WorkerPoolPlacementTests
         Assert.Equal(items - 1, order.First());
     }
 
-    [Fact]
-    public void PostsFromAWorker_StartInTheOrderTheyWereMade()
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)]
+    public async Task TaskYieldUnderThePoolsContext_LetsTheWorkersQueuedItemsRunFirst(bool onCompleted)
     {
-        // The pool's SynchronizationContext queues behind the queued work, even on a worker: posts keep their order (one
-        // worker, so that the order of starts is the order of the queue).
-        const int posts = 8;
+        // Task.Yield asks to let queued work run: under the pool's SynchronizationContext its continuation goes behind
+        // the queued work, not on top of the worker's newest-first local queue. One fresh worker, so that the order of
+        // starts is the order of the queues (no fairness look at the shared queue comes due within these few items).
+        const int items = 8;
         using WorkerPool pool = CreatePool(threads: 1);
-        var order = new System.Collections.Concurrent.ConcurrentQueue<int>();
-        using var allRan = new CountdownEvent(posts);
+        var ranBeforeContinuation = await pool.Run(async () =>
+        {
+            var ran = new StrongBox<int>();
+            for (int i = 0; i < items; i++)
+            {
+                pool.UnsafeQueueUserWorkItem(box => Interlocked.Increment(ref box.Value), ran, preferLocal: true);
+            }
+            if (onCompleted)
+            {
+                var resumed = new TaskCompletionSource<int>(TaskCreationOptions.RunContinuationsAsynchronously);
+                Task.Yield().GetAwaiter().OnCompleted(() => resumed.SetResult(Volatile.Read(ref ran.Value)));
+                return await resumed.Task.ConfigureAwait(false);
+            }
+            await Task.Yield();
+            return Volatile.Read(ref ran.Value);
+        }, CancellationToken.None);
+
+        Assert.Equal(items, ranBeforeContinuation);
+    }
+
+    [Fact]
+    public void PostFromAWorker_GoesToItsOwnQueueAheadOfOlderItems()
+    {
+        // The counterpart: any other post from a worker (an await's continuation) goes to that worker's own queue,
+        // newest first, so it runs before the items queued earlier (one worker).
+        const int items = 8;
+        using WorkerPool pool = CreatePool(threads: 1);
+        var ran = new StrongBox<int>();
+        int ranBeforePost = -1;
+        using var posted = new ManualResetEventSlim();
         pool.QueueUserWorkItem(_ =>
         {
-            SynchronizationContext context = pool.SynchronizationContext;
-            for (int i = 0; i < posts; i++)
+            for (int i = 0; i < items; i++)
             {
-                context.Post(n =>
-                {
-                    order.Enqueue((int)n!);
-                    allRan.Signal();
-                }, i);
+                pool.UnsafeQueueUserWorkItem(box => Interlocked.Increment(ref box.Value), ran, preferLocal: true);
             }
+            pool.SynchronizationContext.Post(_ =>
+            {
+                ranBeforePost = Volatile.Read(ref ran.Value);
+                posted.Set();
+            }, null);
         }, null);
 
-        Waits.For(allRan, "the posted callbacks");
-        Assert.Equal(Enumerable.Range(0, posts), order);
+        Waits.For(posted, "the posted callback");
+        Assert.Equal(0, ranBeforePost);
     }
 
     private sealed class ChildProbe : IWorkItem

@@ -1,6 +1,7 @@
 using System;
 using System.Runtime.ExceptionServices;
 using System.Threading;
+using System.Threading.Tasks;
 using Spindle.Queues;
 using Spindle.Scheduling;
 using Spindle.Tasks;
@@ -29,12 +30,12 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
     public WorkerPoolLane? Lane => _bridge.PublicLane;
 
     /// <summary>
-    /// Queues <paramref name="d"/> to the pool's shared queue (for a lane's context, the lane's), behind what is already
-    /// queued there, from a worker as from any other thread: posts start in the order they were made, as on a UI
-    /// thread's context, and an <c>await Task.Yield()</c> under this context lets the queued work run first (a worker's
-    /// own queue is newest first: the yielding method would have run again at once, and under load the oldest posts
-    /// would wait longest). It runs with this context installed. The caller's <see cref="ExecutionContext"/> is not captured:
-    /// awaiters that post here have already captured what they need.
+    /// Queues <paramref name="d"/> to the pool (to the calling worker's local queue when called on one of the pool's
+    /// workers, where an <c>await</c>'s continuation finds its data still in the core's cache). It runs with this
+    /// context installed. The caller's <see cref="ExecutionContext"/> is not captured: awaiters that post here have
+    /// already captured what they need. The exception is <c>await Task.Yield()</c>, which asks to let queued work run
+    /// first: its continuation goes behind the pool's shared queue, from a worker too (a worker's own queue is newest
+    /// first, so the yielding method would have run again at once, and under load the oldest yields would wait longest).
     /// </summary>
     /// <remarks>
     /// Never throws because of shutdown: a post is how an <c>await</c> comes back, and a post refused by the thread that
@@ -46,7 +47,52 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
     public override void Post(SendOrPostCallback d, object? state)
     {
         ArgumentNullException.ThrowIfNull(d);
-        _bridge.EnqueueContinuation(new WorkItemEntry(RunnerFor(d).Run, state, null), preferLocal: false);
+        bool yielding = ReferenceEquals(d, s_yieldCallbacks.Await) || ReferenceEquals(d, s_yieldCallbacks.OnCompleted);
+        _bridge.EnqueueContinuation(new WorkItemEntry(RunnerFor(d).Run, state, null), preferLocal: !yielding);
+    }
+
+    /// <summary>The callbacks <c>Task.Yield</c>'s awaiter posts, learned once (see <see cref="YieldProbe"/>).</summary>
+    private static readonly (SendOrPostCallback? Await, SendOrPostCallback? OnCompleted) s_yieldCallbacks = YieldProbe.Find();
+
+    /// <summary>
+    /// Learns which callbacks the runtime's <c>Task.Yield</c> awaiter posts to a <see cref="SynchronizationContext"/>, so
+    /// that <see cref="Post"/> can tell a yield from an <c>await</c>'s continuation: both are the runtime's own cached
+    /// delegates, one for the <c>await</c> path and one for <c>OnCompleted</c>. The probe installs itself, yields both
+    /// ways, and records what it is posted without running it. Public APIs only, so it holds under trimming and
+    /// NativeAOT; if a runtime posted something else, yields would only be treated as ordinary posts.
+    /// </summary>
+    private sealed class YieldProbe : SynchronizationContext
+    {
+        private SendOrPostCallback? _posted;
+
+        public override void Post(SendOrPostCallback d, object? state) => _posted = d;
+
+        public static (SendOrPostCallback? Await, SendOrPostCallback? OnCompleted) Find()
+        {
+            SynchronizationContext? previous = Current;
+            var probe = new YieldProbe();
+            try
+            {
+                SetSynchronizationContext(probe);
+                // Returns at its await, whose continuation is posted to the probe and never run: the probe's task stays
+                // pending and is collected with the probe.
+                _ = AwaitYield();
+                SendOrPostCallback? awaitPath = probe._posted;
+                probe._posted = null;
+                Task.Yield().GetAwaiter().OnCompleted(static () => { });
+                return (awaitPath, probe._posted);
+            }
+            catch (Exception)
+            {
+                return (null, null); // yields are then ordinary posts
+            }
+            finally
+            {
+                SetSynchronizationContext(previous);
+            }
+        }
+
+        private static async Task AwaitYield() => await Task.Yield();
     }
 
     /// <summary>
