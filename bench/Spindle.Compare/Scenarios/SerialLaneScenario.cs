@@ -55,7 +55,8 @@ internal sealed class SerialLaneScenario : IScenario
 
         // Rounds until the minimum has passed: a quick round takes tens of milliseconds, in which a virtual machine's
         // moment-to-moment changes decide the figure; several rounds average them out.
-        // Each round starts from a clean heap (the process figures therefore cover the last round).
+        // Each round starts from a clean heap, and the process meter's measured part restarts after that collection: the
+        // process figures cover the last round, so the measurement's item count (their divisor) is one round's.
         long total = 0;
         double seconds = 0;
         do
@@ -64,7 +65,7 @@ internal sealed class SerialLaneScenario : IScenario
             total += items;
         }
         while (seconds < minimum.TotalSeconds);
-        return new Measurement { Items = total }.Set("throughput", total / seconds);
+        return new Measurement { Items = items }.Set("throughput", total / seconds);
     }
 
     /// <summary>One round: queues <paramref name="items"/> items and waits for the last; returns its time in seconds.</summary>
