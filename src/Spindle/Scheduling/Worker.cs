@@ -281,6 +281,9 @@ internal sealed class Worker
                 continue;
             }
             _runningCallback = null; // an idle worker keeps no item alive
+            // A pace set while busy would hold through the idle spell: the first items after it are sampled.
+            _durationPacer.Rewind();
+            WaitPacer.Rewind();
             if (!_idle.Park(this))
             {
                 return; // shutting down and nothing left to run, or retired

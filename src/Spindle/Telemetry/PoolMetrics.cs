@@ -22,7 +22,9 @@ namespace Spindle.Telemetry;
 /// listener collects, so they cost nothing between collections and nothing at all while nobody listens.</para>
 /// <para>The meter is disposed when the pool stops. Until then the runtime's list of meters refers to it, and through
 /// its callbacks to the pool: a pool that is never shut down stays reachable, as its threads already keep it.</para>
-/// <para>Both histograms are sampled, paced by time (<see cref="SamplePacer"/>: about one sample per 100 µs of each
+/// <para>Both histograms are sampled, paced by time (<see cref="SamplePacer"/>; a pace set during a burst does not
+/// outlast it: a worker samples its first items after it parks, a thread outside the pool at least every 10 ms while it
+/// keeps queueing), about one sample per 100 µs of each
 /// thread, and every item when items are further apart than that). The queue-wait histogram
 /// (<c>spindle.pool.work_item.wait.duration</c>, queued to started) is sampled at the enqueue: while a listener has it
 /// enabled, an enqueue the calling thread's pacer chooses wraps its entry in a small object carrying the time it was queued (one allocation per sampled item), which records the wait when a worker
@@ -112,7 +114,7 @@ internal sealed class PoolMetrics : IDisposable
     /// </summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public static bool ShouldSampleWait(Worker? worker) =>
-        worker is not null ? --worker.WaitPacer.Countdown <= 0 : --t_waitPacer.Countdown <= 0;
+        worker is not null ? --worker.WaitPacer.Countdown <= 0 : t_waitPacer.IsDue();
 
     /// <summary>An enqueue the pacer chose: an entry that records its wait when it starts.</summary>
     [MethodImpl(MethodImplOptions.NoInlining)]

@@ -22,6 +22,16 @@ internal struct SamplePacer
     /// <summary>Items left before the next sample; the owner decrements it per item and samples when it reaches zero.</summary>
     public int Countdown;
 
+    /// <summary>
+    /// <see cref="Environment.TickCount64"/> at the last sample: a thread outside the pool, whose enqueues may stop for
+    /// any length of time after a burst, also samples once <see cref="MaxGapMs"/> have passed (see
+    /// <see cref="IsDue"/>).
+    /// </summary>
+    public long LastSampleMs;
+
+    /// <summary>The longest a thread outside the pool goes between samples while it keeps queueing.</summary>
+    public const int MaxGapMs = 10;
+
     private int _interval;
     private long _lastSample;
 
@@ -41,6 +51,25 @@ internal struct SamplePacer
         }
         _lastSample = now;
         Countdown = _interval;
+        LastSampleMs = Environment.TickCount64;
+    }
+
+    /// <summary>
+    /// For a thread outside the pool: counts one item and says whether it is sampled. A countdown set during a burst
+    /// (up to <see cref="MaxInterval"/> items) would otherwise hold through a quiet spell that follows it, leaving the
+    /// histogram without samples for as many enqueues, however far apart; so a sample is also due once
+    /// <see cref="MaxGapMs"/> have passed since the last one (a coarse clock read, about 5 ns, per enqueue while a
+    /// listener has the histogram on). Workers need no clock: they <see cref="Rewind"/> when they park.
+    /// </summary>
+    public bool IsDue() => --Countdown <= 0 || Environment.TickCount64 - LastSampleMs >= MaxGapMs;
+
+    /// <summary>The owner is about to sleep (a worker parking): the first item after it is sampled.</summary>
+    public void Rewind()
+    {
+        if (Countdown > 1)
+        {
+            Countdown = 1;
+        }
     }
 
     /// <summary>Items skipped between two looks at whether anybody listens, while nobody does.</summary>

@@ -231,6 +231,42 @@ public sealed class MetricsTests
     }
 
     [Fact]
+    public void AfterABurst_AQuietProducersEnqueuesAreSampledAgain()
+    {
+        // A burst of enqueues grows the producing thread's sampling interval to thousands of items; the few enqueues of
+        // the quiet spell after it, far apart, must still be sampled (the pace is bounded in time, not only in count).
+        string name = $"{nameof(MetricsTests)}-{Guid.NewGuid():N}";
+        using var collector = new Collector(name);
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = name, MinThreads = 2, MaxThreads = 2 });
+        const int Burst = 200_000;
+        const int Quiet = 5;
+        using var burstDone = new CountdownEvent(Burst);
+        using var quietDone = new CountdownEvent(Quiet);
+        int sampledBeforeQuiet = 0;
+        var producer = new Thread(() =>
+        {
+            for (int i = 0; i < Burst; i++)
+            {
+                pool.UnsafeQueueUserWorkItem(static d => d.Signal(), burstDone, preferLocal: false);
+            }
+            burstDone.Wait(Waits.MustHappen);
+            sampledBeforeQuiet = collector.Measurements.Count(m => m.Instrument == "spindle.pool.work_item.wait.duration");
+            for (int i = 0; i < Quiet; i++)
+            {
+                Thread.Sleep(20);
+                pool.UnsafeQueueUserWorkItem(static d => d.Signal(), quietDone, preferLocal: false);
+            }
+        });
+        producer.Start();
+        Assert.True(producer.Join(Waits.MustHappen));
+        Waits.For(quietDone, "the quiet spell's items");
+
+        int sampledInQuiet = collector.Measurements.Count(m => m.Instrument == "spindle.pool.work_item.wait.duration") - sampledBeforeQuiet;
+        Assert.True(sampledInQuiet >= Quiet - 1,
+            $"{sampledInQuiet} of the {Quiet} enqueues made 20 ms apart after a burst of {Burst:N0} were sampled");
+    }
+
+    [Fact]
     public void ASampledItem_IsCancelledByShutdownLikeAnyOther()
     {
         string name = $"{nameof(MetricsTests)}-{Guid.NewGuid():N}";
