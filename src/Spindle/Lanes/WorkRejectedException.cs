@@ -26,4 +26,8 @@ public sealed class WorkRejectedException : InvalidOperationException
         : base(message, innerException)
     {
     }
+
+    /// <summary>The exception a full lane that rejects throws, naming the lane and its limit.</summary>
+    internal static WorkRejectedException ForFullLane(LaneOptions options) =>
+        new($"The lane '{options.Name}' holds {options.QueueLimit} queued items, its limit, and rejects new work.");
 }

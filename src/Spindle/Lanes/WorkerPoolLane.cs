@@ -170,7 +170,7 @@ public sealed class WorkerPoolLane : WorkTarget, IDisposable, IAsyncDisposable
                 return;
             case EnqueueStatus.Full:
                 throw _options.FullMode == LaneFullMode.Reject
-                    ? new WorkRejectedException($"The lane '{Name}' holds {QueueLimit} queued items, its limit, and rejects new work.")
+                    ? WorkRejectedException.ForFullLane(_options)
                     : new InvalidOperationException(
                         $"The lane '{Name}' is full, and an item of the lane cannot wait for room in it: it holds one of the lane's " +
                         "slots, so the wait could wait for itself. Use TryQueueUserWorkItem or QueueUserWorkItemAsync.");

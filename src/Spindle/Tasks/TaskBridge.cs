@@ -106,7 +106,7 @@ internal sealed class TaskBridge
     {
         if (status == EnqueueStatus.Full && Lane is not null)
         {
-            throw new WorkRejectedException($"The lane '{Lane.Options.Name}' holds {Lane.Options.QueueLimit} queued items, its limit, and rejects new work.");
+            throw WorkRejectedException.ForFullLane(Lane.Options);
         }
         if (Lane is not null)
         {
