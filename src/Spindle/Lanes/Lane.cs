@@ -149,10 +149,13 @@ internal sealed class Lane
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public EnqueueStatus TryEnqueue(in WorkItemEntry entry, bool mayWaitForRoom)
     {
-        if (_scheduler.Metrics.WaitEnabled && PoolMetrics.ShouldSampleWait(Worker.Current))
+        if (_scheduler.Metrics.WaitEnabled)
         {
-            WorkItemEntry sampled = _scheduler.Metrics.SampleWait(entry, this, Worker.Current);
-            return TryEnqueueCore(sampled, mayWaitForRoom);
+            Worker? worker = Worker.Current;
+            if (PoolMetrics.ShouldSampleWait(worker))
+            {
+                return TryEnqueueCore(_scheduler.Metrics.SampleWait(entry, this, worker), mayWaitForRoom);
+            }
         }
         return TryEnqueueCore(entry, mayWaitForRoom);
     }

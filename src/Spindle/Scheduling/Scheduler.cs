@@ -145,16 +145,13 @@ internal sealed class Scheduler
             // count read here is not zero and further enqueues wake nobody); with nobody parked and a thread missing,
             // the stall monitor watches instead, as creating a thread for an item this worker may take next costs more
             // than it saves.
-            if (surplus || _idle.SearchingCount == 0)
+            if (surplus || _idle.IdleCount != 0)
             {
-                if (_idle.IdleCount != 0 || surplus)
-                {
-                    _idle.WakeWorkerIfNeeded();
-                }
-                else if (_threads.IsBelowTarget)
-                {
-                    _monitor.OpenDeferral(worker);
-                }
+                _idle.WakeWorkerIfNeeded(); // does nothing while someone searches
+            }
+            else if (_idle.SearchingCount == 0 && _threads.IsBelowTarget)
+            {
+                _monitor.OpenDeferral(worker);
             }
             return true;
         }
