@@ -47,9 +47,10 @@ internal sealed class ReportRow(string scenario, string variant, MetricInfo metr
     /// <summary>
     /// How many times better <see cref="PoolKind.RatioSubject"/> is than <see cref="PoolKind.RatioBaseline"/> on the
     /// medians (baseline / subject when lower is better, subject / baseline when higher is better); &gt; 1 means the
-    /// subject wins. Null when either has no figure (no successful run, or a metric the pool cannot produce); infinity
-    /// when the subject is at zero and the baseline is not. Values at or below the metric's noise floor count as zero,
-    /// and two zeros are a tie (1).
+    /// subject wins. Null when either has no figure (no successful run, or a metric the pool cannot produce). A value
+    /// below the metric's noise floor counts as the floor itself, so two values under the floor are a tie (1) and a
+    /// value under it against one above it gives at most (other / floor), never a ratio that only measures incidental
+    /// noise; with a floor of zero, a zero against a non-zero is infinity.
     /// </summary>
     public double? Ratio
     {
@@ -61,8 +62,8 @@ internal sealed class ReportRow(string scenario, string variant, MetricInfo metr
             {
                 return null;
             }
-            double s = subject.Value <= Metric.NoiseFloor ? 0 : subject.Value;
-            double b = baseline.Value <= Metric.NoiseFloor ? 0 : baseline.Value;
+            double s = Math.Max(subject.Value, Metric.NoiseFloor);
+            double b = Math.Max(baseline.Value, Metric.NoiseFloor);
             (double better, double worse) = Metric.Better == Better.Lower ? (b, s) : (s, b);
             if (better == 0 && worse == 0)
             {

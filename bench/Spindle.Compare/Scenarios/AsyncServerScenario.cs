@@ -11,7 +11,8 @@ namespace Spindle.Compare.Scenarios;
 /// <summary>
 /// The shape of an async server: 1,000 concurrent async loops, started with <c>pool.Run</c> (Spindle) or
 /// <c>Task.Run</c> (built-in), each repeating "await something, then about 5 µs of CPU" until a deadline. An operation
-/// is one await and its work; its latency runs from just before the await to the end of the work.
+/// is one await and its work; its latency runs from just before the await to the end of the work (a loop's first
+/// operation from the moment the loop was queued, so a loop that waits in the queue is not left out).
 /// <list type="bullet">
 /// <item><c>yield</c>: <c>await Task.Yield()</c>.</item>
 /// <item><c>delay</c>: <c>await Task.Delay(1 ms, timeProvider)</c> on each pool's own timers (Spindle's
@@ -20,7 +21,10 @@ namespace Spindle.Compare.Scenarios;
 /// its own semaphore's <c>WaitAsync</c>, works, and releases its partner's.</item>
 /// </list>
 /// Metrics: operations per second, the 99th percentile of operation latency (each loop records its operations in an
-/// array allocated before the measured part), and allocation per operation. The measured part lasts 0.5 s (5 s with
+/// array allocated before the measured part), allocation per operation, and how many loops completed no operation at
+/// all in the measured part (a pool that keeps running the same few pairs from a LIFO queue starves the others; their
+/// waits would otherwise never reach the percentile, so a <c>handoff</c> wait that ends after the deadline is recorded
+/// too, as the wait alone). The measured part lasts 0.5 s (5 s with
 /// <c>--full</c>) after warm-up rounds of the same loops lasting at least <see cref="Warmup.Minimum"/>.
 /// </summary>
 internal sealed class AsyncServerScenario : IScenario
@@ -46,6 +50,7 @@ internal sealed class AsyncServerScenario : IScenario
         new("throughput", "ops/s", Better.Higher),
         new("p99", "us", Better.Lower),
         new("alloc", "B/op", Better.Lower, NoiseFloor: 0.5),
+        new("starved", "loops", Better.Lower),
     ];
 
     public string HeadlineMetric => "throughput";
@@ -85,6 +90,7 @@ internal sealed class AsyncServerScenario : IScenario
         GcSnapshot.CollectFully();
         GcSnapshot before = GcSnapshot.Take();
         long start = Stopwatch.GetTimestamp();
+        run.Start = start;
         run.Deadline = start + Pacer.Ticks(duration);
         for (int i = 0; i < Loops; i++)
         {
@@ -106,16 +112,18 @@ internal sealed class AsyncServerScenario : IScenario
 
         long operations = 0;
         int recorded = 0;
+        int starved = 0;
         foreach (LoopState loop in loops)
         {
             operations += loop.Operations;
-            recorded += Math.Min(loop.Operations, LatencySlotsPerLoop);
+            recorded += loop.Recorded;
+            starved += loop.Operations == 0 ? 1 : 0;
         }
         var latencies = new double[recorded];
         int next = 0;
         foreach (LoopState loop in loops)
         {
-            for (int i = 0; i < Math.Min(loop.Operations, LatencySlotsPerLoop); i++)
+            for (int i = 0; i < loop.Recorded; i++)
             {
                 latencies[next++] = Pacer.ToMicroseconds(loop.Latencies[i]);
             }
@@ -125,28 +133,33 @@ internal sealed class AsyncServerScenario : IScenario
         return new Measurement { Items = operations }
             .Set("throughput", operations / seconds)
             .Set("p99", latencies.Length == 0 ? double.NaN : Stats.Percentile(latencies, 99))
-            .Set("alloc", (double)used.AllocatedBytes / Math.Max(1, operations));
+            .Set("alloc", (double)used.AllocatedBytes / Math.Max(1, operations))
+            .Set("starved", starved);
     }
 
     private static async Task YieldLoop(ServerRun run, LoopState loop)
     {
+        long began = run.Start;
         while (Stopwatch.GetTimestamp() < run.Deadline)
         {
-            long began = Stopwatch.GetTimestamp();
             await Task.Yield();
             Work();
-            loop.Record(Stopwatch.GetTimestamp() - began);
+            long done = Stopwatch.GetTimestamp();
+            loop.Record(done - began);
+            began = done;
         }
     }
 
     private static async Task DelayLoop(ServerRun run, LoopState loop)
     {
+        long began = run.Start;
         while (Stopwatch.GetTimestamp() < run.Deadline)
         {
-            long began = Stopwatch.GetTimestamp();
             await Task.Delay(s_delay, run.TimeProvider);
             Work();
-            loop.Record(Stopwatch.GetTimestamp() - began);
+            long done = Stopwatch.GetTimestamp();
+            loop.Record(done - began);
+            began = done;
         }
     }
 
@@ -160,12 +173,17 @@ internal sealed class AsyncServerScenario : IScenario
         {
             loop.Partner!.Turn.Release();
         }
+        long began = run.Start;
         while (true)
         {
-            long began = Stopwatch.GetTimestamp();
             await loop.Turn.WaitAsync().ConfigureAwait(continueOnCapturedContext: true);
-            bool over = Stopwatch.GetTimestamp() >= run.Deadline;
-            if (!over)
+            long now = Stopwatch.GetTimestamp();
+            bool over = now >= run.Deadline;
+            if (over)
+            {
+                loop.RecordWait(now - began); // a wait the deadline cut short still counts: it may be a starved loop's only one
+            }
+            else
             {
                 Work();
                 loop.Record(Stopwatch.GetTimestamp() - began);
@@ -175,6 +193,7 @@ internal sealed class AsyncServerScenario : IScenario
             {
                 return;
             }
+            began = Stopwatch.GetTimestamp();
         }
     }
 
@@ -191,6 +210,7 @@ internal sealed class AsyncServerScenario : IScenario
     private sealed class ServerRun(TimeProvider timeProvider)
     {
         public readonly TimeProvider TimeProvider = timeProvider;
+        public long Start;
         public long Deadline;
     }
 
@@ -200,15 +220,25 @@ internal sealed class AsyncServerScenario : IScenario
         public readonly long[] Latencies = new long[LatencySlotsPerLoop];
         public readonly SemaphoreSlim Turn = new(0);
         public LoopState? Partner;
+
+        /// <summary>Operations completed before the deadline.</summary>
         public int Operations;
+
+        /// <summary>Latencies recorded: those operations (up to the array's size) and a final cut-short wait.</summary>
+        public int Recorded;
 
         public void Record(long ticks)
         {
-            if (Operations < LatencySlotsPerLoop)
-            {
-                Latencies[Operations] = ticks;
-            }
+            RecordWait(ticks);
             Operations++;
+        }
+
+        public void RecordWait(long ticks)
+        {
+            if (Recorded < LatencySlotsPerLoop)
+            {
+                Latencies[Recorded++] = ticks;
+            }
         }
     }
 }
