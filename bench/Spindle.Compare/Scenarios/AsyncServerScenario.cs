@@ -31,7 +31,7 @@ internal sealed class AsyncServerScenario : IScenario
 {
     private const int Loops = 1_000;
     private const int LatencySlotsPerLoop = 4_096;
-    private static readonly TimeSpan s_quickDuration = TimeSpan.FromMilliseconds(500);
+    private static readonly TimeSpan s_quickDuration = TimeSpan.FromSeconds(1);
     private static readonly TimeSpan s_fullDuration = TimeSpan.FromSeconds(5);
     private static readonly TimeSpan s_warmupDuration = TimeSpan.FromMilliseconds(200);
     private static readonly TimeSpan s_delay = TimeSpan.FromMilliseconds(1);
