@@ -165,7 +165,7 @@ internal sealed class ForkJoinScenario : IScenario
     private sealed class ForkState(TaskScheduler scheduler)
     {
         public readonly TaskScheduler Scheduler = scheduler;
-        public readonly ManualResetEventSlim Done = new(false);
+        public readonly ManualResetEventSlim Done = new(false, spinCount: 0);
         public long Forked;
         public long ChildStarted;
     }

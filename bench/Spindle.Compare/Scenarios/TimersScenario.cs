@@ -20,6 +20,10 @@ namespace Spindle.Compare.Scenarios;
 /// late each callback starts after its exact due time (never early is Spindle's contract; early firings are counted).</item>
 /// <item><c>saturated</c>: the same while the pool is saturated: 4 × cores CPU-bound 1 ms items keep every thread busy
 /// and a backlog queued, re-queueing themselves until the timers are done.</item>
+/// <item><c>burst</c>: 1,000 timers due at the same instant, each callback computing for 20 µs (10 ms of callbacks per
+/// core on this machine's 2), while an outside thread queues 50 small ordinary items about a millisecond apart (it
+/// sleeps in between), from 10 ms before the burst; how late the callbacks start, and how long the ordinary items wait
+/// to start (p99 and max): work queued behind a burst of timers should not wait for the whole burst.</item>
 /// </list>
 /// </summary>
 internal sealed class TimersScenario : IScenario
@@ -35,18 +39,28 @@ internal sealed class TimersScenario : IScenario
     private static readonly MetricInfo s_p99 = new("p99 late", "ms", Better.Lower, NoiseFloor: 0.01);
     private static readonly MetricInfo s_max = new("max late", "ms", Better.Lower, NoiseFloor: 0.01);
     private static readonly MetricInfo s_early = new("early", "timers", Better.Lower);
+    private static readonly MetricInfo s_itemP99 = new("item p99 wait", "ms", Better.Lower, NoiseFloor: 0.01);
+    private static readonly MetricInfo s_itemMax = new("item max wait", "ms", Better.Lower, NoiseFloor: 0.01);
+    private const int BurstCount = 1_000;
+    private const int BurstDueMs = 250;
+    private static readonly long s_burstCallbackTicks = Pacer.TicksFromMicroseconds(20);
+    private const int ItemCount = 50;
 
     public string Id => "timers";
 
     public string Description =>
         $"schedule+cancel {ScheduleCount:N0} timers; {FiringCount:N0} timers firing over {SpreadMs / 1000} s: lateness, idle and with the pool saturated";
 
-    public IReadOnlyList<string> Variants { get; } = ["schedule-cancel", "lateness", "saturated"];
+    public IReadOnlyList<string> Variants { get; } = ["schedule-cancel", "lateness", "saturated", "burst"];
 
-    public IReadOnlyList<MetricInfo> Metrics { get; } = [s_schedule, s_alloc, s_p50, s_p99, s_max, s_early];
+    public IReadOnlyList<MetricInfo> Metrics { get; } = [s_schedule, s_alloc, s_p50, s_p99, s_max, s_early, s_itemP99, s_itemMax];
 
-    public IReadOnlyList<MetricInfo> MetricsFor(string variant) =>
-        variant == "schedule-cancel" ? [s_schedule, s_alloc] : [s_p50, s_p99, s_max, s_early];
+    public IReadOnlyList<MetricInfo> MetricsFor(string variant) => variant switch
+    {
+        "schedule-cancel" => [s_schedule, s_alloc],
+        "burst" => [s_p99, s_max, s_itemP99, s_itemMax],
+        _ => [s_p50, s_p99, s_max, s_early],
+    };
 
     public string HeadlineMetric => "p99 late";
 
@@ -63,6 +77,10 @@ internal sealed class TimersScenario : IScenario
                 PoolWarmup.StartThreads(pool, Environment.ProcessorCount);
                 Warmup.Repeat(() => Fire(pool, FiringCount / 10, SpreadMs / 10, saturate));
                 return Fire(pool, FiringCount, SpreadMs, saturate);
+            case "burst":
+                PoolWarmup.StartThreads(pool, Environment.ProcessorCount);
+                Warmup.Repeat(() => Burst(pool));
+                return Burst(pool);
             default:
                 throw new ArgumentException($"Unknown variant '{variant}'.", nameof(variant));
         }
@@ -140,6 +158,98 @@ internal sealed class TimersScenario : IScenario
             .Set(s_p99.Name, Stats.Percentile(late, 99))
             .Set(s_max.Name, late[^1])
             .Set(s_early.Name, early);
+    }
+
+    private static Measurement Burst(IPoolUnderTest pool)
+    {
+        var run = new FiringRun(BurstCount);
+        var probes = new Probe[BurstCount];
+        var timers = new ITimer[BurstCount];
+        long scheduled = Stopwatch.GetTimestamp();
+        TimerCallback callback = s_burstProbe;
+        for (int i = 0; i < BurstCount; i++)
+        {
+            probes[i] = new Probe(run, BurstDueMs) { Scheduled = scheduled };
+            timers[i] = pool.CreateTimer(callback, probes[i], TimeSpan.FromMilliseconds(BurstDueMs), Timeout.InfiniteTimeSpan);
+        }
+        GC.Collect(1, GCCollectionMode.Forced, blocking: true);
+
+        // The ordinary items: queued from this thread about every millisecond around the burst (it sleeps in between, so
+        // it leaves the cores to the pool), each recording when it started.
+        long due = scheduled + Pacer.Ticks(TimeSpan.FromMilliseconds(BurstDueMs));
+        long from = due - Pacer.Ticks(TimeSpan.FromMilliseconds(10));
+        var items = new ItemProbe[ItemCount];
+        for (int i = 0; i < ItemCount; i++)
+        {
+            items[i] = new ItemProbe();
+        }
+        var itemsDone = new CountdownEvent(ItemCount);
+        Pacer.WaitUntil(from, TimeSpan.FromMilliseconds(2));
+        for (int i = 0; i < ItemCount; i++)
+        {
+            Thread.Sleep(1);
+            ItemProbe item = items[i];
+            item.Done = itemsDone;
+            item.Queued = Stopwatch.GetTimestamp();
+            pool.UnsafeQueue(s_itemProbe, item, preferLocal: false);
+        }
+        Waits.OrThrow(run.Done, $"{BurstCount:N0} timers to fire");
+        if (!itemsDone.Wait(Waits.Stuck))
+        {
+            throw new TimeoutException("The ordinary items queued around the burst did not all run.");
+        }
+        foreach (ITimer timer in timers)
+        {
+            timer.Dispose();
+        }
+        var late = new double[BurstCount];
+        for (int i = 0; i < BurstCount; i++)
+        {
+            late[i] = Stopwatch.GetElapsedTime(probes[i].Scheduled, probes[i].Fired).TotalMilliseconds - BurstDueMs;
+        }
+        var waits = new double[ItemCount];
+        for (int i = 0; i < ItemCount; i++)
+        {
+            waits[i] = Stopwatch.GetElapsedTime(items[i].Queued, items[i].Started).TotalMilliseconds;
+        }
+        Array.Sort(late);
+        Array.Sort(waits);
+        return new Measurement { Items = BurstCount + ItemCount }
+            .Set(s_p99.Name, Stats.Percentile(late, 99))
+            .Set(s_max.Name, late[^1])
+            .Set(s_itemP99.Name, Stats.Percentile(waits, 99))
+            .Set(s_itemMax.Name, waits[^1]);
+    }
+
+    /// <summary>A burst timer's callback: records its start, then computes for 20 µs.</summary>
+    private static readonly TimerCallback s_burstProbe = static state =>
+    {
+        long now = Stopwatch.GetTimestamp();
+        var probe = (Probe)state!;
+        probe.Fired = now;
+        long until = now + s_burstCallbackTicks;
+        while (Stopwatch.GetTimestamp() < until)
+        {
+            Thread.SpinWait(4);
+        }
+        if (Interlocked.Decrement(ref probe.Run.Remaining) == 0)
+        {
+            probe.Run.Done.Set();
+        }
+    };
+
+    private static readonly Action<object?> s_itemProbe = static state =>
+    {
+        var item = (ItemProbe)state!;
+        item.Started = Stopwatch.GetTimestamp();
+        item.Done!.Signal();
+    };
+
+    private sealed class ItemProbe
+    {
+        public CountdownEvent? Done;
+        public long Queued;
+        public long Started;
     }
 
     private static readonly TimerCallback s_nothing = static _ => { };
