@@ -542,6 +542,46 @@ public sealed class WorkerPoolTimerTests
     }
 
     [Fact]
+    public void ABurstOfDueTimers_LetsAnItemQueuedBehindItRun_BeforeTheRestOfTheBurst()
+    {
+        using var pool = NewPool(o => { o.MinThreads = 1; o.MaxThreads = 1; });
+        using var gate = new ManualResetEventSlim();
+        using var all = new CountdownEvent(20);
+        int callbacksStarted = 0;
+        int startedBeforeItem = -1;
+        using var itemRan = new ManualResetEventSlim();
+        // Hold the only worker until all twenty timers are due, so they wait together ahead of ordinary work.
+        pool.QueueUserWorkItem(_ => gate.Wait(Waits.MustHappen), null);
+        var timers = new ITimer[20];
+        for (int i = 0; i < timers.Length; i++)
+        {
+            timers[i] = pool.CreateTimer(_ =>
+            {
+                Interlocked.Increment(ref callbacksStarted);
+                long until = Stopwatch.GetTimestamp() + Stopwatch.Frequency / 500; // 2 ms of work, far past a turn
+                while (Stopwatch.GetTimestamp() < until)
+                {
+                    Thread.SpinWait(20);
+                }
+                all.Signal();
+            }, null, TimeSpan.FromMilliseconds(5), Timeout.InfiniteTimeSpan);
+        }
+        Thread.Sleep(100);
+        pool.QueueUserWorkItem(_ =>
+        {
+            startedBeforeItem = Volatile.Read(ref callbacksStarted);
+            itemRan.Set();
+        }, null);
+        gate.Set();
+        Waits.For(itemRan, "the ordinary item");
+        Waits.For(all, "the twenty timers");
+        Array.ForEach(timers, t => t.Dispose());
+        // Timers still go first, but after a run of callbacks one ordinary item gets its turn: the item queued behind
+        // the burst starts after one or two callbacks, not after all twenty (40 ms of them).
+        Assert.InRange(startedBeforeItem, 1, 2);
+    }
+
+    [Fact]
     public void Callback_FlowsTheExecutionContext_WhenThePoolDoes()
     {
         using var flowing = NewPool();
