@@ -29,6 +29,7 @@ internal sealed class BlockingBurstScenario : IScenario
     public IReadOnlyList<MetricInfo> Metrics { get; } =
     [
         new("complete", "ms", Better.Lower),
+        new("vs ideal", "x", Better.Lower),
         new("peak threads", "threads", Better.Lower),
         new("time to peak", "ms", Better.Lower),
     ];
@@ -63,8 +64,10 @@ internal sealed class BlockingBurstScenario : IScenario
             return new Measurement();
         }
         List<double[]> series = recorder!.Finish();
+        double complete = Stopwatch.GetElapsedTime(start, run.CompletedAt).TotalMilliseconds;
         return new Measurement { Series = series, Items = Items }
-            .Set("complete", Stopwatch.GetElapsedTime(start, run.CompletedAt).TotalMilliseconds)
+            .Set("complete", complete)
+            .Set("vs ideal", complete / blockMs)
             .Set("peak threads", recorder.PeakThreads)
             .Set("time to peak", recorder.TimeToPeakMs);
     }

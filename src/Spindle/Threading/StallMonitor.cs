@@ -26,8 +26,10 @@ namespace Spindle.Threading;
 //    StallThresholdMs while the process leaves a core idle (the workers are blocked, not computing), and
 //    max(SaturatedStallMs, 4 x the recent gap between completions) while the cores are busy (long CPU-bound items;
 //    adding threads then only helps items that never end, such as a spin-wait on a flag). On starvation the monitor
-//    raises the controller's starvation boost and adds threads in a ramp, 1, 2, 4 ... per allowance while the stall
-//    lasts (capped by the waiting items and MaxThreads), and stops as soon as an item completes. The boost decays (halves every
+//    raises the controller's starvation boost and adds threads: with the cores idle, a thread per waiting item at once
+//    (blocked workers cost no CPU, so this cannot oversubscribe computation, and ramping from one made a burst of 200
+//    blocking items wait for eight doublings); with the cores busy, a ramp, 1, 2, 4 ... per allowance while the stall
+//    lasts. Both are capped by the waiting items and MaxThreads, and stop as soon as an item completes. The boost decays (halves every
 //    DecayIntervalMs) while the queues are empty, or while the cores are saturated and items complete; surplus workers
 //    then retire (ThreadController). CPU-bound work whose items complete keeps the thread count at the target.
 //
@@ -285,7 +287,7 @@ internal sealed class StallMonitor
                 : (_lastInjectionAt == 0 ? StallThresholdMs : MonitorTickMs);
             if (stalledMs >= allowance)
             {
-                InjectForStarvation(threads, stalledMs);
+                InjectForStarvation(threads, stalledMs, saturated);
                 _lastInjectionAt = now;
             }
         }
@@ -294,10 +296,13 @@ internal sealed class StallMonitor
         return deferralsOpen || starving;
     }
 
-    private void InjectForStarvation(int threads, double stalledMs)
+    private void InjectForStarvation(int threads, double stalledMs, bool saturated)
     {
         long waiting = _scheduler.PendingCount;
-        int add = _threads.RaiseStarvationBoost(threads, (int)Math.Min(_ramp, Math.Max(waiting, 1)));
+        // Cores idle: the workers are blocked, so a thread per waiting item (up to the maximum) is what ends the stall,
+        // and adding them all at once costs no CPU-bound throughput. Cores busy: ramp 1, 2, 4 ... (see the remarks).
+        long wanted = saturated ? _ramp : waiting;
+        int add = _threads.RaiseStarvationBoost(threads, (int)Math.Min(wanted, Math.Max(waiting, 1)));
         if (add == 0)
         {
             return;

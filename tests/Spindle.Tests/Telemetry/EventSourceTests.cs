@@ -15,7 +15,7 @@ namespace Spindle.Tests.Telemetry;
 public sealed class EventSourceTests
 {
     /// <summary>Records the Spindle events of one pool.</summary>
-    private sealed class Listener : EventListener
+    internal sealed class Listener : EventListener
     {
         private readonly string _pool;
 
