@@ -201,6 +201,7 @@ public sealed partial class WorkerPool
             _threads.BeginShutdown(Scheduler.StateDraining);
             _waits.Stop();
             _dedicated.ReleaseIdle();
+            OnIoShutdownStarted();
             return;
         }
         // Cancel what is queued now (Run tasks complete as cancelled at once), not only when a worker gets to it. The
@@ -213,6 +214,7 @@ public sealed partial class WorkerPool
             _threads.BeginShutdown(Scheduler.StateCancelling);
             _waits.Stop();
             _dedicated.ReleaseIdle();
+            OnIoShutdownStarted();
             _scheduler.CancelQueuedNow();
         }
         finally

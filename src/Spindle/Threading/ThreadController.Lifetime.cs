@@ -133,6 +133,7 @@ internal sealed partial class ThreadController
         _scheduler.Urgent.Close();
         _scheduler.Lanes.OnPoolStopped();
         _timers.ReleaseThreadAfterStop();
+        _pool.OnIoStopped();
         _pool.Metrics.Dispose();
         if (Interlocked.CompareExchange(ref _shutdownTrace, 2, 0) != 0)
         {

@@ -1,0 +1,107 @@
+using System;
+using System.Net.Sockets;
+using System.Runtime.InteropServices;
+
+namespace Spindle.IO;
+
+/// <summary>
+/// The Linux system calls the pool's I/O driver uses, through source-generated P/Invoke (no runtime marshalling
+/// stubs, so NativeAOT- and trim-safe). Constants are Linux's (the same on x64 and arm64, the two architectures the
+/// driver runs on; see <see cref="EpollDriver.IsSupported"/>).
+/// </summary>
+internal static unsafe partial class LinuxIo
+{
+    private const string Libc = "libc";
+
+    public const int EpollCloexec = 0x80000;
+    public const int EpollCtlAdd = 1;
+    public const int EpollCtlDel = 2;
+    public const uint EpollIn = 0x001;
+    public const uint EpollOut = 0x004;
+    public const uint EpollErr = 0x008;
+    public const uint EpollHup = 0x010;
+    public const uint EpollRdHup = 0x2000;
+    public const uint EpollEt = 1u << 31;
+    public const int EfdCloexec = 0x80000;
+    public const int EfdNonblock = 0x800;
+    public const int SockNonblock = 0x800;
+    public const int SockCloexec = 0x80000;
+    public const int MsgNoSignal = 0x4000;
+
+    public const int EIntr = 4;
+    public const int EAgain = 11;
+    public const int EInProgress = 115;
+
+    [LibraryImport(Libc, EntryPoint = "epoll_create1", SetLastError = true)]
+    public static partial int EpollCreate1(int flags);
+
+    [LibraryImport(Libc, EntryPoint = "epoll_ctl", SetLastError = true)]
+    public static partial int EpollCtl(int epfd, int op, int fd, byte* ev);
+
+    [LibraryImport(Libc, EntryPoint = "epoll_wait", SetLastError = true)]
+    public static partial int EpollWait(int epfd, byte* events, int maxEvents, int timeout);
+
+    [LibraryImport(Libc, EntryPoint = "eventfd", SetLastError = true)]
+    public static partial int EventFd(uint initialValue, int flags);
+
+    [LibraryImport(Libc, EntryPoint = "read", SetLastError = true)]
+    public static partial nint Read(int fd, void* buffer, nint count);
+
+    [LibraryImport(Libc, EntryPoint = "write", SetLastError = true)]
+    public static partial nint Write(int fd, void* buffer, nint count);
+
+    [LibraryImport(Libc, EntryPoint = "close", SetLastError = true)]
+    public static partial int Close(int fd);
+
+    [LibraryImport(Libc, EntryPoint = "recv", SetLastError = true)]
+    public static partial nint Recv(int fd, byte* buffer, nint length, int flags);
+
+    [LibraryImport(Libc, EntryPoint = "send", SetLastError = true)]
+    public static partial nint Send(int fd, byte* buffer, nint length, int flags);
+
+    [LibraryImport(Libc, EntryPoint = "accept4", SetLastError = true)]
+    public static partial int Accept4(int fd, void* address, void* addressLength, int flags);
+
+    [LibraryImport(Libc, EntryPoint = "connect", SetLastError = true)]
+    public static partial int Connect(int fd, byte* address, int addressLength);
+
+    [LibraryImport(Libc, EntryPoint = "getsockopt", SetLastError = true)]
+    public static partial int GetSockOpt(int fd, int level, int name, void* value, int* length);
+
+    public const int SolSocket = 1;
+    public const int SoError = 4;
+    public const int EIsConn = 106;
+    public const int EAlready = 114;
+    public const int EConnAborted = 103;
+
+    /// <summary>The <see cref="SocketError"/> for a Linux <c>errno</c> of a socket call (the common ones; others map to <see cref="SocketError.SocketError"/>).</summary>
+    public static SocketError ToSocketError(int errno) => errno switch
+    {
+        9 => SocketError.OperationAborted,        // EBADF: closed under the call
+        13 => SocketError.AccessDenied,           // EACCES
+        32 => SocketError.Shutdown,               // EPIPE
+        98 => SocketError.AddressAlreadyInUse,    // EADDRINUSE
+        99 => SocketError.AddressNotAvailable,    // EADDRNOTAVAIL
+        100 => SocketError.NetworkDown,           // ENETDOWN
+        101 => SocketError.NetworkUnreachable,    // ENETUNREACH
+        103 => SocketError.ConnectionAborted,     // ECONNABORTED
+        104 => SocketError.ConnectionReset,       // ECONNRESET
+        105 => SocketError.NoBufferSpaceAvailable, // ENOBUFS
+        106 => SocketError.IsConnected,           // EISCONN
+        107 => SocketError.NotConnected,          // ENOTCONN
+        110 => SocketError.TimedOut,              // ETIMEDOUT
+        111 => SocketError.ConnectionRefused,     // ECONNREFUSED
+        113 => SocketError.HostUnreachable,       // EHOSTUNREACH
+        114 => SocketError.AlreadyInProgress,     // EALREADY
+        EInProgress => SocketError.InProgress,
+        EAgain => SocketError.WouldBlock,
+        EIntr => SocketError.Interrupted,
+        22 => SocketError.InvalidArgument,        // EINVAL
+        24 => SocketError.TooManyOpenSockets,     // EMFILE
+        88 => SocketError.NotSocket,              // ENOTSOCK
+        _ => SocketError.SocketError,
+    };
+
+    /// <summary>A <see cref="SocketException"/> for a failed call's <c>errno</c>.</summary>
+    public static SocketException Error(int errno) => new((int)ToSocketError(errno));
+}

@@ -1,0 +1,622 @@
+using System;
+using System.IO;
+using System.Net;
+using System.Net.Sockets;
+using System.Runtime.CompilerServices;
+using System.Runtime.InteropServices;
+using System.Threading;
+using System.Threading.Tasks;
+using Spindle.Queues;
+using Spindle.Scheduling;
+
+namespace Spindle.IO;
+
+/// <summary>
+/// A TCP socket whose asynchronous operations complete on a <see cref="WorkerPool"/>: on Linux through the pool's own
+/// epoll driver (no thread of the built-in <see cref="ThreadPool"/> is involved, so a starved built-in pool cannot
+/// delay it), elsewhere through the runtime's socket engine, resuming on the pool.
+/// </summary>
+/// <remarks>
+/// <para>Operations: <see cref="ConnectAsync(EndPoint, CancellationToken)"/>, <see cref="AcceptAsync"/>,
+/// <see cref="ReceiveAsync"/>, <see cref="SendAsync"/>; one receive (or accept) and one send may be pending at a time
+/// (they may overlap each other). In steady state an operation allocates nothing: one that cannot complete at once waits
+/// on a reusable source owned by the socket, and the async methods use pooled state machines.</para>
+/// <para>Completion: the code after an <c>await</c> of an operation that had to wait runs on a worker of the pool (the
+/// poller thread never runs user code). An operation that completes at once completes on the calling thread.</para>
+/// <para>Faults: a reset or refused connection throws <see cref="SocketException"/>; an orderly close by the peer makes
+/// <see cref="ReceiveAsync"/> return 0. <see cref="Dispose"/> during a pending operation, and the pool's shutdown (from
+/// the moment it begins), complete pending operations with <see cref="ObjectDisposedException"/>; cancellation with
+/// <see cref="OperationCanceledException"/>, after which the socket stays usable (a cancelled send may have sent part
+/// of its buffer).</para>
+/// <para>The <see cref="Socket"/> is exposed for options and endpoints; do not call its own send, receive or async
+/// methods while this wrapper owns it (they would compete for the same readiness).</para>
+/// </remarks>
+public sealed class PoolSocket : IDisposable
+{
+    private static readonly Action<object?> s_resume = static continuation => ((Action)continuation!)();
+
+    private readonly WorkerPool _pool;
+    private readonly Scheduler _scheduler;
+    private readonly Socket _socket;
+    private readonly SafeSocketHandle _handle;
+    private readonly EpollDriver? _driver;
+    private readonly ReadinessWaiter? _read;
+    private readonly ReadinessWaiter? _write;
+    private readonly ulong _token;
+    private readonly int _fd;
+    private int _receiving;
+    private int _sending;
+    private int _disposed;
+
+    /// <summary>Creates a TCP socket of <paramref name="addressFamily"/> whose operations complete on <paramref name="pool"/>.</summary>
+    /// <exception cref="ArgumentNullException"><paramref name="pool"/> is null.</exception>
+    /// <exception cref="ArgumentOutOfRangeException"><paramref name="addressFamily"/> is neither IPv4 nor IPv6.</exception>
+    /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    /// <exception cref="SocketException">The operating system refused the socket.</exception>
+    public PoolSocket(WorkerPool pool, AddressFamily addressFamily = AddressFamily.InterNetwork)
+        : this(pool, CreateTcp(pool, addressFamily), ownsValidated: true)
+    {
+    }
+
+    /// <summary>
+    /// Takes ownership of <paramref name="socket"/> (a TCP stream socket, connected, listening or neither): it is made
+    /// non-blocking and registered with <paramref name="pool"/>'s driver, and disposed with this wrapper.
+    /// </summary>
+    /// <exception cref="ArgumentNullException"><paramref name="pool"/> or <paramref name="socket"/> is null.</exception>
+    /// <exception cref="ArgumentException"><paramref name="socket"/> is not a stream socket.</exception>
+    /// <exception cref="ObjectDisposedException"><paramref name="socket"/> is disposed, or the pool is shutting down.</exception>
+    public PoolSocket(WorkerPool pool, Socket socket)
+        : this(pool, Validate(pool, socket), ownsValidated: true)
+    {
+    }
+
+    private PoolSocket(WorkerPool pool, Socket socket, bool ownsValidated)
+    {
+        System.Diagnostics.Debug.Assert(ownsValidated, "the socket is validated and owned from here on");
+        _pool = pool;
+        _scheduler = pool.SchedulerCore;
+        _socket = socket;
+        _handle = socket.SafeHandle;
+        try
+        {
+            socket.Blocking = false;
+            _driver = pool.IoDriver();
+            if (_driver is not null)
+            {
+                Func<Exception> closed = ClosedError;
+                _read = new ReadinessWaiter(_scheduler, closed);
+                _write = new ReadinessWaiter(_scheduler, closed);
+                _fd = (int)_handle.DangerousGetHandle();
+                _token = _driver.Register(this, _fd);
+            }
+        }
+        catch
+        {
+            socket.Dispose();
+            throw;
+        }
+    }
+
+    /// <summary>The pool the operations complete on.</summary>
+    public WorkerPool Pool => _pool;
+
+    /// <summary>The underlying socket, for options, binding, listening and endpoints (see the remarks).</summary>
+    public Socket Socket => _socket;
+
+    /// <summary>Whether this socket's readiness comes from the pool's own driver (Linux on x64 and arm64) rather than the runtime's socket engine.</summary>
+    public bool UsesPoolDriver => _driver is not null;
+
+    /// <summary>Binds the socket to <paramref name="localEndPoint"/> (<see cref="Socket.Bind"/>).</summary>
+    public void Bind(EndPoint localEndPoint) => _socket.Bind(localEndPoint);
+
+    /// <summary>Starts listening for connections (<see cref="Socket.Listen(int)"/>).</summary>
+    public void Listen(int backlog = 512) => _socket.Listen(backlog);
+
+    /// <summary>Connects to <paramref name="remoteEndPoint"/> (an <see cref="IPEndPoint"/>, or a <see cref="DnsEndPoint"/>, whose addresses are tried in turn).</summary>
+    /// <exception cref="ArgumentNullException"><paramref name="remoteEndPoint"/> is null.</exception>
+    /// <exception cref="ArgumentException"><paramref name="remoteEndPoint"/> is neither an IP nor a DNS endpoint.</exception>
+    /// <exception cref="ObjectDisposedException">The socket is disposed or the pool is shutting down.</exception>
+    /// <exception cref="SocketException">The connection failed (refused, unreachable, timed out).</exception>
+    /// <exception cref="OperationCanceledException"><paramref name="cancellationToken"/> fired first.</exception>
+    public ValueTask ConnectAsync(EndPoint remoteEndPoint, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(remoteEndPoint);
+        ThrowIfDisposed();
+        return remoteEndPoint switch
+        {
+            IPEndPoint ip => ConnectCoreAsync(ip, cancellationToken),
+            DnsEndPoint dns => ConnectDnsAsync(dns.Host, dns.Port, cancellationToken),
+            _ => throw new ArgumentException($"Only IPEndPoint and DnsEndPoint are supported, not {remoteEndPoint.GetType().Name}.", nameof(remoteEndPoint)),
+        };
+    }
+
+    /// <summary>Connects to <paramref name="host"/>:<paramref name="port"/>, trying its addresses in turn.</summary>
+    /// <exception cref="ArgumentException"><paramref name="host"/> is null or empty.</exception>
+    /// <exception cref="ArgumentOutOfRangeException"><paramref name="port"/> is not a valid port.</exception>
+    public ValueTask ConnectAsync(string host, int port, CancellationToken cancellationToken = default)
+    {
+        ArgumentException.ThrowIfNullOrEmpty(host);
+        ArgumentOutOfRangeException.ThrowIfLessThan(port, IPEndPoint.MinPort);
+        ArgumentOutOfRangeException.ThrowIfGreaterThan(port, IPEndPoint.MaxPort);
+        ThrowIfDisposed();
+        return ConnectDnsAsync(host, port, cancellationToken);
+    }
+
+    /// <summary>Accepts the next connection of a listening socket, as a <see cref="PoolSocket"/> on the same pool.</summary>
+    /// <exception cref="InvalidOperationException">Another accept or receive is pending.</exception>
+    /// <exception cref="ObjectDisposedException">The socket is disposed or the pool is shutting down.</exception>
+    /// <exception cref="SocketException">The socket is not listening, or the accept failed.</exception>
+    /// <exception cref="OperationCanceledException"><paramref name="cancellationToken"/> fired first.</exception>
+    public ValueTask<PoolSocket> AcceptAsync(CancellationToken cancellationToken = default)
+    {
+        ThrowIfDisposed();
+        cancellationToken.ThrowIfCancellationRequested();
+        Enter(ref _receiving, "accept or receive");
+        return _driver is null ? FallbackAcceptAsync(cancellationToken) : AcceptCoreAsync(cancellationToken);
+    }
+
+    /// <summary>
+    /// Receives into <paramref name="buffer"/>: the number of bytes received, at least one, or 0 once the peer has shut
+    /// down its side (and at once for an empty buffer).
+    /// </summary>
+    /// <exception cref="InvalidOperationException">Another receive or accept is pending.</exception>
+    /// <exception cref="ObjectDisposedException">The socket is disposed or the pool is shutting down.</exception>
+    /// <exception cref="SocketException">The connection was reset or failed.</exception>
+    /// <exception cref="OperationCanceledException"><paramref name="cancellationToken"/> fired first.</exception>
+    public ValueTask<int> ReceiveAsync(Memory<byte> buffer, CancellationToken cancellationToken = default)
+    {
+        ThrowIfDisposed();
+        cancellationToken.ThrowIfCancellationRequested();
+        Enter(ref _receiving, "receive or accept");
+        return _driver is null ? FallbackReceiveAsync(buffer, cancellationToken) : ReceiveCoreAsync(buffer, cancellationToken);
+    }
+
+    /// <summary>Sends all of <paramref name="buffer"/>; returns its length once every byte has been handed to the kernel.</summary>
+    /// <exception cref="InvalidOperationException">Another send is pending.</exception>
+    /// <exception cref="ObjectDisposedException">The socket is disposed or the pool is shutting down.</exception>
+    /// <exception cref="SocketException">The connection was reset or shut down.</exception>
+    /// <exception cref="OperationCanceledException"><paramref name="cancellationToken"/> fired first (part of the buffer may have been sent).</exception>
+    public ValueTask<int> SendAsync(ReadOnlyMemory<byte> buffer, CancellationToken cancellationToken = default)
+    {
+        ThrowIfDisposed();
+        cancellationToken.ThrowIfCancellationRequested();
+        Enter(ref _sending, "send");
+        return _driver is null ? FallbackSendAsync(buffer, cancellationToken) : SendCoreAsync(buffer, cancellationToken);
+    }
+
+    /// <summary>A <see cref="Stream"/> over this socket (reads and writes are its receives and sends); disposing the stream disposes the socket when <paramref name="ownsSocket"/>.</summary>
+    public PoolSocketStream GetStream(bool ownsSocket = true)
+    {
+        ThrowIfDisposed();
+        return new PoolSocketStream(this, ownsSocket);
+    }
+
+    /// <summary>Closes the socket. Pending operations complete with <see cref="ObjectDisposedException"/>. Idempotent.</summary>
+    public void Dispose()
+    {
+        if (Interlocked.Exchange(ref _disposed, 1) != 0)
+        {
+            return;
+        }
+        _read?.Close();
+        _write?.Close();
+        _driver?.Unregister(_token, _fd);
+        _socket.Dispose();
+    }
+
+    /// <summary>The driver, when the pool begins to shut down: pending and later operations fail with <see cref="ObjectDisposedException"/>.</summary>
+    internal void CloseForShutdown()
+    {
+        _read?.Close();
+        _write?.Close();
+    }
+
+    /// <summary>The poller: a readiness event for this socket.</summary>
+    internal void OnReadiness(uint events)
+    {
+        if ((events & (LinuxIo.EpollIn | LinuxIo.EpollRdHup | LinuxIo.EpollErr | LinuxIo.EpollHup)) != 0)
+        {
+            _read!.Signal();
+        }
+        if ((events & (LinuxIo.EpollOut | LinuxIo.EpollErr | LinuxIo.EpollHup)) != 0)
+        {
+            _write!.Signal();
+        }
+    }
+
+    internal static ObjectDisposedException PoolShutDown(string poolName) =>
+        new(typeof(WorkerPool).FullName, $"The worker pool '{poolName}' is shut down or shutting down: its sockets complete no more operations.");
+
+    private Exception ClosedError() =>
+        Volatile.Read(ref _disposed) != 0 ? new ObjectDisposedException(GetType().FullName) : PoolShutDown(_pool.Name);
+
+    private void ThrowIfDisposed()
+    {
+        ObjectDisposedException.ThrowIf(Volatile.Read(ref _disposed) != 0, this);
+        if (_pool.IsShutdownStarted || _read is { IsClosed: true })
+        {
+            throw PoolShutDown(_pool.Name);
+        }
+    }
+
+    private static void Enter(ref int flag, string what)
+    {
+        if (Interlocked.Exchange(ref flag, 1) != 0)
+        {
+            throw new InvalidOperationException($"Another {what} is already pending on this socket; a PoolSocket runs one at a time in each direction.");
+        }
+    }
+
+    private static Socket CreateTcp(WorkerPool pool, AddressFamily addressFamily)
+    {
+        ArgumentNullException.ThrowIfNull(pool);
+        if (addressFamily is not (AddressFamily.InterNetwork or AddressFamily.InterNetworkV6))
+        {
+            throw new ArgumentOutOfRangeException(nameof(addressFamily), addressFamily, "A PoolSocket is a TCP socket over IPv4 or IPv6.");
+        }
+        return new Socket(addressFamily, SocketType.Stream, ProtocolType.Tcp);
+    }
+
+    private static Socket Validate(WorkerPool pool, Socket socket)
+    {
+        ArgumentNullException.ThrowIfNull(pool);
+        ArgumentNullException.ThrowIfNull(socket);
+        ObjectDisposedException.ThrowIf(socket.SafeHandle.IsClosed, socket);
+        if (socket.SocketType != SocketType.Stream)
+        {
+            throw new ArgumentException($"A PoolSocket needs a stream socket, not {socket.SocketType}.", nameof(socket));
+        }
+        return socket;
+    }
+
+    // ---- the driver's paths: try the call, wait for readiness on EAGAIN, try again ----
+
+    [AsyncMethodBuilder(typeof(PoolingAsyncValueTaskMethodBuilder<>))]
+    private async ValueTask<int> ReceiveCoreAsync(Memory<byte> buffer, CancellationToken cancellationToken)
+    {
+        try
+        {
+            while (true)
+            {
+                int seen = _read!.Sequence;
+                nint received = TryTransfer(send: false, buffer.Span, out int errno);
+                if (received >= 0)
+                {
+                    return (int)received;
+                }
+                await WaitOrThrowAsync(_read, seen, errno, cancellationToken).ConfigureAwait(false);
+            }
+        }
+        finally
+        {
+            Volatile.Write(ref _receiving, 0);
+        }
+    }
+
+    [AsyncMethodBuilder(typeof(PoolingAsyncValueTaskMethodBuilder<>))]
+    private async ValueTask<int> SendCoreAsync(ReadOnlyMemory<byte> buffer, CancellationToken cancellationToken)
+    {
+        try
+        {
+            int sent = 0;
+            while (sent < buffer.Length)
+            {
+                int seen = _write!.Sequence;
+                nint count = TryTransfer(send: true, MemoryMarshal.AsMemory(buffer).Span[sent..], out int errno);
+                if (count >= 0)
+                {
+                    sent += (int)count;
+                    continue;
+                }
+                await WaitOrThrowAsync(_write, seen, errno, cancellationToken).ConfigureAwait(false);
+            }
+            return sent;
+        }
+        finally
+        {
+            Volatile.Write(ref _sending, 0);
+        }
+    }
+
+    [AsyncMethodBuilder(typeof(PoolingAsyncValueTaskMethodBuilder<>))]
+    private async ValueTask<PoolSocket> AcceptCoreAsync(CancellationToken cancellationToken)
+    {
+        try
+        {
+            while (true)
+            {
+                int seen = _read!.Sequence;
+                int fd = TryAccept(out int errno);
+                if (fd >= 0)
+                {
+                    return Adopt(fd);
+                }
+                if (errno == LinuxIo.EConnAborted)
+                {
+                    continue; // the peer gave up before we took it: take the next
+                }
+                await WaitOrThrowAsync(_read, seen, errno, cancellationToken).ConfigureAwait(false);
+            }
+        }
+        finally
+        {
+            Volatile.Write(ref _receiving, 0);
+        }
+    }
+
+    private async ValueTask ConnectCoreAsync(IPEndPoint remote, CancellationToken cancellationToken)
+    {
+        cancellationToken.ThrowIfCancellationRequested();
+        if (_driver is null)
+        {
+            await _socket.ConnectAsync(remote, cancellationToken).ConfigureAwait(false);
+            await new PoolHop(_pool, _scheduler);
+            return;
+        }
+        Enter(ref _sending, "send or connect");
+        try
+        {
+            byte[] address = SocketAddressFor(remote, _socket.AddressFamily);
+            while (true)
+            {
+                int seen = _write!.Sequence;
+                int errno = TryConnect(address);
+                if (errno is 0 or LinuxIo.EIsConn)
+                {
+                    return;
+                }
+                if (errno is LinuxIo.EInProgress or LinuxIo.EAlready)
+                {
+                    errno = LinuxIo.EAgain; // in progress: wait for writability, then ask again
+                }
+                await WaitOrThrowAsync(_write, seen, errno, cancellationToken).ConfigureAwait(false);
+            }
+        }
+        finally
+        {
+            Volatile.Write(ref _sending, 0);
+        }
+    }
+
+    private async ValueTask ConnectDnsAsync(string host, int port, CancellationToken cancellationToken)
+    {
+        IPAddress[] addresses = await Dns.GetHostAddressesAsync(host, _socket.AddressFamily, cancellationToken).ConfigureAwait(false);
+        if (addresses.Length == 0)
+        {
+            throw new SocketException((int)SocketError.HostNotFound);
+        }
+        SocketException? last = null;
+        foreach (IPAddress address in addresses)
+        {
+            try
+            {
+                await ConnectCoreAsync(new IPEndPoint(address, port), cancellationToken).ConfigureAwait(false);
+                return;
+            }
+            catch (SocketException e)
+            {
+                last = e;
+            }
+        }
+        throw last!;
+    }
+
+    /// <summary>On <c>EAGAIN</c>: waits for the next readiness event after <paramref name="seen"/>; on <c>EINTR</c>: returns to retry; otherwise throws.</summary>
+    private ValueTask WaitOrThrowAsync(ReadinessWaiter waiter, int seen, int errno, CancellationToken cancellationToken)
+    {
+        if (errno == LinuxIo.EIntr)
+        {
+            return default;
+        }
+        if (errno != LinuxIo.EAgain)
+        {
+            ThrowIfDisposed();
+            throw LinuxIo.Error(errno);
+        }
+        return AwaitReadinessAsync(waiter, seen, cancellationToken);
+    }
+
+    [AsyncMethodBuilder(typeof(PoolingAsyncValueTaskMethodBuilder))]
+    private static async ValueTask AwaitReadinessAsync(ReadinessWaiter waiter, int seen, CancellationToken cancellationToken)
+    {
+        try
+        {
+            await waiter.WaitAsync(seen, cancellationToken).ConfigureAwait(false);
+        }
+        finally
+        {
+            waiter.EndWait();
+        }
+    }
+
+    /// <summary>One <c>recv</c> or <c>send</c> (without SIGPIPE): the byte count, or -1 with <paramref name="errno"/>.</summary>
+    private unsafe nint TryTransfer(bool send, Span<byte> buffer, out int errno)
+    {
+        bool added = false;
+        try
+        {
+            _handle.DangerousAddRef(ref added);
+            fixed (byte* pointer = buffer)
+            {
+                nint result = send
+                    ? LinuxIo.Send(_fd, pointer, buffer.Length, LinuxIo.MsgNoSignal)
+                    : LinuxIo.Recv(_fd, pointer, buffer.Length, 0);
+                errno = result < 0 ? Marshal.GetLastPInvokeError() : 0;
+                return result;
+            }
+        }
+        catch (ObjectDisposedException)
+        {
+            throw ClosedError();
+        }
+        finally
+        {
+            if (added)
+            {
+                _handle.DangerousRelease();
+            }
+        }
+    }
+
+    private unsafe int TryAccept(out int errno)
+    {
+        bool added = false;
+        try
+        {
+            _handle.DangerousAddRef(ref added);
+            int fd = LinuxIo.Accept4(_fd, null, null, LinuxIo.SockNonblock | LinuxIo.SockCloexec);
+            errno = fd < 0 ? Marshal.GetLastPInvokeError() : 0;
+            return fd;
+        }
+        catch (ObjectDisposedException)
+        {
+            throw ClosedError();
+        }
+        finally
+        {
+            if (added)
+            {
+                _handle.DangerousRelease();
+            }
+        }
+    }
+
+    /// <summary>One connect call: 0 when connected, otherwise its <c>errno</c> (<c>EINPROGRESS</c> at first, <c>EISCONN</c> once done).</summary>
+    private unsafe int TryConnect(byte[] address)
+    {
+        bool added = false;
+        try
+        {
+            _handle.DangerousAddRef(ref added);
+            fixed (byte* pointer = address)
+            {
+                return LinuxIo.Connect(_fd, pointer, address.Length) == 0 ? 0 : Marshal.GetLastPInvokeError();
+            }
+        }
+        catch (ObjectDisposedException)
+        {
+            throw ClosedError();
+        }
+        finally
+        {
+            if (added)
+            {
+                _handle.DangerousRelease();
+            }
+        }
+    }
+
+    private PoolSocket Adopt(int fd)
+    {
+        Socket accepted;
+        try
+        {
+            accepted = new Socket(new SafeSocketHandle(fd, ownsHandle: true));
+        }
+        catch
+        {
+            LinuxIo.Close(fd);
+            throw;
+        }
+        return new PoolSocket(_pool, accepted, ownsValidated: true);
+    }
+
+    /// <summary>Linux's <c>sockaddr_in</c> or <c>sockaddr_in6</c> for <paramref name="remote"/> (an IPv4 address on an IPv6 socket is mapped).</summary>
+    private static byte[] SocketAddressFor(IPEndPoint remote, AddressFamily socketFamily)
+    {
+        IPAddress address = remote.Address;
+        if (socketFamily == AddressFamily.InterNetworkV6 && address.AddressFamily == AddressFamily.InterNetwork)
+        {
+            address = address.MapToIPv6();
+        }
+        if (address.AddressFamily != socketFamily)
+        {
+            throw new ArgumentException($"An {address.AddressFamily} address cannot be reached from an {socketFamily} socket.", nameof(remote));
+        }
+        bool v6 = address.AddressFamily == AddressFamily.InterNetworkV6;
+        var bytes = new byte[v6 ? 28 : 16];
+        BitConverterWrite(bytes, 0, (ushort)(v6 ? 10 : 2)); // AF_INET6 / AF_INET, host order
+        bytes[2] = (byte)(remote.Port >> 8);
+        bytes[3] = (byte)remote.Port;
+        if (v6)
+        {
+            address.TryWriteBytes(bytes.AsSpan(8, 16), out _);
+            uint scope = (uint)address.ScopeId;
+            BitConverter.TryWriteBytes(bytes.AsSpan(24, 4), scope);
+        }
+        else
+        {
+            address.TryWriteBytes(bytes.AsSpan(4, 4), out _);
+        }
+        return bytes;
+    }
+
+    private static void BitConverterWrite(byte[] bytes, int offset, ushort value) =>
+        BitConverter.TryWriteBytes(bytes.AsSpan(offset, 2), value);
+
+    // ---- elsewhere: the runtime's socket engine, then a hop to the pool ----
+
+    private async ValueTask<int> FallbackReceiveAsync(Memory<byte> buffer, CancellationToken cancellationToken)
+    {
+        try
+        {
+            int received = await _socket.ReceiveAsync(buffer, SocketFlags.None, cancellationToken).ConfigureAwait(false);
+            await new PoolHop(_pool, _scheduler);
+            return received;
+        }
+        finally
+        {
+            Volatile.Write(ref _receiving, 0);
+        }
+    }
+
+    private async ValueTask<int> FallbackSendAsync(ReadOnlyMemory<byte> buffer, CancellationToken cancellationToken)
+    {
+        try
+        {
+            int sent = 0;
+            while (sent < buffer.Length)
+            {
+                sent += await _socket.SendAsync(buffer[sent..], SocketFlags.None, cancellationToken).ConfigureAwait(false);
+            }
+            await new PoolHop(_pool, _scheduler);
+            return sent;
+        }
+        finally
+        {
+            Volatile.Write(ref _sending, 0);
+        }
+    }
+
+    private async ValueTask<PoolSocket> FallbackAcceptAsync(CancellationToken cancellationToken)
+    {
+        try
+        {
+            Socket accepted = await _socket.AcceptAsync(cancellationToken).ConfigureAwait(false);
+            var result = new PoolSocket(_pool, accepted, ownsValidated: true);
+            await new PoolHop(_pool, _scheduler);
+            return result;
+        }
+        finally
+        {
+            Volatile.Write(ref _receiving, 0);
+        }
+    }
+
+    /// <summary>Resumes the awaiting method on the pool, unless it already runs there.</summary>
+    private readonly struct PoolHop(WorkerPool pool, Scheduler scheduler) : ICriticalNotifyCompletion
+    {
+        public PoolHop GetAwaiter() => this;
+
+        public bool IsCompleted => WorkerPool.Current == pool;
+
+        public void GetResult()
+        {
+        }
+
+        public void OnCompleted(Action continuation) => UnsafeOnCompleted(continuation);
+
+        public void UnsafeOnCompleted(Action continuation) =>
+            scheduler.EnqueueContinuation(new WorkItemEntry(s_resume, continuation, null), preferLocal: false);
+    }
+}

@@ -1,0 +1,361 @@
+using System;
+using System.IO;
+using System.Linq;
+using System.Net;
+using System.Net.Sockets;
+using System.Text;
+using System.Threading;
+using System.Threading.Tasks;
+using Spindle.IO;
+using Xunit;
+
+namespace Spindle.Tests.IO;
+
+/// <summary>
+/// <see cref="PoolSocket"/>: data through loopback connections, completions on the pool, peers that close or reset,
+/// cancellation, disposal and pool shutdown during pending operations, and bad input. Bounds are generous.
+/// </summary>
+public sealed class PoolSocketTests
+{
+    private static WorkerPool NewPool() => new(new WorkerPoolOptions
+    {
+        Name = nameof(PoolSocketTests),
+        ExceptionPolicy = UnhandledExceptionPolicy.Report,
+    });
+
+    private static PoolSocket Listen(WorkerPool pool)
+    {
+        var listener = new PoolSocket(pool);
+        listener.Bind(new IPEndPoint(IPAddress.Loopback, 0));
+        listener.Listen();
+        return listener;
+    }
+
+    /// <summary>A connected pair on <paramref name="pool"/>: the client side and the accepted side.</summary>
+    private static async Task<(PoolSocket Client, PoolSocket Server)> ConnectPairAsync(WorkerPool pool)
+    {
+        using PoolSocket listener = Listen(pool);
+        var client = new PoolSocket(pool);
+        ValueTask<PoolSocket> accept = listener.AcceptAsync();
+        await client.ConnectAsync(listener.Socket.LocalEndPoint!).AsTask().WaitAsync(Waits.MustHappen);
+        PoolSocket server = await accept.AsTask().WaitAsync(Waits.MustHappen);
+        return (client, server);
+    }
+
+    private static async Task ReceiveExactlyAsync(PoolSocket socket, Memory<byte> buffer)
+    {
+        int total = 0;
+        while (total < buffer.Length)
+        {
+            int received = await socket.ReceiveAsync(buffer[total..]).AsTask().WaitAsync(Waits.MustHappen);
+            Assert.True(received > 0, $"the connection ended after {total} of {buffer.Length} bytes");
+            total += received;
+        }
+    }
+
+    [Fact]
+    public async Task AMegabyteEachWay_ArrivesIntact()
+    {
+        using WorkerPool pool = NewPool();
+        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        using (client)
+        using (server)
+        {
+            byte[] sent = new byte[1 << 20];
+            new Random(7).NextBytes(sent);
+            byte[] received = new byte[sent.Length];
+            // Both directions at once: sends larger than the socket buffers must wait for writability.
+            Task toServer = client.SendAsync(sent).AsTask();
+            Task toClient = server.SendAsync(sent).AsTask();
+            await ReceiveExactlyAsync(server, received);
+            Assert.True(sent.AsSpan().SequenceEqual(received));
+            await ReceiveExactlyAsync(client, received);
+            Assert.True(sent.AsSpan().SequenceEqual(received));
+            await Task.WhenAll(toServer, toClient).WaitAsync(Waits.MustHappen);
+        }
+    }
+
+    [Fact]
+    public async Task AnOperationThatWaited_ResumesOnAWorkerOfThePool_NotOnTheBuiltInPool()
+    {
+        using WorkerPool pool = NewPool();
+        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        using (client)
+        using (server)
+        {
+            var buffer = new byte[16];
+            for (int round = 0; round < 20; round++)
+            {
+                ValueTask<int> receive = server.ReceiveAsync(buffer);
+                Assert.False(receive.IsCompleted); // nothing sent yet: it waits for readiness
+                WorkerPool? resumedOn = null;
+                bool builtInThread = true;
+                Task check = Continue(receive);
+                await client.SendAsync(new byte[] { (byte)round }).AsTask().WaitAsync(Waits.MustHappen);
+                await check.WaitAsync(Waits.MustHappen);
+                Assert.Same(pool, resumedOn);
+                Assert.False(builtInThread);
+                Assert.Equal((byte)round, buffer[0]);
+
+                async Task Continue(ValueTask<int> pending)
+                {
+                    Assert.Equal(1, await pending.ConfigureAwait(false));
+                    resumedOn = WorkerPool.Current;
+                    builtInThread = Thread.CurrentThread.IsThreadPoolThread;
+                }
+            }
+        }
+    }
+
+    [Fact]
+    public async Task ThePeersOrderlyClose_EndsTheStreamWithZero()
+    {
+        using WorkerPool pool = NewPool();
+        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        using (server)
+        {
+            ValueTask<int> receive = server.ReceiveAsync(new byte[8]);
+            client.Socket.Shutdown(SocketShutdown.Send);
+            Assert.Equal(0, await receive.AsTask().WaitAsync(Waits.MustHappen));
+            client.Dispose();
+            Assert.Equal(0, await server.ReceiveAsync(new byte[8]).AsTask().WaitAsync(Waits.MustHappen));
+        }
+    }
+
+    [Fact]
+    public async Task AResetByThePeer_FailsThePendingReceive_WithConnectionReset()
+    {
+        using WorkerPool pool = NewPool();
+        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        using (server)
+        {
+            ValueTask<int> receive = server.ReceiveAsync(new byte[8]);
+            client.Socket.LingerState = new LingerOption(true, 0); // close with RST
+            client.Dispose();
+            SocketException error = await Assert.ThrowsAsync<SocketException>(() => receive.AsTask().WaitAsync(Waits.MustHappen));
+            Assert.Equal(SocketError.ConnectionReset, error.SocketErrorCode);
+        }
+    }
+
+    [Fact]
+    public async Task ConnectingToAClosedPort_IsRefused()
+    {
+        using WorkerPool pool = NewPool();
+        int port;
+        using (var probe = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp))
+        {
+            probe.Bind(new IPEndPoint(IPAddress.Loopback, 0));
+            port = ((IPEndPoint)probe.LocalEndPoint!).Port; // bound, never listening: connecting is refused
+            using var client = new PoolSocket(pool);
+            SocketException error = await Assert.ThrowsAsync<SocketException>(
+                () => client.ConnectAsync(new IPEndPoint(IPAddress.Loopback, port)).AsTask().WaitAsync(Waits.MustHappen));
+            Assert.Equal(SocketError.ConnectionRefused, error.SocketErrorCode);
+        }
+    }
+
+    [Fact]
+    public async Task ConnectByHostName_Works()
+    {
+        using WorkerPool pool = NewPool();
+        using PoolSocket listener = Listen(pool);
+        using var client = new PoolSocket(pool);
+        ValueTask<PoolSocket> accept = listener.AcceptAsync();
+        await client.ConnectAsync("localhost", ((IPEndPoint)listener.Socket.LocalEndPoint!).Port).AsTask().WaitAsync(Waits.MustHappen);
+        using PoolSocket server = await accept.AsTask().WaitAsync(Waits.MustHappen);
+        await client.SendAsync(new byte[] { 42 });
+        var buffer = new byte[1];
+        await ReceiveExactlyAsync(server, buffer);
+        Assert.Equal(42, buffer[0]);
+    }
+
+    [Fact]
+    public async Task CancellingAPendingReceive_ThrowsOperationCanceled_AndTheSocketStaysUsable()
+    {
+        using WorkerPool pool = NewPool();
+        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        using (client)
+        using (server)
+        {
+            using var cancel = new CancellationTokenSource();
+            var buffer = new byte[4];
+            ValueTask<int> receive = server.ReceiveAsync(buffer, cancel.Token);
+            cancel.Cancel();
+            OperationCanceledException error = await Assert.ThrowsAnyAsync<OperationCanceledException>(
+                () => receive.AsTask().WaitAsync(Waits.MustHappen));
+            Assert.Equal(cancel.Token, error.CancellationToken);
+
+            await client.SendAsync(new byte[] { 1, 2, 3, 4 });
+            await ReceiveExactlyAsync(server, buffer);
+            Assert.Equal(new byte[] { 1, 2, 3, 4 }, buffer);
+        }
+    }
+
+    [Fact]
+    public async Task AnAlreadyCancelledToken_ThrowsAtTheCall()
+    {
+        using WorkerPool pool = NewPool();
+        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        using (client)
+        using (server)
+        {
+            Assert.Throws<OperationCanceledException>(() => { _ = server.ReceiveAsync(new byte[1], new CancellationToken(true)); });
+            Assert.Throws<OperationCanceledException>(() => { _ = server.SendAsync(new byte[1], new CancellationToken(true)); });
+        }
+    }
+
+    [Fact]
+    public async Task DisposingDuringAPendingReceive_CompletesItWithObjectDisposed()
+    {
+        using WorkerPool pool = NewPool();
+        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        using (client)
+        {
+            ValueTask<int> receive = server.ReceiveAsync(new byte[8]);
+            server.Dispose();
+            await Assert.ThrowsAsync<ObjectDisposedException>(() => receive.AsTask().WaitAsync(Waits.MustHappen));
+            Assert.Throws<ObjectDisposedException>(() => { _ = server.ReceiveAsync(new byte[8]); });
+            server.Dispose(); // idempotent
+        }
+    }
+
+    [Fact]
+    public async Task PoolShutdown_CompletesPendingOperations_AndDisposeDoesNotHang()
+    {
+        WorkerPool pool = NewPool();
+        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        using (client)
+        using (server)
+        {
+            ValueTask<int> receive = server.ReceiveAsync(new byte[8]);
+            // An async item awaiting a silent peer would hold the drain forever: shutdown fails its receive instead.
+            Task<int> item = pool.Run(async () => await client.ReceiveAsync(new byte[8]));
+            Assert.True(pool.ShutdownAsync(ShutdownMode.Drain).Wait(Waits.MustHappen), "the pool did not drain");
+            await Assert.ThrowsAsync<ObjectDisposedException>(() => receive.AsTask().WaitAsync(Waits.MustHappen));
+            await Assert.ThrowsAsync<ObjectDisposedException>(() => item.WaitAsync(Waits.MustHappen));
+            Assert.Throws<ObjectDisposedException>(() => { _ = client.SendAsync(new byte[1]); });
+            Assert.Throws<ObjectDisposedException>(() => new PoolSocket(pool));
+        }
+        pool.Dispose();
+    }
+
+    [Fact]
+    public async Task ASecondReceiveWhileOneIsPending_IsRefused_ButASendMayOverlapIt()
+    {
+        using WorkerPool pool = NewPool();
+        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        using (client)
+        using (server)
+        {
+            ValueTask<int> receive = server.ReceiveAsync(new byte[8]);
+            Assert.Throws<InvalidOperationException>(() => { _ = server.ReceiveAsync(new byte[8]); });
+            Assert.Throws<InvalidOperationException>(() => { _ = server.AcceptAsync(); });
+            await server.SendAsync(new byte[] { 9 }).AsTask().WaitAsync(Waits.MustHappen);
+            var buffer = new byte[1];
+            await ReceiveExactlyAsync(client, buffer);
+            await client.SendAsync(new byte[] { 7 });
+            Assert.Equal(1, await receive.AsTask().WaitAsync(Waits.MustHappen));
+        }
+    }
+
+    [Fact]
+    public async Task TheStream_CarriesLinesBothWays()
+    {
+        using WorkerPool pool = NewPool();
+        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        await using Stream clientStream = client.GetStream();
+        await using Stream serverStream = server.GetStream();
+        using var writer = new StreamWriter(clientStream, new UTF8Encoding(false)) { AutoFlush = true };
+        using var reader = new StreamReader(serverStream, Encoding.UTF8);
+        Assert.False(clientStream.CanSeek);
+        Assert.Throws<NotSupportedException>(() => clientStream.Length);
+        for (int i = 0; i < 100; i++)
+        {
+            await writer.WriteLineAsync($"line {i}");
+            Assert.Equal($"line {i}", await reader.ReadLineAsync().WaitAsync(Waits.MustHappen));
+        }
+        serverStream.Write(new byte[] { 1, 2, 3 }); // the synchronous forms wait for the pool
+        var buffer = new byte[3];
+        Assert.Equal(3, clientStream.Read(buffer));
+        Assert.Equal(new byte[] { 1, 2, 3 }, buffer);
+    }
+
+    [Fact]
+    public async Task FiftyConnectionsEchoingAtOnce_EveryMessageComesBack()
+    {
+        using WorkerPool pool = NewPool();
+        using PoolSocket listener = Listen(pool);
+        EndPoint endPoint = listener.Socket.LocalEndPoint!;
+        const int connections = 50;
+        const int rounds = 200;
+        Task server = Task.Run(async () =>
+        {
+            var echoes = new Task[connections];
+            for (int i = 0; i < connections; i++)
+            {
+                PoolSocket accepted = await listener.AcceptAsync();
+                echoes[i] = pool.Run(async () =>
+                {
+                    using (accepted)
+                    {
+                        var buffer = new byte[64];
+                        int received;
+                        while ((received = await accepted.ReceiveAsync(buffer)) > 0)
+                        {
+                            await accepted.SendAsync(buffer.AsMemory(0, received));
+                        }
+                    }
+                });
+            }
+            await Task.WhenAll(echoes);
+        });
+        var clients = new Task[connections];
+        for (int c = 0; c < connections; c++)
+        {
+            int id = c;
+            clients[c] = pool.Run(async () =>
+            {
+                using var client = new PoolSocket(pool);
+                await client.ConnectAsync(endPoint);
+                var message = new byte[8];
+                var echo = new byte[8];
+                for (int r = 0; r < rounds; r++)
+                {
+                    BitConverter.TryWriteBytes(message, id * 1_000_000L + r);
+                    await client.SendAsync(message);
+                    int total = 0;
+                    while (total < echo.Length)
+                    {
+                        int received = await client.ReceiveAsync(echo.AsMemory(total));
+                        Assert.True(received > 0);
+                        total += received;
+                    }
+                    Assert.Equal(message, echo);
+                }
+                client.Socket.Shutdown(SocketShutdown.Send);
+            });
+        }
+        await Task.WhenAll(clients).WaitAsync(Waits.MustHappen);
+        await server.WaitAsync(Waits.MustHappen);
+    }
+
+    [Fact]
+    public void BadInput_IsRejectedAtTheCall()
+    {
+        using WorkerPool pool = NewPool();
+        Assert.Throws<ArgumentNullException>(() => new PoolSocket(null!));
+        Assert.Throws<ArgumentNullException>(() => new PoolSocket(pool, (Socket)null!));
+        Assert.Throws<ArgumentOutOfRangeException>(() => new PoolSocket(pool, AddressFamily.Unix));
+        using (var udp = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp))
+        {
+            Assert.Throws<ArgumentException>(() => new PoolSocket(pool, udp));
+        }
+        var closed = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp);
+        closed.Dispose();
+        Assert.Throws<ObjectDisposedException>(() => new PoolSocket(pool, closed));
+        using var socket = new PoolSocket(pool);
+        Assert.Throws<ArgumentNullException>(() => { _ = socket.ConnectAsync(null!); });
+        Assert.Throws<ArgumentException>(() => { _ = socket.ConnectAsync(new UnixDomainSocketEndPoint("/tmp/x")); });
+        Assert.Throws<ArgumentException>(() => { _ = socket.ConnectAsync("", 80); });
+        Assert.Throws<ArgumentOutOfRangeException>(() => { _ = socket.ConnectAsync("localhost", 70_000); });
+    }
+}
