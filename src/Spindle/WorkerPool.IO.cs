@@ -10,6 +10,12 @@ public sealed partial class WorkerPool
     private readonly Lock _ioLock = new();
     private EpollDriver? _io;
 
+    // Sockets on the runtime's engine (no driver here): shutdown fails their pending operations too. Under _ioLock.
+    private readonly System.Collections.Generic.HashSet<PoolSocket> _runtimeEngineSockets = [];
+
+    /// <summary>Tests: sockets of this pool use the runtime's engine even where the driver exists (set before the first socket).</summary>
+    internal bool SocketsUseRuntimeEngine { get; set; }
+
     /// <summary>The pool's I/O driver, created on first use; null where sockets use the runtime's engine instead.</summary>
     /// <exception cref="System.ObjectDisposedException">The pool is shutting down or has shut down.</exception>
     internal EpollDriver? IoDriver()
@@ -18,7 +24,7 @@ public sealed partial class WorkerPool
         {
             throw PoolSocket.PoolShutDown(Name);
         }
-        if (!EpollDriver.IsSupported)
+        if (!EpollDriver.IsSupported || SocketsUseRuntimeEngine)
         {
             return null;
         }
@@ -37,15 +43,43 @@ public sealed partial class WorkerPool
         }
     }
 
+    /// <summary>A socket on the runtime's engine: tracked until disposed, so that shutdown can fail its pending operations.</summary>
+    /// <exception cref="System.ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    internal void TrackRuntimeEngineSocket(PoolSocket socket)
+    {
+        lock (_ioLock)
+        {
+            if (IsShutdownStarted)
+            {
+                throw PoolSocket.PoolShutDown(Name);
+            }
+            _runtimeEngineSockets.Add(socket);
+        }
+    }
+
+    internal void ForgetRuntimeEngineSocket(PoolSocket socket)
+    {
+        lock (_ioLock)
+        {
+            _runtimeEngineSockets.Remove(socket);
+        }
+    }
+
     /// <summary>Shutdown has begun: pending socket operations complete with <see cref="System.ObjectDisposedException"/>.</summary>
     private void OnIoShutdownStarted()
     {
         EpollDriver? driver;
+        PoolSocket[] runtimeEngine;
         lock (_ioLock)
         {
             driver = _io;
+            runtimeEngine = [.. _runtimeEngineSockets];
         }
         driver?.OnShutdownStarted();
+        foreach (PoolSocket socket in runtimeEngine)
+        {
+            socket.CloseForShutdown();
+        }
     }
 
     /// <summary>The pool has stopped: the driver's poller exits and its descriptors close.</summary>

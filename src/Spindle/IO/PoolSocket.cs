@@ -44,6 +44,7 @@ public sealed class PoolSocket : IDisposable
     private readonly ReadinessWaiter? _write;
     private readonly ulong _token;
     private readonly int _fd;
+    private readonly CancellationTokenSource? _runtimeEngineClose; // without the driver: cancelled at dispose and shutdown
     private int _receiving;
     private int _sending;
     private int _disposed;
@@ -88,6 +89,11 @@ public sealed class PoolSocket : IDisposable
                 _write = new ReadinessWaiter(_scheduler, closed);
                 _fd = (int)_handle.DangerousGetHandle();
                 _token = _driver.Register(this, _fd);
+            }
+            else
+            {
+                _runtimeEngineClose = new CancellationTokenSource();
+                pool.TrackRuntimeEngineSocket(this);
             }
         }
         catch
@@ -201,14 +207,20 @@ public sealed class PoolSocket : IDisposable
         _read?.Close();
         _write?.Close();
         _driver?.Unregister(_token, _fd);
+        if (_runtimeEngineClose is not null)
+        {
+            _pool.ForgetRuntimeEngineSocket(this);
+            _runtimeEngineClose.Cancel();
+        }
         _socket.Dispose();
     }
 
-    /// <summary>The driver, when the pool begins to shut down: pending and later operations fail with <see cref="ObjectDisposedException"/>.</summary>
+    /// <summary>The pool begins to shut down: pending and later operations fail with <see cref="ObjectDisposedException"/>.</summary>
     internal void CloseForShutdown()
     {
         _read?.Close();
         _write?.Close();
+        _runtimeEngineClose?.Cancel();
     }
 
     /// <summary>The poller: a readiness event for this socket.</summary>
@@ -349,7 +361,24 @@ public sealed class PoolSocket : IDisposable
         cancellationToken.ThrowIfCancellationRequested();
         if (_driver is null)
         {
-            await _socket.ConnectAsync(remote, cancellationToken).ConfigureAwait(false);
+            CancellationToken callerToken = cancellationToken;
+            CancellationTokenSource? linked = LinkClose(ref cancellationToken);
+            try
+            {
+                await _socket.ConnectAsync(remote, cancellationToken).ConfigureAwait(false);
+            }
+            catch (OperationCanceledException) when (callerToken.IsCancellationRequested)
+            {
+                throw new OperationCanceledException(callerToken);
+            }
+            catch (Exception e) when (IsClosedUnder(e))
+            {
+                throw ClosedError();
+            }
+            finally
+            {
+                linked?.Dispose();
+            }
             await new PoolHop(_pool, _scheduler);
             return;
         }
@@ -558,20 +587,33 @@ public sealed class PoolSocket : IDisposable
 
     private async ValueTask<int> FallbackReceiveAsync(Memory<byte> buffer, CancellationToken cancellationToken)
     {
+        CancellationToken callerToken = cancellationToken;
+        CancellationTokenSource? linked = LinkClose(ref cancellationToken);
         try
         {
             int received = await _socket.ReceiveAsync(buffer, SocketFlags.None, cancellationToken).ConfigureAwait(false);
             await new PoolHop(_pool, _scheduler);
             return received;
         }
+        catch (OperationCanceledException) when (callerToken.IsCancellationRequested)
+        {
+            throw new OperationCanceledException(callerToken);
+        }
+        catch (Exception e) when (IsClosedUnder(e))
+        {
+            throw ClosedError();
+        }
         finally
         {
+            linked?.Dispose();
             Volatile.Write(ref _receiving, 0);
         }
     }
 
     private async ValueTask<int> FallbackSendAsync(ReadOnlyMemory<byte> buffer, CancellationToken cancellationToken)
     {
+        CancellationToken callerToken = cancellationToken;
+        CancellationTokenSource? linked = LinkClose(ref cancellationToken);
         try
         {
             int sent = 0;
@@ -582,14 +624,25 @@ public sealed class PoolSocket : IDisposable
             await new PoolHop(_pool, _scheduler);
             return sent;
         }
+        catch (OperationCanceledException) when (callerToken.IsCancellationRequested)
+        {
+            throw new OperationCanceledException(callerToken);
+        }
+        catch (Exception e) when (IsClosedUnder(e))
+        {
+            throw ClosedError();
+        }
         finally
         {
+            linked?.Dispose();
             Volatile.Write(ref _sending, 0);
         }
     }
 
     private async ValueTask<PoolSocket> FallbackAcceptAsync(CancellationToken cancellationToken)
     {
+        CancellationToken callerToken = cancellationToken;
+        CancellationTokenSource? linked = LinkClose(ref cancellationToken);
         try
         {
             Socket accepted = await _socket.AcceptAsync(cancellationToken).ConfigureAwait(false);
@@ -597,11 +650,41 @@ public sealed class PoolSocket : IDisposable
             await new PoolHop(_pool, _scheduler);
             return result;
         }
+        catch (OperationCanceledException) when (callerToken.IsCancellationRequested)
+        {
+            throw new OperationCanceledException(callerToken);
+        }
+        catch (Exception e) when (IsClosedUnder(e))
+        {
+            throw ClosedError();
+        }
         finally
         {
+            linked?.Dispose();
             Volatile.Write(ref _receiving, 0);
         }
     }
+
+    /// <summary>
+    /// Without the driver: makes <paramref name="cancellationToken"/> also fire when the socket is disposed or the pool
+    /// shuts down (a linked source, allocated only when the caller's token can fire too).
+    /// </summary>
+    private CancellationTokenSource? LinkClose(ref CancellationToken cancellationToken)
+    {
+        if (!cancellationToken.CanBeCanceled)
+        {
+            cancellationToken = _runtimeEngineClose!.Token;
+            return null;
+        }
+        CancellationTokenSource linked = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken, _runtimeEngineClose!.Token);
+        cancellationToken = linked.Token;
+        return linked;
+    }
+
+    /// <summary>Whether <paramref name="failure"/> came from the socket's closing (dispose or shutdown), not from the caller's token or the network.</summary>
+    private bool IsClosedUnder(Exception failure) =>
+        _runtimeEngineClose!.IsCancellationRequested
+        && failure is OperationCanceledException or ObjectDisposedException or SocketException { SocketErrorCode: SocketError.OperationAborted };
 
     /// <summary>Resumes the awaiting method on the pool, unless it already runs there.</summary>
     private readonly struct PoolHop(WorkerPool pool, Scheduler scheduler) : ICriticalNotifyCompletion

@@ -13,15 +13,35 @@ namespace Spindle.Tests.IO;
 
 /// <summary>
 /// <see cref="PoolSocket"/>: data through loopback connections, completions on the pool, peers that close or reset,
-/// cancellation, disposal and pool shutdown during pending operations, and bad input. Bounds are generous.
+/// cancellation, disposal and pool shutdown during pending operations, and bad input. Every test runs twice: on the
+/// pool's own driver (<see cref="PoolSocketDriverTests"/>) and on the runtime's socket engine, the path of platforms
+/// without the driver (<see cref="PoolSocketRuntimeEngineTests"/>). Bounds are generous.
 /// </summary>
-public sealed class PoolSocketTests
+public abstract class PoolSocketTests
 {
-    private static WorkerPool NewPool() => new(new WorkerPoolOptions
+    /// <summary>Whether this run's pools leave the driver aside.</summary>
+    protected abstract bool RuntimeEngine { get; }
+
+    private WorkerPool NewPool()
     {
-        Name = nameof(PoolSocketTests),
-        ExceptionPolicy = UnhandledExceptionPolicy.Report,
-    });
+        var pool = new WorkerPool(new WorkerPoolOptions
+        {
+            Name = GetType().Name,
+            ExceptionPolicy = UnhandledExceptionPolicy.Report,
+        });
+        pool.SocketsUseRuntimeEngine = RuntimeEngine;
+        return pool;
+    }
+
+    [Fact]
+    public void TheSocket_UsesTheDriverWhereItExists()
+    {
+        using WorkerPool pool = NewPool();
+        using var socket = new PoolSocket(pool);
+        Assert.Equal(!RuntimeEngine && Spindle.IO.EpollDriver.IsSupported, socket.UsesPoolDriver);
+        Assert.Same(pool, socket.Pool);
+        Assert.False(socket.Socket.Blocking);
+    }
 
     private static PoolSocket Listen(WorkerPool pool)
     {
@@ -358,4 +378,16 @@ public sealed class PoolSocketTests
         Assert.Throws<ArgumentException>(() => { _ = socket.ConnectAsync("", 80); });
         Assert.Throws<ArgumentOutOfRangeException>(() => { _ = socket.ConnectAsync("localhost", 70_000); });
     }
+}
+
+/// <summary>The socket tests on the pool's own driver (on platforms without it, on the runtime's engine like the other run).</summary>
+public sealed class PoolSocketDriverTests : PoolSocketTests
+{
+    protected override bool RuntimeEngine => false;
+}
+
+/// <summary>The socket tests on the runtime's socket engine, resuming on the pool.</summary>
+public sealed class PoolSocketRuntimeEngineTests : PoolSocketTests
+{
+    protected override bool RuntimeEngine => true;
 }
