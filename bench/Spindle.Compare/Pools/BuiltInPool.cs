@@ -43,6 +43,8 @@ internal sealed class BuiltInPool : IPoolUnderTest
 
     public void RunBlocking(Action blockingCall) => blockingCall();
 
+    public IStreamEnd WrapSocket(System.Net.Sockets.Socket socket) => new LoopbackSockets.RuntimeEnd(socket);
+
     public Task Run(Action action) => Task.Run(action);
 
     public Task Run(Func<Task> function) => Task.Run(function);

@@ -68,6 +68,9 @@ internal interface IPoolUnderTest : IDisposable
     void RunBlocking(Action blockingCall);
 
     /// <summary>Spindle's <c>Run(Action)</c>; <see cref="System.Threading.Tasks.Task.Run(Action)"/> on the built-in pool.</summary>
+    /// <summary>Wraps one end of a connected loopback socket for this pool's async I/O (see <see cref="LoopbackSockets"/>).</summary>
+    IStreamEnd WrapSocket(System.Net.Sockets.Socket socket);
+
     System.Threading.Tasks.Task Run(Action action);
 
     /// <summary>Spindle's <c>Run(Func&lt;Task&gt;)</c>; <c>Task.Run(Func&lt;Task&gt;)</c> on the built-in pool.</summary>

@@ -59,6 +59,8 @@ internal sealed class SpindlePool : IPoolUnderTest
         }
     }
 
+    public IStreamEnd WrapSocket(System.Net.Sockets.Socket socket) => new LoopbackSockets.PoolEnd(_pool, socket);
+
     public System.Threading.Tasks.Task Run(Action action) => _pool.Run(action);
 
     public System.Threading.Tasks.Task Run(Func<System.Threading.Tasks.Task> function) => _pool.Run(function);

@@ -21,6 +21,8 @@ internal static class ScenarioCatalog
         new ForkJoinScenario(),
         new AsyncServerScenario(),
         new MailboxScenario(),
+        new SocketEchoScenario(),
+        new IsolationScenario(),
         new RegisteredWaitsScenario(),
         new TimersScenario(),
         new PriorityScenario(),

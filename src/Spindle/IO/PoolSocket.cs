@@ -42,11 +42,15 @@ public sealed class PoolSocket : IDisposable
     private readonly EpollDriver? _driver;
     private readonly ReadinessWaiter? _read;
     private readonly ReadinessWaiter? _write;
+    private readonly DirectionGate _readGate = new();
+    private readonly DirectionGate _writeGate = new();
+    private readonly ReceiveOperation? _receive;
+    private readonly SendOperation? _send;
+    private readonly AcceptOperation? _accept;
+    private readonly ConnectOperation? _connect;
     private readonly ulong _token;
     private readonly int _fd;
     private readonly CancellationTokenSource? _runtimeEngineClose; // without the driver: cancelled at dispose and shutdown
-    private int _receiving;
-    private int _sending;
     private int _disposed;
 
     /// <summary>Creates a TCP socket of <paramref name="addressFamily"/> whose operations complete on <paramref name="pool"/>.</summary>
@@ -87,6 +91,10 @@ public sealed class PoolSocket : IDisposable
                 Func<Exception> closed = ClosedError;
                 _read = new ReadinessWaiter(_scheduler, closed);
                 _write = new ReadinessWaiter(_scheduler, closed);
+                _receive = new ReceiveOperation(this, _read, _readGate, pool);
+                _accept = new AcceptOperation(this, _read, _readGate, pool);
+                _send = new SendOperation(this, _write, _writeGate, pool);
+                _connect = new ConnectOperation(this, _write, _writeGate, pool);
                 _fd = (int)_handle.DangerousGetHandle();
                 _token = _driver.Register(this, _fd);
             }
@@ -157,8 +165,8 @@ public sealed class PoolSocket : IDisposable
     {
         ThrowIfDisposed();
         cancellationToken.ThrowIfCancellationRequested();
-        Enter(ref _receiving, "accept or receive");
-        return _driver is null ? FallbackAcceptAsync(cancellationToken) : AcceptCoreAsync(cancellationToken);
+        Enter(_readGate, "accept or receive");
+        return _driver is null ? FallbackAcceptAsync(cancellationToken) : _accept!.Start(cancellationToken);
     }
 
     /// <summary>
@@ -173,8 +181,13 @@ public sealed class PoolSocket : IDisposable
     {
         ThrowIfDisposed();
         cancellationToken.ThrowIfCancellationRequested();
-        Enter(ref _receiving, "receive or accept");
-        return _driver is null ? FallbackReceiveAsync(buffer, cancellationToken) : ReceiveCoreAsync(buffer, cancellationToken);
+        Enter(_readGate, "receive or accept");
+        if (_driver is null)
+        {
+            return FallbackReceiveAsync(buffer, cancellationToken);
+        }
+        _receive!.Buffer = buffer;
+        return _receive.Start(cancellationToken);
     }
 
     /// <summary>Sends all of <paramref name="buffer"/>; returns its length once every byte has been handed to the kernel.</summary>
@@ -186,8 +199,13 @@ public sealed class PoolSocket : IDisposable
     {
         ThrowIfDisposed();
         cancellationToken.ThrowIfCancellationRequested();
-        Enter(ref _sending, "send");
-        return _driver is null ? FallbackSendAsync(buffer, cancellationToken) : SendCoreAsync(buffer, cancellationToken);
+        Enter(_writeGate, "send or connect");
+        if (_driver is null)
+        {
+            return FallbackSendAsync(buffer, cancellationToken);
+        }
+        _send!.Buffer = buffer;
+        return _send.Start(cancellationToken);
     }
 
     /// <summary>A <see cref="Stream"/> over this socket (reads and writes are its receives and sends); disposing the stream disposes the socket when <paramref name="ownsSocket"/>.</summary>
@@ -251,9 +269,9 @@ public sealed class PoolSocket : IDisposable
         }
     }
 
-    private static void Enter(ref int flag, string what)
+    private static void Enter(DirectionGate gate, string what)
     {
-        if (Interlocked.Exchange(ref flag, 1) != 0)
+        if (!gate.TryEnter())
         {
             throw new InvalidOperationException($"Another {what} is already pending on this socket; a PoolSocket runs one at a time in each direction.");
         }
@@ -281,131 +299,105 @@ public sealed class PoolSocket : IDisposable
         return socket;
     }
 
-    // ---- the driver's paths: try the call, wait for readiness on EAGAIN, try again ----
+    // ---- the driver's paths: one reusable operation per kind (see SocketOperation) ----
 
-    [AsyncMethodBuilder(typeof(PoolingAsyncValueTaskMethodBuilder<>))]
-    private async ValueTask<int> ReceiveCoreAsync(Memory<byte> buffer, CancellationToken cancellationToken)
+    private sealed class ReceiveOperation(PoolSocket socket, ReadinessWaiter waiter, DirectionGate gate, WorkerPool pool)
+        : SocketOperation<int>(socket, waiter, gate, pool)
     {
-        try
+        public Memory<byte> Buffer;
+
+        protected override bool TryOnce(out int result, out int errno)
         {
-            while (true)
+            nint received = Socket.TryTransfer(send: false, Buffer.Span, out errno);
+            result = (int)Math.Max(received, 0);
+            if (received < 0)
             {
-                int seen = _read!.Sequence;
-                nint received = TryTransfer(send: false, buffer.Span, out int errno);
-                if (received >= 0)
-                {
-                    return (int)received;
-                }
-                await WaitOrThrowAsync(_read, seen, errno, cancellationToken).ConfigureAwait(false);
+                return false;
             }
-        }
-        finally
-        {
-            Volatile.Write(ref _receiving, 0);
+            Buffer = default; // keep no caller memory alive
+            return true;
         }
     }
 
-    [AsyncMethodBuilder(typeof(PoolingAsyncValueTaskMethodBuilder<>))]
-    private async ValueTask<int> SendCoreAsync(ReadOnlyMemory<byte> buffer, CancellationToken cancellationToken)
+    private sealed class SendOperation(PoolSocket socket, ReadinessWaiter waiter, DirectionGate gate, WorkerPool pool)
+        : SocketOperation<int>(socket, waiter, gate, pool)
     {
-        try
+        public ReadOnlyMemory<byte> Buffer;
+        private int _sent;
+
+        protected override bool TryOnce(out int result, out int errno)
         {
-            int sent = 0;
-            while (sent < buffer.Length)
+            errno = 0;
+            while (_sent < Buffer.Length)
             {
-                int seen = _write!.Sequence;
-                nint count = TryTransfer(send: true, MemoryMarshal.AsMemory(buffer).Span[sent..], out int errno);
-                if (count >= 0)
+                nint count = Socket.TryTransfer(send: true, MemoryMarshal.AsMemory(Buffer).Span[_sent..], out errno);
+                if (count < 0)
                 {
-                    sent += (int)count;
-                    continue;
+                    result = 0;
+                    if (errno != LinuxIo.EAgain && errno != LinuxIo.EIntr)
+                    {
+                        _sent = 0;
+                        Buffer = default;
+                    }
+                    return false;
                 }
-                await WaitOrThrowAsync(_write, seen, errno, cancellationToken).ConfigureAwait(false);
+                _sent += (int)count;
             }
-            return sent;
-        }
-        finally
-        {
-            Volatile.Write(ref _sending, 0);
+            result = _sent;
+            _sent = 0;
+            Buffer = default;
+            return true;
         }
     }
 
-    [AsyncMethodBuilder(typeof(PoolingAsyncValueTaskMethodBuilder<>))]
-    private async ValueTask<PoolSocket> AcceptCoreAsync(CancellationToken cancellationToken)
+    private sealed class AcceptOperation(PoolSocket socket, ReadinessWaiter waiter, DirectionGate gate, WorkerPool pool)
+        : SocketOperation<PoolSocket>(socket, waiter, gate, pool)
     {
-        try
+        protected override bool TryOnce(out PoolSocket result, out int errno)
         {
-            while (true)
+            int fd = Socket.TryAccept(out errno);
+            if (fd < 0)
             {
-                int seen = _read!.Sequence;
-                int fd = TryAccept(out int errno);
-                if (fd >= 0)
-                {
-                    return Adopt(fd);
-                }
+                result = null!;
                 if (errno == LinuxIo.EConnAborted)
                 {
-                    continue; // the peer gave up before we took it: take the next
+                    errno = LinuxIo.EIntr; // the peer gave up before it was taken: take the next at once
                 }
-                await WaitOrThrowAsync(_read, seen, errno, cancellationToken).ConfigureAwait(false);
+                return false;
             }
-        }
-        finally
-        {
-            Volatile.Write(ref _receiving, 0);
+            result = Socket.Adopt(fd);
+            return true;
         }
     }
 
-    private async ValueTask ConnectCoreAsync(IPEndPoint remote, CancellationToken cancellationToken)
+    private sealed class ConnectOperation(PoolSocket socket, ReadinessWaiter waiter, DirectionGate gate, WorkerPool pool)
+        : SocketOperation<bool>(socket, waiter, gate, pool)
     {
-        cancellationToken.ThrowIfCancellationRequested();
-        if (_driver is null)
+        public byte[]? Address;
+
+        protected override bool TryOnce(out bool result, out int errno)
         {
-            CancellationToken callerToken = cancellationToken;
-            CancellationTokenSource? linked = LinkClose(ref cancellationToken);
-            try
+            errno = Socket.TryConnect(Address!);
+            result = errno is 0 or LinuxIo.EIsConn;
+            if (result)
             {
-                await _socket.ConnectAsync(remote, cancellationToken).ConfigureAwait(false);
+                Address = null;
+                return true;
             }
-            catch (OperationCanceledException) when (callerToken.IsCancellationRequested)
+            if (errno is LinuxIo.EInProgress or LinuxIo.EAlready)
             {
-                throw new OperationCanceledException(callerToken);
+                errno = LinuxIo.EAgain; // in progress: wait for writability, then ask again
             }
-            catch (Exception e) when (IsClosedUnder(e))
-            {
-                throw ClosedError();
-            }
-            finally
-            {
-                linked?.Dispose();
-            }
-            await new PoolHop(_pool, _scheduler);
-            return;
-        }
-        Enter(ref _sending, "send or connect");
-        try
-        {
-            byte[] address = SocketAddressFor(remote, _socket.AddressFamily);
-            while (true)
-            {
-                int seen = _write!.Sequence;
-                int errno = TryConnect(address);
-                if (errno is 0 or LinuxIo.EIsConn)
-                {
-                    return;
-                }
-                if (errno is LinuxIo.EInProgress or LinuxIo.EAlready)
-                {
-                    errno = LinuxIo.EAgain; // in progress: wait for writability, then ask again
-                }
-                await WaitOrThrowAsync(_write, seen, errno, cancellationToken).ConfigureAwait(false);
-            }
-        }
-        finally
-        {
-            Volatile.Write(ref _sending, 0);
+            return false;
         }
     }
+
+    /// <summary>The exception for a failed call's <c>errno</c>: the socket's closing if that is why, the network error otherwise.</summary>
+    internal Exception ErrorFor(int errno) =>
+        Volatile.Read(ref _disposed) != 0 || _read is { IsClosed: true } ? ClosedError() : LinuxIo.Error(errno);
+
+    /// <summary>The exception for an operation that found its waiter closed.</summary>
+    internal Exception ClosedErrorForOperation() => ClosedError();
 
     private async ValueTask ConnectDnsAsync(string host, int port, CancellationToken cancellationToken)
     {
@@ -430,36 +422,21 @@ public sealed class PoolSocket : IDisposable
         throw last!;
     }
 
-    /// <summary>On <c>EAGAIN</c>: waits for the next readiness event after <paramref name="seen"/>; on <c>EINTR</c>: returns to retry; otherwise throws.</summary>
-    private ValueTask WaitOrThrowAsync(ReadinessWaiter waiter, int seen, int errno, CancellationToken cancellationToken)
+    private ValueTask ConnectCoreAsync(IPEndPoint remote, CancellationToken cancellationToken)
     {
-        if (errno == LinuxIo.EIntr)
+        cancellationToken.ThrowIfCancellationRequested();
+        if (_driver is null)
         {
-            return default;
+            return FallbackConnectAsync(remote, cancellationToken);
         }
-        if (errno != LinuxIo.EAgain)
-        {
-            ThrowIfDisposed();
-            throw LinuxIo.Error(errno);
-        }
-        return AwaitReadinessAsync(waiter, seen, cancellationToken);
-    }
-
-    [AsyncMethodBuilder(typeof(PoolingAsyncValueTaskMethodBuilder))]
-    private static async ValueTask AwaitReadinessAsync(ReadinessWaiter waiter, int seen, CancellationToken cancellationToken)
-    {
-        try
-        {
-            await waiter.WaitAsync(seen, cancellationToken).ConfigureAwait(false);
-        }
-        finally
-        {
-            waiter.EndWait();
-        }
+        byte[] address = SocketAddressFor(remote, _socket.AddressFamily);
+        Enter(_writeGate, "send or connect");
+        _connect!.Address = address;
+        return _connect.StartWithoutResult(cancellationToken);
     }
 
     /// <summary>One <c>recv</c> or <c>send</c> (without SIGPIPE): the byte count, or -1 with <paramref name="errno"/>.</summary>
-    private unsafe nint TryTransfer(bool send, Span<byte> buffer, out int errno)
+    internal unsafe nint TryTransfer(bool send, Span<byte> buffer, out int errno)
     {
         bool added = false;
         try
@@ -487,7 +464,7 @@ public sealed class PoolSocket : IDisposable
         }
     }
 
-    private unsafe int TryAccept(out int errno)
+    internal unsafe int TryAccept(out int errno)
     {
         bool added = false;
         try
@@ -511,7 +488,7 @@ public sealed class PoolSocket : IDisposable
     }
 
     /// <summary>One connect call: 0 when connected, otherwise its <c>errno</c> (<c>EINPROGRESS</c> at first, <c>EISCONN</c> once done).</summary>
-    private unsafe int TryConnect(byte[] address)
+    internal unsafe int TryConnect(byte[] address)
     {
         bool added = false;
         try
@@ -535,7 +512,7 @@ public sealed class PoolSocket : IDisposable
         }
     }
 
-    private PoolSocket Adopt(int fd)
+    internal PoolSocket Adopt(int fd)
     {
         Socket accepted;
         try
@@ -606,7 +583,7 @@ public sealed class PoolSocket : IDisposable
         finally
         {
             linked?.Dispose();
-            Volatile.Write(ref _receiving, 0);
+            _readGate.Exit();
         }
     }
 
@@ -635,7 +612,7 @@ public sealed class PoolSocket : IDisposable
         finally
         {
             linked?.Dispose();
-            Volatile.Write(ref _sending, 0);
+            _writeGate.Exit();
         }
     }
 
@@ -661,7 +638,32 @@ public sealed class PoolSocket : IDisposable
         finally
         {
             linked?.Dispose();
-            Volatile.Write(ref _receiving, 0);
+            _readGate.Exit();
+        }
+    }
+
+    private async ValueTask FallbackConnectAsync(IPEndPoint remote, CancellationToken cancellationToken)
+    {
+        Enter(_writeGate, "send or connect");
+        CancellationToken callerToken = cancellationToken;
+        CancellationTokenSource? linked = LinkClose(ref cancellationToken);
+        try
+        {
+            await _socket.ConnectAsync(remote, cancellationToken).ConfigureAwait(false);
+            await new PoolHop(_pool, _scheduler);
+        }
+        catch (OperationCanceledException) when (callerToken.IsCancellationRequested)
+        {
+            throw new OperationCanceledException(callerToken);
+        }
+        catch (Exception e) when (IsClosedUnder(e))
+        {
+            throw ClosedError();
+        }
+        finally
+        {
+            linked?.Dispose();
+            _writeGate.Exit();
         }
     }
 

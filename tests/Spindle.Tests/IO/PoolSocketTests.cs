@@ -3,6 +3,7 @@ using System.IO;
 using System.Linq;
 using System.Net;
 using System.Net.Sockets;
+using System.Runtime.CompilerServices;
 using System.Text;
 using System.Threading;
 using System.Threading.Tasks;
@@ -22,7 +23,7 @@ public abstract class PoolSocketTests
     /// <summary>Whether this run's pools leave the driver aside.</summary>
     protected abstract bool RuntimeEngine { get; }
 
-    private WorkerPool NewPool()
+    protected WorkerPool NewPool()
     {
         var pool = new WorkerPool(new WorkerPoolOptions
         {
@@ -52,7 +53,7 @@ public abstract class PoolSocketTests
     }
 
     /// <summary>A connected pair on <paramref name="pool"/>: the client side and the accepted side.</summary>
-    private static async Task<(PoolSocket Client, PoolSocket Server)> ConnectPairAsync(WorkerPool pool)
+    protected static async Task<(PoolSocket Client, PoolSocket Server)> ConnectPairAsync(WorkerPool pool)
     {
         using PoolSocket listener = Listen(pool);
         var client = new PoolSocket(pool);
@@ -384,6 +385,49 @@ public abstract class PoolSocketTests
 public sealed class PoolSocketDriverTests : PoolSocketTests
 {
     protected override bool RuntimeEngine => false;
+
+    [Fact]
+    public async Task AContinuationRegisteredAfterTheOperationCompleted_RunsOnThePool()
+    {
+        // Only the driver promises this (on the runtime's engine the runtime's sources decide). The race every awaiter can lose: it finds the operation pending, the pool completes it, then the awaiter
+        // registers. The runtime's own sources queue such a continuation to the built-in pool; this one must not.
+        if (!Spindle.IO.EpollDriver.IsSupported)
+        {
+            return; // no driver on this platform: the runtime's engine completes these operations
+        }
+        using WorkerPool pool = NewPool();
+        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        using (client)
+        using (server)
+        {
+            var buffer = new byte[1];
+            for (int round = 0; round < 20; round++)
+            {
+                ValueTask<int> receive = server.ReceiveAsync(buffer);
+                Assert.False(receive.IsCompleted);
+                await client.SendAsync(new byte[] { 5 }).AsTask().WaitAsync(Waits.MustHappen);
+                Waits.Until(() => receive.IsCompleted, "the receive to complete");
+                using var ran = new ManualResetEventSlim();
+                WorkerPool? on = null;
+                bool builtIn = true;
+                int received = 0;
+#pragma warning disable xUnit1030 // the test is about a continuation that asked for no context
+                ConfiguredValueTaskAwaitable<int>.ConfiguredValueTaskAwaiter awaiter = receive.ConfigureAwait(false).GetAwaiter();
+#pragma warning restore xUnit1030
+                awaiter.UnsafeOnCompleted(() =>
+                {
+                    on = WorkerPool.Current;
+                    builtIn = Thread.CurrentThread.IsThreadPoolThread;
+                    received = awaiter.GetResult();
+                    ran.Set();
+                });
+                Waits.For(ran, "the continuation");
+                Assert.Same(pool, on);
+                Assert.False(builtIn);
+                Assert.Equal(1, received);
+            }
+        }
+    }
 }
 
 /// <summary>The socket tests on the runtime's socket engine, resuming on the pool.</summary>

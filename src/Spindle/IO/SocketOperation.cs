@@ -1,0 +1,300 @@
+using System;
+using System.Runtime.ExceptionServices;
+using System.Threading;
+using System.Threading.Tasks;
+using System.Threading.Tasks.Sources;
+using Spindle.Queues;
+using Spindle.Scheduling;
+
+namespace Spindle.IO;
+
+/// <summary>A direction's "an operation is pending" flag, shared by the operations of that direction (receive and accept; send and connect).</summary>
+internal sealed class DirectionGate
+{
+    private int _busy;
+
+    public bool TryEnter() => Interlocked.Exchange(ref _busy, 1) == 0;
+
+    public void Exit() => Volatile.Write(ref _busy, 0);
+}
+
+/// <summary>
+/// One kind of socket operation on the driver, reused for every call of that kind on its socket: it is the operation's
+/// loop (try the system call, arm the direction's <see cref="ReadinessWaiter"/> on <c>EAGAIN</c>, try again when the
+/// pool calls it back) and the <see cref="IValueTaskSource{TResult}"/> the caller awaits, so a call allocates nothing.
+/// </summary>
+/// <remarks>
+/// <para>Why not an async method: a completion that races the awaiter's registration (the awaiter found the operation
+/// pending, then the pool completed it before <c>OnCompleted</c>) is queued by the runtime's sources to the built-in
+/// thread pool, which a starved built-in pool would hold indefinitely. This source queues it to this socket's pool.</para>
+/// <para>Lifetime: the direction's <see cref="DirectionGate"/> is entered by the public call and left by
+/// <c>GetResult</c>, so the source is never reset while an awaiter may still read it; the version guards a
+/// <c>ValueTask</c> awaited twice. The loop runs on the caller's thread until the first wait, then on pool workers (one
+/// at a time: the waiter calls back once per arming).</para>
+/// <para>Continuations run where the awaiter asked: on its captured <see cref="SynchronizationContext"/> or
+/// <see cref="TaskScheduler"/> (posted), otherwise inline on the pool worker that completed the operation, or queued
+/// to the pool when the operation had completed before the awaiter registered.</para>
+/// </remarks>
+internal abstract class SocketOperation<T> : IValueTaskSource<T>, IValueTaskSource, IReadinessListener, IWorkItem
+{
+    private static readonly Action<object?> s_completed = static _ => { };
+    private static readonly SendOrPostCallback s_posted = static op => ((SocketOperation<T>)op!).RunContinuation();
+
+    private readonly ReadinessWaiter _waiter;
+    private readonly DirectionGate _gate;
+    private readonly Scheduler _scheduler;
+    private readonly WorkerPool _pool;
+    private short _version;
+    private bool _completed;
+    private T? _result;
+    private ExceptionDispatchInfo? _error;
+    private Action<object?>? _continuation;
+    private object? _continuationState;
+    private ExecutionContext? _executionContext;
+    private object? _schedulingContext;
+    private CancellationToken _token;
+
+    protected SocketOperation(PoolSocket socket, ReadinessWaiter waiter, DirectionGate gate, WorkerPool pool)
+    {
+        Socket = socket;
+        _waiter = waiter;
+        _gate = gate;
+        _pool = pool;
+        _scheduler = pool.SchedulerCore;
+    }
+
+    protected PoolSocket Socket { get; }
+
+    /// <summary>
+    /// One attempt: true with the result when the operation is done; false with <paramref name="errno"/> otherwise
+    /// (<c>EAGAIN</c>: wait for readiness; <c>EINTR</c>: try again; anything else fails the operation).
+    /// </summary>
+    protected abstract bool TryOnce(out T result, out int errno);
+
+    /// <summary>Caller, having entered the gate and set the operation's inputs: runs it until it completes or waits.</summary>
+    public ValueTask<T> Start(CancellationToken cancellationToken)
+    {
+        _token = cancellationToken;
+        short version = _version;
+        Step();
+        return new ValueTask<T>(this, version);
+    }
+
+    /// <summary><see cref="Start"/> for operations whose caller wants no result.</summary>
+    public ValueTask StartWithoutResult(CancellationToken cancellationToken)
+    {
+        _token = cancellationToken;
+        short version = _version;
+        Step();
+        return new ValueTask(this, version);
+    }
+
+    private void Step()
+    {
+        while (true)
+        {
+            int seen = _waiter.Sequence;
+            T result;
+            int errno;
+            bool done;
+            try
+            {
+                done = TryOnce(out result, out errno);
+            }
+            catch (Exception e)
+            {
+                Complete(default, e);
+                return;
+            }
+            if (done)
+            {
+                Complete(result, null);
+                return;
+            }
+            if (errno == LinuxIo.EIntr)
+            {
+                continue;
+            }
+            if (errno != LinuxIo.EAgain)
+            {
+                Complete(default, Socket.ErrorFor(errno));
+                return;
+            }
+            switch (_waiter.Arm(this, seen, _token))
+            {
+                case ArmResult.Waiting:
+                    return;
+                case ArmResult.Closed:
+                    Complete(default, Socket.ClosedErrorForOperation());
+                    return;
+            }
+        }
+    }
+
+    /// <summary>On a worker: the wait ended.</summary>
+    void IReadinessListener.OnReady()
+    {
+        Exception? ended = _waiter.EndWait();
+        if (ended is null)
+        {
+            Step();
+        }
+        else
+        {
+            Complete(default, ended);
+        }
+    }
+
+    private void Complete(T? result, Exception? error)
+    {
+        _result = result;
+        _error = error is null ? null : ExceptionDispatchInfo.Capture(error);
+        Volatile.Write(ref _completed, true);
+        Action<object?>? continuation = Interlocked.Exchange(ref _continuation, s_completed);
+        if (continuation is not null)
+        {
+            // On a worker of the pool (the loop only runs elsewhere before the awaiter has registered).
+            _continuation = continuation;
+            RunContinuation(inline: true);
+        }
+    }
+
+    private void RunContinuation() => RunContinuation(inline: true);
+
+    private void RunContinuation(bool inline)
+    {
+        object? scheduling = _schedulingContext;
+        if (scheduling is not null)
+        {
+            _schedulingContext = null;
+            if (inline && ReferenceEquals(scheduling, _pool.SynchronizationContext) && WorkerPool.Current == _pool)
+            {
+                // The awaiter is code of this pool (inside Run, say) and this is one of its workers: a post would only
+                // queue the continuation to run here later. Run it now, with the pool's context installed, so that
+                // its own awaits come back to the pool too.
+                SynchronizationContext? previous = SynchronizationContext.Current;
+                SynchronizationContext.SetSynchronizationContext((SynchronizationContext)scheduling);
+                try
+                {
+                    RunContinuation(inline: true);
+                }
+                finally
+                {
+                    SynchronizationContext.SetSynchronizationContext(previous);
+                }
+            }
+            else if (scheduling is SynchronizationContext context)
+            {
+                context.Post(s_posted, this);
+            }
+            else
+            {
+                Task.Factory.StartNew(static op => ((SocketOperation<T>)op!).RunContinuation(), this,
+                    CancellationToken.None, TaskCreationOptions.DenyChildAttach, (TaskScheduler)scheduling);
+            }
+            return;
+        }
+        if (!inline)
+        {
+            _scheduler.EnqueueContinuation(new WorkItemEntry(this, WorkItemEntry.WorkItemMarker, null), preferLocal: false);
+            return;
+        }
+        Action<object?> continuation = _continuation!;
+        object? state = _continuationState;
+        ExecutionContext? executionContext = _executionContext;
+        if (executionContext is null)
+        {
+            continuation(state);
+        }
+        else
+        {
+            ExecutionContext.Run(executionContext, static s =>
+            {
+                var (c, st) = ((Action<object?>, object?))s!;
+                c(st);
+            }, (continuation, state));
+        }
+    }
+
+    /// <summary>On a worker: the continuation of an operation that had completed before its awaiter registered.</summary>
+    void IWorkItem.Execute() => RunContinuation(inline: true);
+
+    ValueTaskSourceStatus IValueTaskSource<T>.GetStatus(short token)
+    {
+        ValidateToken(token);
+        if (!Volatile.Read(ref _completed))
+        {
+            return ValueTaskSourceStatus.Pending;
+        }
+        return _error is null ? ValueTaskSourceStatus.Succeeded
+            : _error.SourceException is OperationCanceledException ? ValueTaskSourceStatus.Canceled
+            : ValueTaskSourceStatus.Faulted;
+    }
+
+    void IValueTaskSource<T>.OnCompleted(Action<object?> continuation, object? state, short token, ValueTaskSourceOnCompletedFlags flags)
+    {
+        ValidateToken(token);
+        if ((flags & ValueTaskSourceOnCompletedFlags.FlowExecutionContext) != 0)
+        {
+            _executionContext = ExecutionContext.Capture();
+        }
+        if ((flags & ValueTaskSourceOnCompletedFlags.UseSchedulingContext) != 0)
+        {
+            SynchronizationContext? context = SynchronizationContext.Current;
+            if (context is not null && context.GetType() != typeof(SynchronizationContext))
+            {
+                _schedulingContext = context;
+            }
+            else if (TaskScheduler.Current != TaskScheduler.Default)
+            {
+                _schedulingContext = TaskScheduler.Current;
+            }
+        }
+        _continuationState = state;
+        if (Interlocked.CompareExchange(ref _continuation, continuation, null) is not null)
+        {
+            // Completed between the awaiter's look and this call: never inline here (the awaiter's caller is still on
+            // the stack); queue it to the pool, or post it to the awaiter's context.
+            _continuation = continuation;
+            RunContinuation(inline: false);
+        }
+    }
+
+    T IValueTaskSource<T>.GetResult(short token)
+    {
+        ValidateToken(token);
+        if (!Volatile.Read(ref _completed))
+        {
+            throw new InvalidOperationException("The socket operation has not completed; await its ValueTask instead of reading it.");
+        }
+        T? result = _result;
+        ExceptionDispatchInfo? error = _error;
+        _result = default;
+        _error = null;
+        _continuation = null;
+        _continuationState = null;
+        _executionContext = null;
+        _schedulingContext = null;
+        _token = default;
+        _version++;
+        Volatile.Write(ref _completed, false);
+        _gate.Exit();
+        error?.Throw();
+        return result!;
+    }
+
+    ValueTaskSourceStatus IValueTaskSource.GetStatus(short token) => ((IValueTaskSource<T>)this).GetStatus(token);
+
+    void IValueTaskSource.OnCompleted(Action<object?> continuation, object? state, short token, ValueTaskSourceOnCompletedFlags flags) =>
+        ((IValueTaskSource<T>)this).OnCompleted(continuation, state, token, flags);
+
+    void IValueTaskSource.GetResult(short token) => ((IValueTaskSource<T>)this).GetResult(token);
+
+    private void ValidateToken(short token)
+    {
+        if (token != _version)
+        {
+            throw new InvalidOperationException("The ValueTask of a socket operation may be awaited only once.");
+        }
+    }
+}
