@@ -12,7 +12,8 @@ internal interface IStreamEnd : IDisposable
 {
     ValueTask<int> ReceiveAsync(Memory<byte> buffer);
 
-    ValueTask SendAsync(ReadOnlyMemory<byte> buffer);
+    /// <summary>Sends the whole buffer.</summary>
+    ValueTask<int> SendAsync(ReadOnlyMemory<byte> buffer);
 }
 
 /// <summary>
@@ -42,8 +43,7 @@ internal static class LoopbackSockets
 
         public ValueTask<int> ReceiveAsync(Memory<byte> buffer) => _socket.ReceiveAsync(buffer);
 
-        [System.Runtime.CompilerServices.AsyncMethodBuilder(typeof(System.Runtime.CompilerServices.PoolingAsyncValueTaskMethodBuilder))]
-        public async ValueTask SendAsync(ReadOnlyMemory<byte> buffer) => await _socket.SendAsync(buffer).ConfigureAwait(false);
+        public ValueTask<int> SendAsync(ReadOnlyMemory<byte> buffer) => _socket.SendAsync(buffer);
 
         public void Dispose() => _socket.Dispose();
     }
@@ -53,15 +53,8 @@ internal static class LoopbackSockets
     {
         public ValueTask<int> ReceiveAsync(Memory<byte> buffer) => socket.ReceiveAsync(buffer, SocketFlags.None);
 
-        [System.Runtime.CompilerServices.AsyncMethodBuilder(typeof(System.Runtime.CompilerServices.PoolingAsyncValueTaskMethodBuilder))]
-        public async ValueTask SendAsync(ReadOnlyMemory<byte> buffer)
-        {
-            int sent = 0;
-            while (sent < buffer.Length)
-            {
-                sent += await socket.SendAsync(buffer[sent..], SocketFlags.None).ConfigureAwait(false);
-            }
-        }
+        // A stream socket's SendAsync completes once the whole buffer is sent.
+        public ValueTask<int> SendAsync(ReadOnlyMemory<byte> buffer) => socket.SendAsync(buffer, SocketFlags.None);
 
         public void Dispose() => socket.Dispose();
     }

@@ -10,8 +10,8 @@ using Spindle.Compare.Pools;
 namespace Spindle.Compare.Scenarios;
 
 /// <summary>
-/// Isolation from a starved built-in pool: one loopback connection whose client and echo loops run on the pool under
-/// test (Spindle: <c>PoolSocket</c> on its own driver; built-in: the runtime's socket async methods), both started and
+/// Isolation from a starved built-in pool: one loopback connection whose client and echo loops (plain awaits, started
+/// with <c>pool.Run</c> / <c>Task.Run</c>) run on the pool under test (Spindle: <c>PoolSocket</c> on its own driver; built-in: the runtime's socket async methods), both started and
 /// waiting before 2,000 items that block are queued to the built-in <see cref="ThreadPool"/> (in both children: the
 /// situation a user adopts Spindle to escape). Then 1,000 one-byte round trips, with at most 3 s for all of them.
 /// Metrics: the 99th percentile of a round trip (a round trip not done by the deadline counts as the time it had
@@ -73,7 +73,7 @@ internal sealed class IsolationScenario : IScenario
             for (int i = 0; i < RoundTrips; i++)
             {
                 long began = Stopwatch.GetTimestamp();
-                await RoundTrip(clientEnd, message, reply).ConfigureAwait(false);
+                await RoundTrip(clientEnd, message, reply);
                 latencies[i] = Stopwatch.GetTimestamp() - began;
                 Volatile.Write(ref completed, i + 1);
             }
@@ -119,8 +119,8 @@ internal sealed class IsolationScenario : IScenario
 
     private static async Task RoundTrip(IStreamEnd client, byte[] message, byte[] reply)
     {
-        await client.SendAsync(message).ConfigureAwait(false);
-        if (await client.ReceiveAsync(reply).ConfigureAwait(false) != 1)
+        await client.SendAsync(message);
+        if (await client.ReceiveAsync(reply) != 1)
         {
             throw new InvalidOperationException("The echo side closed the connection.");
         }
@@ -131,9 +131,9 @@ internal sealed class IsolationScenario : IScenario
         var buffer = new byte[1];
         using (server)
         {
-            while (await server.ReceiveAsync(buffer).ConfigureAwait(false) > 0)
+            while (await server.ReceiveAsync(buffer) > 0)
             {
-                await server.SendAsync(buffer).ConfigureAwait(false);
+                await server.SendAsync(buffer);
             }
         }
     }
