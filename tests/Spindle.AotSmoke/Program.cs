@@ -31,6 +31,7 @@ internal static class Program
             ("blocking region and long-running", BlockingAndLongRunning),
             ("lanes", Lanes),
             ("meter", Meter),
+            ("sockets", Sockets),
         };
         int failures = 0;
         foreach ((string name, Func<WorkerPool, Task> check) in checks)
@@ -87,6 +88,45 @@ internal static class Program
         await serial.DisposeAsync();
         Require(inOrder && next == 100, "a serial lane runs its items in order");
         Require(serial.CompletedWorkItemCount == 101, "the serial lane's completed count");
+    }
+
+    private static async Task Sockets(WorkerPool pool)
+    {
+        using var listener = new Spindle.IO.PoolSocket(pool);
+        listener.Bind(new System.Net.IPEndPoint(System.Net.IPAddress.Loopback, 0));
+        listener.Listen();
+        Task echo = pool.Run(async () =>
+        {
+            using Spindle.IO.PoolSocket connection = await listener.AcceptAsync();
+            var buffer = new byte[64];
+            int received;
+            while ((received = await connection.ReceiveAsync(buffer)) > 0)
+            {
+                await connection.SendAsync(buffer.AsMemory(0, received));
+            }
+        });
+        int echoed = await pool.Run(async () =>
+        {
+            using var client = new Spindle.IO.PoolSocket(pool);
+            await client.ConnectAsync(listener.Socket.LocalEndPoint!);
+            Require(client.UsesPoolDriver == OperatingSystem.IsLinux(), "the driver on Linux");
+            var reply = new byte[3];
+            int total = 0;
+            for (int round = 0; round < 100; round++)
+            {
+                await client.SendAsync(new byte[] { 1, 2, 3 });
+                int got = 0;
+                while (got < 3)
+                {
+                    got += await client.ReceiveAsync(reply.AsMemory(got));
+                }
+                Require(WorkerPool.Current == pool, "a socket continuation on the pool");
+                total += got;
+            }
+            return total;
+        });
+        await echo;
+        Require(echoed == 300, "every echoed byte");
     }
 
     private static async Task Meter(WorkerPool pool)
