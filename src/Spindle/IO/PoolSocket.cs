@@ -139,7 +139,9 @@ public sealed class PoolSocket : IDisposable
         return remoteEndPoint switch
         {
             IPEndPoint ip => ConnectCoreAsync(ip, cancellationToken),
-            DnsEndPoint dns => ConnectDnsAsync(dns.Host, dns.Port, cancellationToken),
+            DnsEndPoint dns => IPAddress.TryParse(dns.Host, out IPAddress? literal)
+                ? ConnectCoreAsync(new IPEndPoint(literal, dns.Port), cancellationToken)
+                : ConnectDnsAsync(dns.Host, dns.Port, cancellationToken),
             _ => throw new ArgumentException($"Only IPEndPoint and DnsEndPoint are supported, not {remoteEndPoint.GetType().Name}.", nameof(remoteEndPoint)),
         };
     }
@@ -153,7 +155,9 @@ public sealed class PoolSocket : IDisposable
         ArgumentOutOfRangeException.ThrowIfLessThan(port, IPEndPoint.MinPort);
         ArgumentOutOfRangeException.ThrowIfGreaterThan(port, IPEndPoint.MaxPort);
         ThrowIfDisposed();
-        return ConnectDnsAsync(host, port, cancellationToken);
+        return IPAddress.TryParse(host, out IPAddress? literal)
+            ? ConnectCoreAsync(new IPEndPoint(literal, port), cancellationToken)
+            : ConnectDnsAsync(host, port, cancellationToken);
     }
 
     /// <summary>Accepts the next connection of a listening socket, as a <see cref="PoolSocket"/> on the same pool.</summary>

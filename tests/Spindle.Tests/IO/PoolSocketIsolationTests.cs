@@ -1,0 +1,117 @@
+using System;
+using System.Net;
+using System.Net.Http;
+using System.Text;
+using System.Threading;
+using System.Threading.Tasks;
+using Spindle.IO;
+using Xunit;
+
+namespace Spindle.Tests.IO;
+
+/// <summary>
+/// Socket work on the pool goes on while the built-in thread pool is starved. Runs alone (the process-wide collection):
+/// starving the built-in pool would stall other tests.
+/// </summary>
+[Collection(ProcessWideMeasurementCollection.Name)]
+public sealed class PoolSocketIsolationTests
+{
+    [Fact]
+    public void AnHttpClientRequestThroughThePoolsStream_CompletesWhileTheBuiltInPoolIsStarved()
+    {
+        if (!EpollDriver.IsSupported)
+        {
+            return; // elsewhere the runtime's socket engine, and so the built-in pool, completes the operations
+        }
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = nameof(PoolSocketIsolationTests) });
+        using var listener = new PoolSocket(pool);
+        listener.Bind(new IPEndPoint(IPAddress.Loopback, 0));
+        listener.Listen();
+        int port = ((IPEndPoint)listener.Socket.LocalEndPoint!).Port;
+        _ = pool.Run(() => ServeHttp(pool, listener));
+        using var http = new HttpClient(new SocketsHttpHandler
+        {
+            ConnectCallback = async (context, cancellationToken) =>
+            {
+                var socket = new PoolSocket(pool);
+                try
+                {
+                    await socket.ConnectAsync(context.DnsEndPoint, cancellationToken);
+                    return socket.GetStream();
+                }
+                catch
+                {
+                    socket.Dispose();
+                    throw;
+                }
+            },
+        });
+        string url = $"http://127.0.0.1:{port}/";
+
+        // HttpClient creates a connection through the built-in pool (its own Task.Yield), so the first request, made
+        // while that pool is healthy, leaves a pooled connection that the starved request reuses.
+        Assert.True(pool.Run(() => http.GetStringAsync(url)).Wait(Waits.MustHappen), "the first request");
+
+        using var gate = new ManualResetEventSlim();
+        int probeRan = 0;
+        for (int i = 0; i < 200; i++)
+        {
+            ThreadPool.UnsafeQueueUserWorkItem(static g => ((ManualResetEventSlim)g!).Wait(), gate);
+        }
+        ThreadPool.UnsafeQueueUserWorkItem(_ => Volatile.Write(ref probeRan, 1), null);
+        try
+        {
+            Task<string> request = pool.Run(() => http.GetStringAsync(url));
+            Assert.True(request.Wait(Waits.MustHappen), "the request while the built-in pool is starved");
+            Assert.Equal("hello", request.Result);
+            // The built-in pool was starved all along: an item queued behind the blocked ones has not run.
+            Assert.Equal(0, Volatile.Read(ref probeRan));
+        }
+        finally
+        {
+            gate.Set();
+        }
+    }
+
+    /// <summary>A minimal HTTP/1.1 server on the pool: answers every request head with "hello", keeping the connection.</summary>
+    private static async Task ServeHttp(WorkerPool pool, PoolSocket listener)
+    {
+        while (true)
+        {
+            PoolSocket connection;
+            try
+            {
+                connection = await listener.AcceptAsync();
+            }
+            catch (ObjectDisposedException)
+            {
+                return;
+            }
+            _ = pool.Run(async () =>
+            {
+                using (connection)
+                {
+                    var buffer = new byte[4096];
+                    var head = new StringBuilder();
+                    byte[] response = Encoding.ASCII.GetBytes("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Type: text/plain\r\n\r\nhello");
+                    try
+                    {
+                        int received;
+                        while ((received = await connection.ReceiveAsync(buffer)) > 0)
+                        {
+                            head.Append(Encoding.ASCII.GetString(buffer, 0, received));
+                            if (head.ToString().Contains("\r\n\r\n", StringComparison.Ordinal))
+                            {
+                                head.Clear();
+                                await connection.SendAsync(response);
+                            }
+                        }
+                    }
+                    catch (ObjectDisposedException)
+                    {
+                    }
+                }
+            });
+        }
+    }
+}
