@@ -81,7 +81,8 @@ internal sealed class IsolationScenario : IScenario
         });
         Waits.OrThrow(warmed, "the warm-up round trips");
 
-        using var gate = new ManualResetEventSlim();
+        // Never disposed: blocked items that have not started when the run ends still wait on it.
+        var gate = new ManualResetEventSlim();
         for (int i = 0; i < BlockedItems; i++)
         {
             ThreadPool.UnsafeQueueUserWorkItem(static g => ((ManualResetEventSlim)g!).Wait(), gate);

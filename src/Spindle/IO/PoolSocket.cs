@@ -566,68 +566,52 @@ public sealed class PoolSocket : IDisposable
 
     // ---- elsewhere: the runtime's socket engine, then a hop to the pool ----
 
-    private async ValueTask<int> FallbackReceiveAsync(Memory<byte> buffer, CancellationToken cancellationToken)
+    private ValueTask<int> FallbackReceiveAsync(Memory<byte> buffer, CancellationToken cancellationToken) =>
+        OnRuntimeEngineAsync(static (state, token) => state.Socket.ReceiveAsync(state.Buffer, SocketFlags.None, token),
+            (Socket: _socket, Buffer: buffer), _readGate, cancellationToken);
+
+    private ValueTask<int> FallbackSendAsync(ReadOnlyMemory<byte> buffer, CancellationToken cancellationToken) =>
+        OnRuntimeEngineAsync(static (state, token) => SendAllAsync(state.Socket, state.Buffer, token),
+            (Socket: _socket, Buffer: buffer), _writeGate, cancellationToken);
+
+    private ValueTask<PoolSocket> FallbackAcceptAsync(CancellationToken cancellationToken) =>
+        OnRuntimeEngineAsync(static async (owner, token) =>
+            new PoolSocket(owner._pool, await owner._socket.AcceptAsync(token).ConfigureAwait(false), ownsValidated: true),
+            this, _readGate, cancellationToken);
+
+    private async ValueTask FallbackConnectAsync(IPEndPoint remote, CancellationToken cancellationToken)
     {
-        CancellationToken callerToken = cancellationToken;
-        CancellationTokenSource? linked = LinkClose(ref cancellationToken);
-        try
+        Enter(_writeGate, "send or connect");
+        await OnRuntimeEngineAsync(static async (state, token) =>
         {
-            int received = await _socket.ReceiveAsync(buffer, SocketFlags.None, cancellationToken).ConfigureAwait(false);
-            await new PoolHop(_pool, _scheduler);
-            return received;
-        }
-        catch (OperationCanceledException) when (callerToken.IsCancellationRequested)
-        {
-            throw new OperationCanceledException(callerToken);
-        }
-        catch (Exception e) when (IsClosedUnder(e))
-        {
-            throw ClosedError();
-        }
-        finally
-        {
-            linked?.Dispose();
-            _readGate.Exit();
-        }
+            await state.Socket.ConnectAsync(state.Remote, token).ConfigureAwait(false);
+            return true;
+        }, (Socket: _socket, Remote: remote), _writeGate, cancellationToken).ConfigureAwait(false);
     }
 
-    private async ValueTask<int> FallbackSendAsync(ReadOnlyMemory<byte> buffer, CancellationToken cancellationToken)
+    private static async ValueTask<int> SendAllAsync(Socket socket, ReadOnlyMemory<byte> buffer, CancellationToken cancellationToken)
     {
-        CancellationToken callerToken = cancellationToken;
-        CancellationTokenSource? linked = LinkClose(ref cancellationToken);
-        try
+        int sent = 0;
+        while (sent < buffer.Length)
         {
-            int sent = 0;
-            while (sent < buffer.Length)
-            {
-                sent += await _socket.SendAsync(buffer[sent..], SocketFlags.None, cancellationToken).ConfigureAwait(false);
-            }
-            await new PoolHop(_pool, _scheduler);
-            return sent;
+            sent += await socket.SendAsync(buffer[sent..], SocketFlags.None, cancellationToken).ConfigureAwait(false);
         }
-        catch (OperationCanceledException) when (callerToken.IsCancellationRequested)
-        {
-            throw new OperationCanceledException(callerToken);
-        }
-        catch (Exception e) when (IsClosedUnder(e))
-        {
-            throw ClosedError();
-        }
-        finally
-        {
-            linked?.Dispose();
-            _writeGate.Exit();
-        }
+        return sent;
     }
 
-    private async ValueTask<PoolSocket> FallbackAcceptAsync(CancellationToken cancellationToken)
+    /// <summary>
+    /// Without the driver: runs one of the runtime's socket operations (the caller has entered <paramref name="gate"/>;
+    /// this leaves it), then resumes on the pool. The socket's disposal and the pool's shutdown cancel it and surface as
+    /// <see cref="ObjectDisposedException"/>; the caller's token, as an <see cref="OperationCanceledException"/> of that token.
+    /// </summary>
+    private async ValueTask<T> OnRuntimeEngineAsync<T, TState>(Func<TState, CancellationToken, ValueTask<T>> operation, TState state,
+        DirectionGate gate, CancellationToken cancellationToken)
     {
         CancellationToken callerToken = cancellationToken;
         CancellationTokenSource? linked = LinkClose(ref cancellationToken);
         try
         {
-            Socket accepted = await _socket.AcceptAsync(cancellationToken).ConfigureAwait(false);
-            var result = new PoolSocket(_pool, accepted, ownsValidated: true);
+            T result = await operation(state, cancellationToken).ConfigureAwait(false);
             await new PoolHop(_pool, _scheduler);
             return result;
         }
@@ -642,32 +626,7 @@ public sealed class PoolSocket : IDisposable
         finally
         {
             linked?.Dispose();
-            _readGate.Exit();
-        }
-    }
-
-    private async ValueTask FallbackConnectAsync(IPEndPoint remote, CancellationToken cancellationToken)
-    {
-        Enter(_writeGate, "send or connect");
-        CancellationToken callerToken = cancellationToken;
-        CancellationTokenSource? linked = LinkClose(ref cancellationToken);
-        try
-        {
-            await _socket.ConnectAsync(remote, cancellationToken).ConfigureAwait(false);
-            await new PoolHop(_pool, _scheduler);
-        }
-        catch (OperationCanceledException) when (callerToken.IsCancellationRequested)
-        {
-            throw new OperationCanceledException(callerToken);
-        }
-        catch (Exception e) when (IsClosedUnder(e))
-        {
-            throw ClosedError();
-        }
-        finally
-        {
-            linked?.Dispose();
-            _writeGate.Exit();
+            gate.Exit();
         }
     }
 
