@@ -389,8 +389,9 @@ public sealed class PoolSocketDriverTests : PoolSocketTests
     [Fact]
     public async Task AContinuationRegisteredAfterTheOperationCompleted_RunsOnThePool()
     {
-        // Only the driver promises this (on the runtime's engine the runtime's sources decide). The race every awaiter can lose: it finds the operation pending, the pool completes it, then the awaiter
-        // registers. The runtime's own sources queue such a continuation to the built-in pool; this one must not.
+        // Only the driver promises this (on the runtime's engine the runtime's sources decide). The race every awaiter
+        // can lose: it finds the operation pending, the pool completes it, then the awaiter registers. The runtime's
+        // own sources queue such a continuation to the built-in pool; this one must not.
         if (!Spindle.IO.EpollDriver.IsSupported)
         {
             return; // no driver on this platform: the runtime's engine completes these operations
