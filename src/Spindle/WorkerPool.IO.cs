@@ -13,6 +13,15 @@ public sealed partial class WorkerPool
     // Sockets on the runtime's engine (no driver here): shutdown fails their pending operations too. Under _ioLock.
     private readonly System.Collections.Generic.HashSet<PoolSocket> _runtimeEngineSockets = [];
 
+    private WorkerPoolPipeScheduler? _pipeScheduler;
+
+    /// <summary>
+    /// A <see cref="System.IO.Pipelines.PipeScheduler"/> that runs pipe callbacks on this pool (see
+    /// <see cref="WorkerPoolPipeScheduler"/>): the reader and writer scheduler for pipes whose code should resume here.
+    /// </summary>
+    public WorkerPoolPipeScheduler PipeScheduler =>
+        Volatile.Read(ref _pipeScheduler) ?? Interlocked.CompareExchange(ref _pipeScheduler, new WorkerPoolPipeScheduler(this), null) ?? _pipeScheduler!;
+
     /// <summary>Tests: sockets of this pool use the runtime's engine even where the driver exists (set before the first socket).</summary>
     internal bool SocketsUseRuntimeEngine { get; set; }
 

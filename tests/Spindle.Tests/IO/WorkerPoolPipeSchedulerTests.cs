@@ -1,0 +1,83 @@
+using System;
+using System.IO.Pipelines;
+using System.Net;
+using System.Threading;
+using System.Threading.Tasks;
+using Spindle.IO;
+using Xunit;
+
+namespace Spindle.Tests.IO;
+
+/// <summary><see cref="WorkerPoolPipeScheduler"/>: pipe callbacks on the pool, after shutdown elsewhere, a pipe over a pool socket.</summary>
+public sealed class WorkerPoolPipeSchedulerTests
+{
+    [Fact]
+    public async Task AReaderOnThePoolsScheduler_ResumesOnThePool()
+    {
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = nameof(WorkerPoolPipeSchedulerTests) });
+        Assert.Same(pool.PipeScheduler, pool.PipeScheduler);
+        Assert.Same(pool, pool.PipeScheduler.Pool);
+        var pipe = new Pipe(new PipeOptions(readerScheduler: pool.PipeScheduler, writerScheduler: pool.PipeScheduler,
+            useSynchronizationContext: false));
+        WorkerPool? resumedOn = null;
+        bool builtIn = true;
+        Task<int> reader = ReadOneAsync();
+        await pipe.Writer.WriteAsync(new byte[] { 1, 2, 3 });
+        Assert.Equal(3, await reader.WaitAsync(Waits.MustHappen));
+        Assert.Same(pool, resumedOn);
+        Assert.False(builtIn);
+
+        async Task<int> ReadOneAsync()
+        {
+            ReadResult result = await pipe.Reader.ReadAsync();
+            resumedOn = WorkerPool.Current;
+            builtIn = Thread.CurrentThread.IsThreadPoolThread;
+            int length = (int)result.Buffer.Length;
+            pipe.Reader.AdvanceTo(result.Buffer.End);
+            return length;
+        }
+    }
+
+    [Fact]
+    public void AfterThePoolHasStopped_CallbacksStillRun()
+    {
+        var pool = new WorkerPool(new WorkerPoolOptions { Name = nameof(WorkerPoolPipeSchedulerTests) });
+        PipeScheduler scheduler = pool.PipeScheduler;
+        pool.Dispose();
+        using var ran = new ManualResetEventSlim();
+        scheduler.Schedule(static state => ((ManualResetEventSlim)state!).Set(), ran);
+        Waits.For(ran, "a callback scheduled after the pool stopped");
+        Assert.Equal(1, pool.RedirectedCallbackCount);
+        Assert.Throws<ArgumentNullException>(() => scheduler.Schedule(null!, null));
+        Assert.Throws<ArgumentNullException>(() => new WorkerPoolPipeScheduler(null!));
+    }
+
+    [Fact]
+    public async Task APipeReaderOverAPoolSocketStream_ReadsWhatThePeerSent()
+    {
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = nameof(WorkerPoolPipeSchedulerTests) });
+        using var listener = new PoolSocket(pool);
+        listener.Bind(new IPEndPoint(IPAddress.Loopback, 0));
+        listener.Listen();
+        using var client = new PoolSocket(pool);
+        ValueTask<PoolSocket> accept = listener.AcceptAsync();
+        await client.ConnectAsync(listener.Socket.LocalEndPoint!).AsTask().WaitAsync(Waits.MustHappen);
+        using PoolSocket server = await accept.AsTask().WaitAsync(Waits.MustHappen);
+        PipeReader reader = PipeReader.Create(server.GetStream(ownsSocket: false));
+        await client.SendAsync(new byte[] { 7, 8, 9, 10 });
+        client.Socket.Shutdown(System.Net.Sockets.SocketShutdown.Send);
+        long total = 0;
+        while (true)
+        {
+            ReadResult result = await reader.ReadAsync().AsTask().WaitAsync(Waits.MustHappen);
+            total += result.Buffer.Length;
+            reader.AdvanceTo(result.Buffer.End);
+            if (result.IsCompleted)
+            {
+                break;
+            }
+        }
+        Assert.Equal(4, total);
+        await reader.CompleteAsync();
+    }
+}
