@@ -576,7 +576,13 @@ internal sealed class Worker
     {
         long top = Ring.Top;
         long now = Environment.TickCount64;
-        if (top != _bottomTop || Ring.IsEmpty)
+        if (Ring.IsEmpty)
+        {
+            // No bottom to age. -1 is an index the ring never has, so the first look that finds items starts their
+            // clock: keeping the empty ring's top here made items pushed later look as old as this look.
+            _bottomTop = -1;
+        }
+        else if (top != _bottomTop)
         {
             _bottomTop = top;
             _bottomSince = now;
