@@ -24,7 +24,7 @@ namespace Spindle.Compare.Scenarios;
 /// array allocated before the measured part), allocation per operation, and how many loops completed no operation at
 /// all in the measured part (a pool that keeps running the same few pairs from a LIFO queue starves the others; their
 /// waits would otherwise never reach the percentile, so a <c>handoff</c> wait that ends after the deadline is recorded
-/// too, as the wait alone). The measured part lasts 0.5 s (5 s with
+/// too, as the wait alone). The measured part lasts 1 s (5 s with
 /// <c>--full</c>) after warm-up rounds of the same loops lasting at least <see cref="Warmup.Minimum"/>.
 /// </summary>
 internal sealed class AsyncServerScenario : IScenario
