@@ -36,6 +36,20 @@ internal static class LoopbackSockets
         return (client, server);
     }
 
+    /// <summary>The server side of the socket scenarios: sends back whatever arrives until the peer closes, then disposes the end.</summary>
+    public static async Task EchoAsync(IStreamEnd server, int bufferSize)
+    {
+        var buffer = new byte[bufferSize];
+        using (server)
+        {
+            int received;
+            while ((received = await server.ReceiveAsync(buffer)) > 0)
+            {
+                await server.SendAsync(buffer.AsMemory(0, received));
+            }
+        }
+    }
+
     /// <summary>Spindle: an end on the pool's driver.</summary>
     public sealed class PoolEnd(WorkerPool pool, Socket socket) : IStreamEnd
     {

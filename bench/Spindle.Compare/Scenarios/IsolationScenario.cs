@@ -57,7 +57,7 @@ internal sealed class IsolationScenario : IScenario
         var warmed = new ManualResetEventSlim();
         int completed = 0;
         long triggered = 0;
-        Task echo = pool.Run(() => EchoLoop(serverEnd));
+        Task echo = pool.Run(() => LoopbackSockets.EchoAsync(serverEnd, bufferSize: 1));
         Task driver = pool.Run(async () =>
         {
             var message = new byte[1];
@@ -124,18 +124,6 @@ internal sealed class IsolationScenario : IScenario
         if (await client.ReceiveAsync(reply) != 1)
         {
             throw new InvalidOperationException("The echo side closed the connection.");
-        }
-    }
-
-    private static async Task EchoLoop(IStreamEnd server)
-    {
-        var buffer = new byte[1];
-        using (server)
-        {
-            while (await server.ReceiveAsync(buffer) > 0)
-            {
-                await server.SendAsync(buffer);
-            }
         }
     }
 }

@@ -65,7 +65,7 @@ internal sealed class SocketEchoScenario : IScenario
             IStreamEnd clientEnd = pool.WrapSocket(client);
             var state = new ClientState(clientEnd, size);
             clients[i] = state;
-            tasks.Add(pool.Run(() => EchoLoop(serverEnd, size)));
+            tasks.Add(pool.Run(() => LoopbackSockets.EchoAsync(serverEnd, size)));
             tasks.Add(pool.Run(() => ClientLoop(run, state)));
         }
         Thread.Sleep(s_warmup);
@@ -111,19 +111,6 @@ internal sealed class SocketEchoScenario : IScenario
             total += Volatile.Read(ref client.Operations);
         }
         return total;
-    }
-
-    private static async Task EchoLoop(IStreamEnd server, int size)
-    {
-        var buffer = new byte[size];
-        using (server)
-        {
-            int received;
-            while ((received = await server.ReceiveAsync(buffer)) > 0)
-            {
-                await server.SendAsync(buffer.AsMemory(0, received));
-            }
-        }
     }
 
     private static async Task ClientLoop(EchoRun run, ClientState state)

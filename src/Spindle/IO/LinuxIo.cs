@@ -65,11 +65,6 @@ internal static unsafe partial class LinuxIo
     [LibraryImport(Libc, EntryPoint = "connect", SetLastError = true)]
     public static partial int Connect(int fd, byte* address, int addressLength);
 
-    [LibraryImport(Libc, EntryPoint = "getsockopt", SetLastError = true)]
-    public static partial int GetSockOpt(int fd, int level, int name, void* value, int* length);
-
-    public const int SolSocket = 1;
-    public const int SoError = 4;
     public const int EIsConn = 106;
     public const int EAlready = 114;
     public const int EConnAborted = 103;

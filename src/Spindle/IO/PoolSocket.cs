@@ -261,7 +261,7 @@ public sealed class PoolSocket : IDisposable
     internal static ObjectDisposedException PoolShutDown(string poolName) =>
         new(typeof(WorkerPool).FullName, $"The worker pool '{poolName}' is shut down or shutting down: its sockets complete no more operations.");
 
-    private Exception ClosedError() =>
+    internal Exception ClosedError() =>
         Volatile.Read(ref _disposed) != 0 ? new ObjectDisposedException(GetType().FullName) : PoolShutDown(_pool.Name);
 
     private void ThrowIfDisposed()
@@ -400,9 +400,6 @@ public sealed class PoolSocket : IDisposable
     internal Exception ErrorFor(int errno) =>
         Volatile.Read(ref _disposed) != 0 || _read is { IsClosed: true } ? ClosedError() : LinuxIo.Error(errno);
 
-    /// <summary>The exception for an operation that found its waiter closed.</summary>
-    internal Exception ClosedErrorForOperation() => ClosedError();
-
     private async ValueTask ConnectDnsAsync(string host, int port, CancellationToken cancellationToken)
     {
         IPAddress[] addresses = await Dns.GetHostAddressesAsync(host, _socket.AddressFamily, cancellationToken).ConfigureAwait(false);
@@ -442,10 +439,9 @@ public sealed class PoolSocket : IDisposable
     /// <summary>One <c>recv</c> or <c>send</c> (without SIGPIPE): the byte count, or -1 with <paramref name="errno"/>.</summary>
     internal unsafe nint TryTransfer(bool send, Span<byte> buffer, out int errno)
     {
-        bool added = false;
+        bool added = AcquireHandle();
         try
         {
-            _handle.DangerousAddRef(ref added);
             fixed (byte* pointer = buffer)
             {
                 nint result = send
@@ -455,64 +451,67 @@ public sealed class PoolSocket : IDisposable
                 return result;
             }
         }
-        catch (ObjectDisposedException)
-        {
-            throw ClosedError();
-        }
         finally
         {
-            if (added)
-            {
-                _handle.DangerousRelease();
-            }
+            ReleaseHandle(added);
         }
     }
 
     internal unsafe int TryAccept(out int errno)
     {
-        bool added = false;
+        bool added = AcquireHandle();
         try
         {
-            _handle.DangerousAddRef(ref added);
             int fd = LinuxIo.Accept4(_fd, null, null, LinuxIo.SockNonblock | LinuxIo.SockCloexec);
             errno = fd < 0 ? Marshal.GetLastPInvokeError() : 0;
             return fd;
         }
-        catch (ObjectDisposedException)
-        {
-            throw ClosedError();
-        }
         finally
         {
-            if (added)
-            {
-                _handle.DangerousRelease();
-            }
+            ReleaseHandle(added);
         }
     }
 
     /// <summary>One connect call: 0 when connected, otherwise its <c>errno</c> (<c>EINPROGRESS</c> at first, <c>EISCONN</c> once done).</summary>
     internal unsafe int TryConnect(byte[] address)
     {
-        bool added = false;
+        bool added = AcquireHandle();
         try
         {
-            _handle.DangerousAddRef(ref added);
             fixed (byte* pointer = address)
             {
                 return LinuxIo.Connect(_fd, pointer, address.Length) == 0 ? 0 : Marshal.GetLastPInvokeError();
             }
         }
+        finally
+        {
+            ReleaseHandle(added);
+        }
+    }
+
+    /// <summary>
+    /// Holds the descriptor open for one system call (a <see cref="Dispose"/> meanwhile closes it after the call, so the
+    /// number is never reused under it). Throws the closed error when the socket is already closed.
+    /// </summary>
+    private bool AcquireHandle()
+    {
+        bool added = false;
+        try
+        {
+            _handle.DangerousAddRef(ref added);
+        }
         catch (ObjectDisposedException)
         {
             throw ClosedError();
         }
-        finally
+        return added;
+    }
+
+    private void ReleaseHandle(bool added)
+    {
+        if (added)
         {
-            if (added)
-            {
-                _handle.DangerousRelease();
-            }
+            _handle.DangerousRelease();
         }
     }
 
@@ -545,7 +544,7 @@ public sealed class PoolSocket : IDisposable
         }
         bool v6 = address.AddressFamily == AddressFamily.InterNetworkV6;
         var bytes = new byte[v6 ? 28 : 16];
-        BitConverterWrite(bytes, 0, (ushort)(v6 ? 10 : 2)); // AF_INET6 / AF_INET, host order
+        BitConverter.TryWriteBytes(bytes.AsSpan(0, 2), (ushort)(v6 ? 10 : 2)); // AF_INET6 / AF_INET, host order
         bytes[2] = (byte)(remote.Port >> 8);
         bytes[3] = (byte)remote.Port;
         if (v6)
@@ -560,9 +559,6 @@ public sealed class PoolSocket : IDisposable
         }
         return bytes;
     }
-
-    private static void BitConverterWrite(byte[] bytes, int offset, ushort value) =>
-        BitConverter.TryWriteBytes(bytes.AsSpan(offset, 2), value);
 
     // ---- elsewhere: the runtime's socket engine, then a hop to the pool ----
 

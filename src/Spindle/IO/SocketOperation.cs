@@ -38,7 +38,7 @@ internal sealed class DirectionGate
 internal abstract class SocketOperation<T> : IValueTaskSource<T>, IValueTaskSource, IReadinessListener, IWorkItem
 {
     private static readonly Action<object?> s_completed = static _ => { };
-    private static readonly SendOrPostCallback s_posted = static op => ((SocketOperation<T>)op!).RunContinuation();
+    private static readonly SendOrPostCallback s_posted = static op => ((SocketOperation<T>)op!).RunContinuation(inline: true);
 
     private readonly ReadinessWaiter _waiter;
     private readonly DirectionGate _gate;
@@ -125,7 +125,7 @@ internal abstract class SocketOperation<T> : IValueTaskSource<T>, IValueTaskSour
                 case ArmResult.Waiting:
                     return;
                 case ArmResult.Closed:
-                    Complete(default, Socket.ClosedErrorForOperation());
+                    Complete(default, Socket.ClosedError());
                     return;
             }
         }
@@ -159,8 +159,6 @@ internal abstract class SocketOperation<T> : IValueTaskSource<T>, IValueTaskSour
         }
     }
 
-    private void RunContinuation() => RunContinuation(inline: true);
-
     private void RunContinuation(bool inline)
     {
         object? scheduling = _schedulingContext;
@@ -189,7 +187,7 @@ internal abstract class SocketOperation<T> : IValueTaskSource<T>, IValueTaskSour
             }
             else
             {
-                Task.Factory.StartNew(static op => ((SocketOperation<T>)op!).RunContinuation(), this,
+                Task.Factory.StartNew(static op => ((SocketOperation<T>)op!).RunContinuation(inline: true), this,
                     CancellationToken.None, TaskCreationOptions.DenyChildAttach, (TaskScheduler)scheduling);
             }
             return;

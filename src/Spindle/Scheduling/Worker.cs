@@ -137,9 +137,10 @@ internal sealed class Worker
     // would otherwise leave its first continuations at the bottom of one ring behind the last ones, and behind whatever
     // the ring's later items queue.
     public bool InTimerCallback;
-    // Owner only: the item before the one about to be taken was a timer callback (InTimerCallback as it was when that
-    // item ended), and when this worker's current run of timer callbacks began; see UrgentGoesFirst.
-    private bool _previousWasTimerCallback;
+    // Owner only: the completed count this worker reaches when its latest timer callback ends (so the item before the
+    // one about to be taken was that callback when the count equals it), and when its current run of timer callbacks
+    // began; see UrgentGoesFirst.
+    private long _timerCallbackCompleted = -1;
     private long _urgentStreakStart;
     private int _tick;
     private long _bottomTop = -1;   // owner only: the ring's top index at the last fairness look
@@ -271,7 +272,6 @@ internal sealed class Worker
                 {
                     RunItem(ref item, ref threadState);
                 }
-                _previousWasTimerCallback = InTimerCallback;
                 InTimerCallback = false;
                 if (--_timerCountdown <= 0)
                 {
@@ -450,7 +450,7 @@ internal sealed class Worker
     private bool UrgentGoesFirst()
     {
         long now = Stopwatch.GetTimestamp();
-        if (!_previousWasTimerCallback)
+        if (_completed.Value != _timerCallbackCompleted)
         {
             _urgentStreakStart = now;
             return true;
@@ -486,6 +486,7 @@ internal sealed class Worker
     /// <summary>The worker is about to run a timer callback: look at the deadline again right after it.</summary>
     public void NoteTimerCallback()
     {
+        _timerCallbackCompleted = _completed.Value + 1;
         _ranTimerCallback = true;
         InTimerCallback = true;
         _timerCountdown = 1;
