@@ -16,6 +16,8 @@ internal static class ScenarioCatalog
         new LongRunningScenario(),
         new BlockingBurstScenario(),
         new TaskRunScenario(),
+        new BurstRemoteScenario(),
+        new FairnessScenario(),
         new AsyncYieldScenario(),
         new SkynetScenario(),
         new ForkJoinScenario(),

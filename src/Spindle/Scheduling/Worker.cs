@@ -46,8 +46,18 @@ namespace Spindle.Scheduling;
 /// </remarks>
 internal sealed class Worker
 {
-    /// <summary>How many local items a worker runs between looks at the global queue (and at its own oldest item).</summary>
+    /// <summary>
+    /// The most local items a worker runs between looks at the global queue (and at its own oldest item): short items
+    /// are looked past this many at a time, so the look's clock read costs a fraction of a nanosecond per item.
+    /// </summary>
     internal const int FairnessInterval = 61;
+
+    /// <summary>
+    /// How much work (in Stopwatch ticks) a busy worker does between looks at the global queue: 100 µs. The number of
+    /// items between looks adapts to it (see <see cref="LookOutside"/>), so an item queued from outside while every
+    /// worker runs local work waits about this long, plus the rest of the items in progress, whatever their length.
+    /// </summary>
+    internal static readonly long FairnessLookTicks = Stopwatch.Frequency / 10_000;
 
     /// <summary>How long the oldest item of a worker's local ring may wait, untouched, before its owner takes it.</summary>
     internal const int OldestLocalAgeMs = 20;
@@ -142,7 +152,11 @@ internal sealed class Worker
     // began; see UrgentGoesFirst.
     private long _timerCallbackCompleted = -1;
     private long _urgentStreakStart;
-    private int _tick;
+    // Fairness (owner only): items left before the next look at the global queue, the adaptive number of items between
+    // looks, and when the last look read the clock (see LookOutside).
+    private int _fairnessCountdown = FairnessInterval;
+    private int _fairnessInterval = FairnessInterval;
+    private long _lastFairnessLook;
     private long _bottomTop = -1;   // owner only: the ring's top index at the last fairness look
     private long _bottomSince;      // owner only: when that top index was first seen
     private Backoff _backoff;
@@ -551,25 +565,64 @@ internal sealed class Worker
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public bool TryTakeDefault(out WorkItemEntry item)
     {
-        if (++_tick >= FairnessInterval)
+        if (--_fairnessCountdown <= 0 && LookOutside(out item))
         {
-            // Every few dozen items, outside work first, so the global queue cannot be starved by a worker that keeps
-            // re-queueing to itself. Then the bottom of the LIFO ring, but only once it has aged: if nobody has taken
-            // from it (the ring's top index has not moved) for OldestLocalAgeMs, the owner takes its oldest item, so a
-            // self-requeue loop cannot starve it. Not on every look: taking the oldest item of a tree-shaped workload
-            // (tasks spawning tasks) opens a whole new subtree, and done every 61 items it made skynet's live frontier
-            // breadth-first, turning its gen0 collections into gen2 ones.
-            _tick = 0;
-            if (TryTakeGlobalBatch(out item))
+            return true;
+        }
+        return TryTakeLifoSlot(out item) || Ring.TryPop(out item) || TryTakeGlobalBatch(out item);
+    }
+
+    /// <summary>
+    /// Owner only, about every <see cref="FairnessLookTicks"/> of work (at most every <see cref="FairnessInterval"/>
+    /// items): outside work first, so the global queue cannot be starved by a worker that keeps re-queueing to itself;
+    /// then the bottom of the LIFO ring, but only once it has aged. Sets the number of items until the next look.
+    /// </summary>
+    /// <remarks>
+    /// <para>The interval is timed, not counted, so the wait of outside work is bounded in time whatever the local items'
+    /// length: one clock read per look, and the next interval is the number of items that took about
+    /// <see cref="FairnessLookTicks"/> in the last one (it shrinks at once, and grows at most fourfold per look, so
+    /// items that turn long are noticed soon). Items of 20 µs get a look every 5 items, items of 1 ms after each item,
+    /// trivial items every <see cref="FairnessInterval"/>.</para>
+    /// <para>While the LIFO slot holds this worker's next item, the look takes one outside item, not a batch: a batch's
+    /// rest would go into the ring, which the owner reaches only when the slot is empty, and a chain that re-queues
+    /// itself through the slot never leaves it empty, so those items would wait for the ageing rule below, one per
+    /// <see cref="OldestLocalAgeMs"/>, while the rest of the outside queue grew behind them. Left in the global queue,
+    /// they go to whichever worker looks next.</para>
+    /// <para>The ring's bottom is taken only once nobody has taken from it (its top index has not moved) for
+    /// <see cref="OldestLocalAgeMs"/>, so a self-requeue loop cannot starve it. Not on every look: taking the oldest item of
+    /// a tree-shaped workload (tasks spawning tasks) opens a whole new subtree, and done every 61 items it made skynet's
+    /// live frontier breadth-first, turning its gen0 collections into gen2 ones.</para>
+    /// </remarks>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private bool LookOutside(out WorkItemEntry item)
+    {
+        long now = Stopwatch.GetTimestamp();
+        long elapsed = now - _lastFairnessLook;
+        int interval = _fairnessInterval;
+        if (_lastFairnessLook != 0 && elapsed > 0)
+        {
+            // elapsed also covers idle spells (the worker parked between looks): those only shrink the next interval,
+            // which costs a clock read sooner, never a late look.
+            long fitting = interval * FairnessLookTicks / elapsed;
+            interval = (int)Math.Clamp(fitting, 1, Math.Min(4L * interval, FairnessInterval));
+        }
+        _fairnessInterval = interval;
+        _fairnessCountdown = interval;
+        _lastFairnessLook = now;
+        if (Volatile.Read(ref LifoSlot.Value) is not null)
+        {
+            if (Scheduler.TryDequeueGlobalBatch(_batch.AsSpan(0, 1)) != 0)
             {
-                return true;
-            }
-            if (TakeAgedBottom(out item))
-            {
+                item = _batch[0];
+                _batch[0] = default;
                 return true;
             }
         }
-        return TryTakeLifoSlot(out item) || Ring.TryPop(out item) || TryTakeGlobalBatch(out item);
+        else if (TryTakeGlobalBatch(out item))
+        {
+            return true;
+        }
+        return TakeAgedBottom(out item);
     }
 
     /// <summary>Owner only: takes the ring's oldest item if it has waited at the bottom for <see cref="OldestLocalAgeMs"/>.</summary>
