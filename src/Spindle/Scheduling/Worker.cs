@@ -108,6 +108,13 @@ internal sealed class Worker
     // Stall monitor only: the DeferredAt value the monitor saw on its previous tick.
     public long MonitorSeen = -1;
 
+    // Set by the stall monitor when it finds outside work waiting in the global queue while no worker is parked; cleared
+    // by this worker at its next look outside (LookOutside), which it takes at its next dispatch of the pool's own queue
+    // whatever its item count says. So a look interval learned from short items cannot hold outside work behind dozens
+    // of long ones: the wait is bounded by the monitor's tick plus the item in progress. A lost race (the monitor sets
+    // the flag just after a look cleared it) costs one early look, never a missed one.
+    public volatile bool LookOutsideRequested;
+
     // Thread controller, on this thread only: nesting depth of blocking regions.
     public int RegionDepth;
 
@@ -565,7 +572,7 @@ internal sealed class Worker
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public bool TryTakeDefault(out WorkItemEntry item)
     {
-        if (--_fairnessCountdown <= 0 && LookOutside(out item))
+        if ((--_fairnessCountdown <= 0 || LookOutsideRequested) && LookOutside(out item))
         {
             return true;
         }
@@ -574,8 +581,9 @@ internal sealed class Worker
 
     /// <summary>
     /// Owner only, about every <see cref="FairnessLookTicks"/> of work (at most every <see cref="FairnessInterval"/>
-    /// items): outside work first, so the global queue cannot be starved by a worker that keeps re-queueing to itself;
-    /// then the bottom of the LIFO ring, but only once it has aged. Sets the number of items until the next look.
+    /// items, or at once when the stall monitor asks, see <see cref="LookOutsideRequested"/>): outside work first, so the
+    /// global queue cannot be starved by a worker that keeps re-queueing to itself; then the bottom of the LIFO ring, but
+    /// only once it has aged. Sets the number of items until the next look.
     /// </summary>
     /// <remarks>
     /// <para>The interval is timed, not counted, so the wait of outside work is bounded in time whatever the local items'
@@ -596,14 +604,20 @@ internal sealed class Worker
     [MethodImpl(MethodImplOptions.NoInlining)]
     private bool LookOutside(out WorkItemEntry item)
     {
+        if (LookOutsideRequested)
+        {
+            LookOutsideRequested = false; // before the look: a request made after it is kept for the next dispatch
+        }
         long now = Stopwatch.GetTimestamp();
         long elapsed = now - _lastFairnessLook;
         int interval = _fairnessInterval;
         if (_lastFairnessLook != 0 && elapsed > 0)
         {
+            // The items run since the last look (fewer than the interval when the monitor asked for this look early).
             // elapsed also covers idle spells (the worker parked between looks): those only shrink the next interval,
             // which costs a clock read sooner, never a late look.
-            long fitting = interval * FairnessLookTicks / elapsed;
+            long ran = Math.Max(1, interval - _fairnessCountdown);
+            long fitting = ran * FairnessLookTicks / elapsed;
             interval = (int)Math.Clamp(fitting, 1, Math.Min(4L * interval, FairnessInterval));
         }
         _fairnessInterval = interval;

@@ -10,7 +10,7 @@ using Spindle.Scheduling;
 namespace Spindle.Threading;
 
 // The stall monitor: one low-cost thread per pool that watches the workers while any of them is awake, and sleeps on its
-// blocker when the pool has been quiet for a while. It does two jobs.
+// blocker when the pool has been quiet for a while. It does three jobs.
 //
 // 1. Stalled deferrals. A worker that queues a lone item to itself while nobody is parked does not create a thread for
 //    it (it will most likely run the item right after the current one; with a worker parked, the enqueue wakes it, see
@@ -21,7 +21,11 @@ namespace Spindle.Threading;
 //    not moved for a whole tick (the same value two ticks running, its completed count unchanged) is stalled, and the
 //    monitor wakes a parked helper (or the controller adds one), which steals the work.
 //
-// 2. Starvation (the thread controller's detector). Work is starving when it is visible in a queue, no worker is
+// 2. Outside work behind local work. While no worker is parked and the global queue holds work, each tick asks every
+//    worker to look at the global queue at its next dispatch (Worker.LookOutsideRequested), which bounds the wait of
+//    outside work by a tick plus the items in progress even where a worker's timed look interval is stale.
+//
+// 3. Starvation (the thread controller's detector). Work is starving when it is visible in a queue, no worker is
 //    parked or searching (nobody free to take it), and no item has completed for the stall allowance. The allowance is
 //    StallThresholdMs while the process leaves a core idle (the workers are blocked, not computing), and
 //    max(SaturatedStallMs, 4 x the recent gap between completions) while the cores are busy (long CPU-bound items;
@@ -245,6 +249,10 @@ internal sealed class StallMonitor
         int threads = _threads.ThreadCount;
         int idle = _idle.IdleCount;
         bool pending = _scheduler.AnyWorkVisible();
+        if (idle == 0 && pending && !_scheduler.GlobalQueueIsEmpty)
+        {
+            RequestLooksOutside();
+        }
         bool starving = pending && !progress && idle == 0 && _idle.SearchingCount == 0;
         bool saturated = false;
         bool judged = true;
@@ -337,6 +345,22 @@ internal sealed class StallMonitor
     }
 
     /// <summary>Settles finished deferrals, rescues stalled ones. Returns whether any deferral is still open.</summary>
+    /// <summary>
+    /// Outside work waits in the global queue and no worker is parked: every worker looks at the global queue at its next
+    /// dispatch (see <see cref="Worker.LookOutsideRequested"/>), so outside work waits at most about a tick plus the
+    /// items in progress, even behind long local items that a worker's look interval has not adapted to yet.
+    /// </summary>
+    private void RequestLooksOutside()
+    {
+        foreach (Worker worker in _threads.Workers)
+        {
+            if (!worker.LookOutsideRequested)
+            {
+                worker.LookOutsideRequested = true;
+            }
+        }
+    }
+
     private bool CheckDeferrals()
     {
         bool open = false;
