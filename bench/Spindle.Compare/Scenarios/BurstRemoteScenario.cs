@@ -36,6 +36,9 @@ internal sealed class BurstRemoteScenario : IScenario
 
     public string HeadlineMetric => "time";
 
+    /// <summary>Three runs per pool by default: a child lasts about a second, and the quick run of every scenario must stay under 10 minutes.</summary>
+    public int? MaxDefaultRuns => 3;
+
     public Measurement Run(IPoolUnderTest pool, string variant, bool full)
     {
         Func<IPoolUnderTest, int, double> rounds = variant switch

@@ -19,9 +19,9 @@ namespace Spindle.Compare.Scenarios;
 /// </summary>
 internal sealed class FairnessScenario : IScenario
 {
-    private static readonly TimeSpan QuickDuration = TimeSpan.FromSeconds(1.5);
+    private static readonly TimeSpan QuickDuration = TimeSpan.FromSeconds(1);
     private static readonly TimeSpan FullDuration = TimeSpan.FromSeconds(10);
-    private static readonly TimeSpan WarmupDuration = TimeSpan.FromMilliseconds(300);
+    private static readonly TimeSpan WarmupDuration = TimeSpan.FromMilliseconds(100);
     private static readonly TimeSpan Grace = TimeSpan.FromSeconds(2);
     private const double IntervalMicroseconds = 5_000;
 
