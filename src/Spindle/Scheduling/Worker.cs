@@ -310,6 +310,9 @@ internal sealed class Worker
             // A pace set while busy would hold through the idle spell: the first items after it are sampled.
             _durationPacer.Rewind();
             WaitPacer.Rewind();
+            // The next look outside times the work after the wake, not the idle spell (which would cut the interval
+            // to one item and cost a clock read per item for the first looks of every busy spell).
+            _lastFairnessLook = 0;
             if (!_idle.Park(this))
             {
                 return; // shutting down and nothing left to run, or retired
@@ -614,8 +617,7 @@ internal sealed class Worker
         if (_lastFairnessLook != 0 && elapsed > 0)
         {
             // The items run since the last look (fewer than the interval when the monitor asked for this look early).
-            // elapsed also covers idle spells (the worker parked between looks): those only shrink the next interval,
-            // which costs a clock read sooner, never a late look.
+            // After a park the first look only starts the clock (see Dispatch).
             long ran = Math.Max(1, interval - _fairnessCountdown);
             long fitting = ran * FairnessLookTicks / elapsed;
             interval = (int)Math.Clamp(fitting, 1, Math.Min(4L * interval, FairnessInterval));
