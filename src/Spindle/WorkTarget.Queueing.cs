@@ -174,7 +174,13 @@ public abstract partial class WorkTarget
     /// The enqueue path of new work: the scheduler's for the pool's own queue, the lane's otherwise (which waits for room
     /// or rejects when the lane is full, as its options say); throws when the pool or the lane is shutting down.
     /// </summary>
-    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    /// <remarks>
+    /// Not inlined into the public methods: they are small enough for the JIT to inline into the caller's code, and
+    /// this path inside them made every call site compile the whole enqueue (the scheduler's, the lane's, the wake
+    /// rule), which a cold process pays for in JIT time at each queueing loop it runs (the comparison program's
+    /// cold-start scenario). One call per enqueue instead; the scheduler's path stays inlined in here.
+    /// </remarks>
+    [MethodImpl(MethodImplOptions.NoInlining)]
     private void Enqueue(in WorkItemEntry entry, bool preferLocal)
     {
         Lane? lane = LaneCore;

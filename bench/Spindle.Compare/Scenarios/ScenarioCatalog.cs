@@ -10,6 +10,7 @@ internal static class ScenarioCatalog
     [
         new QueueDrainScenario(),
         new ChainThroughputScenario(),
+        new ColdStartScenario(),
         new PingPongScenario(),
         new IdleCpuScenario(),
         new WakeLatencyScenario(),
