@@ -26,7 +26,8 @@ public sealed partial class WorkerPool
     /// (<see cref="WorkerPoolOptions.FlowExecutionContext"/>). Exceptions follow the pool's <see cref="ExceptionPolicy"/>.</param>
     /// <param name="state">Passed to <paramref name="callback"/>.</param>
     /// <param name="dueTime">Delay before the first firing; <see cref="Timeout.InfiniteTimeSpan"/> creates the timer
-    /// stopped (start it with <see cref="ITimer.Change(TimeSpan, TimeSpan)"/>).</param>
+    /// stopped (start it with <see cref="ITimer.Change(TimeSpan, TimeSpan)"/>); the pool's timer thread starts at once
+    /// then, so that the first firing does not wait for a new thread's first time slice.</param>
     /// <param name="period">Interval between firings; <see cref="Timeout.InfiniteTimeSpan"/> or zero fires once.</param>
     /// <returns>The timer; dispose it to cancel. After <see cref="IDisposable.Dispose"/> returns no firing starts;
     /// the task of <see cref="IAsyncDisposable.DisposeAsync"/> completes once, in addition, no callback of the timer is
@@ -54,6 +55,18 @@ public sealed partial class WorkerPool
         ThrowIfShutDown();
         var timer = new PoolTimer(_timers, callback, state, CaptureContext());
         timer.Change(due, interval);
+        // The threads a firing needs exist from now on: the timer thread (for a timer created unscheduled, to be started
+        // by a later Change) and one worker. Created at the first firing instead, while every core is busy, a new
+        // thread waits for its first time slice behind every runnable thread: about 100 ms with ten spinning
+        // long-running items on two cores, and the firing waited with it. An idle worker is parked and costs nothing.
+        if (due < 0)
+        {
+            _timers.EnsureTimerThread();
+        }
+        if (_threads.ThreadCount == 0)
+        {
+            _threads.TryAddWorker(ThreadInjectionReason.Demand);
+        }
         return timer;
     }
 

@@ -617,6 +617,27 @@ public sealed class WorkerPoolTimerTests
     }
 
     [Fact]
+    public void CreatingATimer_ReadiesTheThreadsItsFiringsNeed_EvenUnscheduled()
+    {
+        using var pool = NewPool();
+        Assert.False(pool.HasTimerThread);
+        Assert.Equal(0, pool.ThreadCount);
+        using ITimer timer = pool.CreateTimer(static _ => { }, null, Timeout.InfiniteTimeSpan, Timeout.InfiniteTimeSpan);
+        // Created under load at the first firing instead, each thread would wait for its first time slice.
+        Assert.True(pool.HasTimerThread, "an unscheduled timer did not start the timer thread");
+        Assert.Equal(1, pool.ThreadCount); // one worker, parked until the first firing
+        Assert.Equal(0, pool.ScheduledTimerCount);
+
+        using var fired = new ManualResetEventSlim();
+        WorkerPool? ranOn = null;
+        using ITimer second = pool.CreateTimer(_ => { ranOn = WorkerPool.Current; fired.Set(); }, null, Timeout.InfiniteTimeSpan, Timeout.InfiniteTimeSpan);
+        Assert.Equal(1, pool.ThreadCount); // the worker is not added twice
+        second.Change(TimeSpan.FromMilliseconds(5), Timeout.InfiniteTimeSpan);
+        Waits.For(fired, "the timer started by Change");
+        Assert.Same(pool, ranOn);
+    }
+
+    [Fact]
     public void ManyTimers_HoldNoThreadOfTheirOwn()
     {
         using var pool = NewPool(o => { o.MinThreads = 1; o.MaxThreads = 1; });

@@ -32,7 +32,8 @@ namespace Spindle.Threading;
 //    adding threads then only helps items that never end, such as a spin-wait on a flag). On starvation the monitor
 //    raises the controller's starvation boost and adds threads: with the cores idle, a thread per waiting item at once
 //    (blocked workers cost no CPU, so this cannot oversubscribe computation, and ramping from one made a burst of 200
-//    blocking items wait for eight doublings); with the cores busy, a ramp, 1, 2, 4 ... per allowance while the stall
+//    blocking items wait for eight doublings); with the cores busy, a ramp, 1, 2, 4 ..., the first step after the
+//    allowance and the next ones every SaturatedRampStepMs (at least the recent gap between completions) while the stall
 //    lasts. Both are capped by the waiting items and MaxThreads, and stop as soon as an item completes. The boost decays (halves every
 //    DecayIntervalMs) while the queues are empty, or while the cores are saturated and items complete; surplus workers
 //    then retire (ThreadController). CPU-bound work whose items complete keeps the thread count at the target.
@@ -67,6 +68,12 @@ internal sealed class StallMonitor
 
     /// <summary>The stall allowance while the pool's threads keep every core busy.</summary>
     internal const int SaturatedStallMs = 20;
+
+    /// <summary>
+    /// The step of the ramp while the cores are busy, once the stall has earned its first thread: no item completed for
+    /// the whole allowance, nor since (items that never end; the recent gap between completions lengthens it).
+    /// </summary>
+    internal const int SaturatedRampStepMs = 5;
 
     /// <summary>How often the starvation boost halves while it is not needed.</summary>
     internal const int DecayIntervalMs = 10;
@@ -290,8 +297,12 @@ internal sealed class StallMonitor
             // Saturated by long CPU-bound items, only items that never end justify threads, so the allowance is long.
             // Not for fired timers: a timer callback waiting behind such items gets a thread after the short allowance,
             // so timers stay punctual however long the running items are.
+            // Once a saturated stall has earned its first thread, the next steps of the ramp come sooner: still no item
+            // has completed, so what runs does not end, and each step of 20 ms made ten such items wait 80-100 ms.
             double allowance = saturated && !_scheduler.Urgent.MayBeWaiting
-                ? Math.Max(SaturatedStallMs, 4 * _completionGapMs)
+                ? (_lastInjectionAt == 0
+                    ? Math.Max(SaturatedStallMs, 4 * _completionGapMs)
+                    : Math.Max(SaturatedRampStepMs, _completionGapMs))
                 : (_lastInjectionAt == 0 ? StallThresholdMs : MonitorTickMs);
             if (stalledMs >= allowance)
             {

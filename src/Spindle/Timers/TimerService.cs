@@ -197,6 +197,23 @@ internal sealed class TimerService
         return _wheel.Remove(timer);
     }
 
+    /// <summary>Starts the timer thread unless it runs already (a timer created unscheduled); never throws.</summary>
+    internal void EnsureTimerThread()
+    {
+        if (Volatile.Read(ref _timerThread) is not null)
+        {
+            return;
+        }
+        try
+        {
+            StartTimerThread();
+        }
+        catch (Exception)
+        {
+            // No thread now: the first schedule tries again, and workers between items expire due timers meanwhile.
+        }
+    }
+
     /// <summary>Starts the timer thread (once); called outside <see cref="_timerLock"/>, because a thread start waits a scheduling round.</summary>
     internal void StartTimerThread()
     {
