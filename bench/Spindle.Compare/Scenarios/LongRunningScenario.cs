@@ -13,7 +13,9 @@ namespace Spindle.Compare.Scenarios;
 /// starts the last items late; the one-second timer is each pool's own (<see cref="System.Threading.Timer"/> on the
 /// built-in pool, <c>WorkerPool.CreateTimer</c> on Spindle), and its callback needs a thread of that pool, so it fires
 /// late too when the pool does not make room for it. <c>plain</c>: ordinary queueing; <c>long-running</c>: Spindle's <c>WorkItemOptions.LongRunning</c>
-/// against <c>TaskCreationOptions.LongRunning</c>.
+/// against <c>TaskCreationOptions.LongRunning</c>; <c>long-running-cold</c>: the same in a fresh process with no warm-up,
+/// so no dedicated thread exists yet and the code is compiled as it runs (the built-in pool starts a thread per such
+/// task anyway).
 /// </summary>
 /// <remarks>
 /// The <c>plain</c> warm-up runs the same 10 items with the flag already set, so it compiles the code without making
@@ -31,7 +33,7 @@ internal sealed class LongRunningScenario : IScenario
 
     public string Description => $"{Items} items spin until a {s_timer.TotalSeconds:F0} s timer sets a flag (Clifton): time until all started";
 
-    public IReadOnlyList<string> Variants { get; } = ["plain", "long-running"];
+    public IReadOnlyList<string> Variants { get; } = ["plain", "long-running", "long-running-cold"];
 
     public IReadOnlyList<MetricInfo> Metrics { get; } =
     [
@@ -48,13 +50,17 @@ internal sealed class LongRunningScenario : IScenario
 
     public Measurement Run(IPoolUnderTest pool, string variant, bool full)
     {
-        bool longRunning = variant switch
+        (bool longRunning, bool warm) = variant switch
         {
-            "plain" => false,
-            "long-running" => true,
+            "plain" => (false, true),
+            "long-running" => (true, true),
+            "long-running-cold" => (true, false),
             _ => throw new ArgumentException($"Unknown variant '{variant}'.", nameof(variant)),
         };
-        Warmup.Repeat(() => RunOnce(pool, longRunning, warmup: true));
+        if (warm)
+        {
+            Warmup.Repeat(() => RunOnce(pool, longRunning, warmup: true));
+        }
         return RunOnce(pool, longRunning, warmup: false);
     }
 
