@@ -1,3 +1,4 @@
+using System.Collections.Generic;
 using System;
 using System.Globalization;
 using System.Threading;
@@ -106,6 +107,50 @@ public abstract partial class WorkerPoolContractTests
         Assert.True(after.IsBackground);
         Assert.Null(after.SynchronizationContext);
         Assert.False(after.FlowSuppressed);
+    }
+
+    [Theory]
+    [InlineData("name", true)]
+    [InlineData("priority", true)]
+    [InlineData("background", true)]
+    [InlineData("name", false)]
+    [InlineData("priority", false)]
+    [InlineData("background", false)]
+    public void EachIdentityChange_IsResetAlone_AndTheItemsAfterTheResetSeeThePoolsValues(string change, bool backgroundThreads)
+    {
+        using WorkerPool pool = CreatePool(threads: 1, configure: o => o.UseBackgroundThreads = backgroundThreads);
+        var seen = new List<ThreadObservation>();
+        RunOnPool(pool, safe: false, () =>
+        {
+            seen.Add(ThreadObservation.OfCurrentThread());
+            Thread thread = Thread.CurrentThread;
+            switch (change)
+            {
+                case "name":
+                    thread.Name = "renamed by an item";
+                    break;
+                case "priority":
+                    thread.Priority = ThreadPriority.AboveNormal;
+                    break;
+                default:
+                    thread.IsBackground = !thread.IsBackground;
+                    break;
+            }
+        });
+        // The reset itself sets the name and background state again: the items after it must not be reset for that.
+        for (int i = 0; i < 3; i++)
+        {
+            RunOnPool(pool, safe: false, () => seen.Add(ThreadObservation.OfCurrentThread()));
+        }
+
+        Assert.Equal(4, seen.Count);
+        foreach (ThreadObservation observed in seen)
+        {
+            Assert.Equal(seen[0].ThreadId, observed.ThreadId); // one worker, or the test proves nothing
+            Assert.Equal(seen[0].Name, observed.Name);
+            Assert.Equal(ThreadPriority.Normal, observed.Priority);
+            Assert.Equal(backgroundThreads, observed.IsBackground);
+        }
     }
 
     // ---- ExecutionContext flow ---------------------------------------------------------------------------------

@@ -270,6 +270,25 @@ internal struct PoolThreadState
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public readonly void Reset()
     {
+        Thread thread = _thread;
+        if (ThreadFields.Available)
+        {
+            // The thread's own fields (see ThreadFields): a pool thread starts with both contexts null, and the runtime
+            // raises the flag whenever the name, priority or background state is set.
+            if (ThreadFields.ExecutionContextOf(thread) is not null
+                || ThreadFields.SynchronizationContextOf(thread) is not null
+                || !ReferenceEquals(CultureInfo.CurrentCulture, _culture)
+                || !ReferenceEquals(CultureInfo.CurrentUICulture, _uiCulture))
+            {
+                ResetContextsSlow();
+            }
+            if (ThreadFields.MayNeedResetOf(thread))
+            {
+                ResetIdentitySlow(); // raises the flag again when it sets the name or a foreground thread's state
+                ThreadFields.MayNeedResetOf(thread) = false;
+            }
+            return;
+        }
         if (SynchronizationContext.Current is not null
             || !ReferenceEquals(ExecutionContext.Capture(), ItemRunner.DefaultContext)
             || !ReferenceEquals(CultureInfo.CurrentCulture, _culture)
@@ -277,7 +296,6 @@ internal struct PoolThreadState
         {
             ResetContextsSlow();
         }
-        Thread thread = _thread;
         if (!ReferenceEquals(thread.Name, _name) || thread.Priority != ThreadPriority.Normal || thread.IsBackground != _background)
         {
             ResetIdentitySlow();
