@@ -109,6 +109,29 @@ public abstract partial class WorkerPoolContractTests
         Assert.False(after.FlowSuppressed);
     }
 
+    [Fact]
+    public void AfterAnItemChangesItsContextOrCulture_TheNextItemsRunInTheThreadsOwnDefaultContext()
+    {
+        using WorkerPool pool = CreatePool(threads: 1);
+        var contexts = new List<ExecutionContext?>();
+        var cultures = new List<CultureInfo>();
+        RunOnPool(pool, safe: false, () => { contexts.Add(ExecutionContext.Capture()); cultures.Add(CultureInfo.CurrentCulture); });
+        RunOnPool(pool, safe: false, () =>
+        {
+            s_flowed.Value = "left behind by an item";
+            CultureInfo.CurrentCulture = (CultureInfo)CultureInfo.InvariantCulture.Clone();
+        });
+        for (int i = 0; i < 3; i++)
+        {
+            // Unsafe queueing: each item runs in whatever context the thread is in between items.
+            RunOnPool(pool, safe: false, () => { contexts.Add(ExecutionContext.Capture()); cultures.Add(CultureInfo.CurrentCulture); });
+        }
+
+        Assert.Equal(4, contexts.Count);
+        Assert.All(contexts, context => Assert.Same(contexts[0], context)); // the reset leaves no context of its own behind
+        Assert.All(cultures, culture => Assert.Same(cultures[0], culture));
+    }
+
     [Theory]
     [InlineData("name", true)]
     [InlineData("priority", true)]

@@ -273,14 +273,14 @@ internal struct PoolThreadState
         Thread thread = _thread;
         if (ThreadFields.Available)
         {
-            // The thread's own fields (see ThreadFields): a pool thread starts with both contexts null, and the runtime
-            // raises the flag whenever the name, priority or background state is set.
-            if (ThreadFields.ExecutionContextOf(thread) is not null
-                || ThreadFields.SynchronizationContextOf(thread) is not null
-                || !ReferenceEquals(CultureInfo.CurrentCulture, _culture)
-                || !ReferenceEquals(CultureInfo.CurrentUICulture, _uiCulture))
+            // The thread's own fields (see ThreadFields): a pool thread starts with both contexts null, a culture set by
+            // an item lives in its ExecutionContext, and the runtime raises the flag whenever the name, priority or
+            // background state is set.
+            if (ThreadFields.ExecutionContextOf(thread) is not null || ThreadFields.SynchronizationContextOf(thread) is not null)
             {
-                ResetContextsSlow();
+                // Restoring the default context restores the cultures: setting them again would give the thread a
+                // context of its own, and the next item the slow path.
+                ResetContextsSlow(cultures: false);
             }
             if (ThreadFields.MayNeedResetOf(thread))
             {
@@ -294,7 +294,7 @@ internal struct PoolThreadState
             || !ReferenceEquals(CultureInfo.CurrentCulture, _culture)
             || !ReferenceEquals(CultureInfo.CurrentUICulture, _uiCulture))
         {
-            ResetContextsSlow();
+            ResetContextsSlow(cultures: true);
         }
         if (!ReferenceEquals(thread.Name, _name) || thread.Priority != ThreadPriority.Normal || thread.IsBackground != _background)
         {
@@ -303,7 +303,7 @@ internal struct PoolThreadState
     }
 
     [MethodImpl(MethodImplOptions.NoInlining)]
-    private readonly void ResetContextsSlow()
+    private readonly void ResetContextsSlow(bool cultures)
     {
         SynchronizationContext.SetSynchronizationContext(null);
         ExecutionContext? defaultContext = ItemRunner.DefaultContext;
@@ -313,8 +313,11 @@ internal struct PoolThreadState
             // Also ends a flow suppression the item left behind.
             ExecutionContext.Restore(defaultContext);
         }
-        CultureInfo.CurrentCulture = _culture;
-        CultureInfo.CurrentUICulture = _uiCulture;
+        if (cultures)
+        {
+            CultureInfo.CurrentCulture = _culture;
+            CultureInfo.CurrentUICulture = _uiCulture;
+        }
     }
 
     [MethodImpl(MethodImplOptions.NoInlining)]

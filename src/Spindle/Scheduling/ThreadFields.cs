@@ -1,4 +1,5 @@
 using System;
+using System.Globalization;
 using System.Runtime.CompilerServices;
 using System.Threading;
 
@@ -10,11 +11,15 @@ namespace Spindle.Scheduling;
 /// thread in thread-local storage, and <see cref="ExecutionContext.Capture"/> also tests for a suppressed flow), and the
 /// flag that the runtime raises whenever code sets a thread's name, priority or background state (the property getters
 /// for the last two ask the runtime, per call). The built-in thread pool reads the same three fields after every item.
+/// The cultures need no check of their own: <see cref="CultureInfo.CurrentCulture"/> and
+/// <see cref="CultureInfo.CurrentUICulture"/> are AsyncLocal values, so setting either gives the thread a non-default
+/// ExecutionContext, and restoring the default context restores them (each culture getter is a thread-local lookup).
 /// </summary>
 /// <remarks>
 /// These fields are private details of the runtime, reached through <see cref="UnsafeAccessorAttribute"/> (trimming and
 /// NativeAOT keep them). <see cref="Available"/> says whether they were found and behave as expected, checked once per
-/// process on a probe thread: the fields exist, a new thread's contexts are null, and naming the probe raises the flag.
+/// process on a probe thread: the fields exist, a new thread's contexts are null, naming the probe raises the flag, and
+/// setting a culture gives it an ExecutionContext.
 /// If any check fails (another runtime), <see cref="PoolThreadState"/> uses the public properties instead, with the
 /// same outcome.
 /// </remarks>
@@ -47,7 +52,10 @@ internal static class ThreadFields
                 bool flagged = MayNeedResetOf(self);
                 SynchronizationContext.SetSynchronizationContext(new SynchronizationContext());
                 bool seesContext = SynchronizationContextOf(self) is not null;
-                works = clean && flagged && seesContext;
+                // The cultures are AsyncLocal values: setting one gives the thread a non-default ExecutionContext.
+                CultureInfo.CurrentUICulture = (CultureInfo)CultureInfo.InvariantCulture.Clone();
+                bool cultureInContext = ExecutionContextOf(self) is not null;
+                works = clean && flagged && seesContext && cultureInContext;
             }
             catch (MissingMemberException)
             {

@@ -109,9 +109,10 @@ internal sealed class Worker
     public long MonitorSeen = -1;
 
     // Set by the stall monitor when it finds outside work waiting in the global queue while no worker is parked; cleared
-    // by this worker at its next look outside (LookOutside), which it takes at its next dispatch of the pool's own queue
+    // by this worker at its next look outside (LookOutside) or when it takes outside work any other way
+    // (TryTakeGlobalBatch). The look comes at its next dispatch of the pool's own queue
     // whatever its item count says. So a look interval learned from short items cannot hold outside work behind dozens
-    // of long ones: the wait is bounded by the monitor's tick plus the item in progress. A lost race (the monitor sets
+    // of long ones: the wait is bounded by two of the monitor's ticks plus the item in progress. A lost race (the monitor sets
     // the flag just after a look cleared it) costs one early look, never a missed one.
     public volatile bool LookOutsideRequested;
 
@@ -806,6 +807,12 @@ internal sealed class Worker
         }
         item = _batch[0];
         _batch[0] = default;
+        if (LookOutsideRequested)
+        {
+            // Outside work reached this worker by another path (its search, or its own queues running dry): the
+            // request is met. Kept, it would send the next dispatch outside again, ahead of the worker's local items.
+            LookOutsideRequested = false;
+        }
         // Pushed newest first, so that the owner's LIFO pops run the batch in queue order.
         if (taken > 1)
         {

@@ -21,9 +21,11 @@ namespace Spindle.Threading;
 //    not moved for a whole tick (the same value two ticks running, its completed count unchanged) is stalled, and the
 //    monitor wakes a parked helper (or the controller adds one), which steals the work.
 //
-// 2. Outside work behind local work. While no worker is parked and the global queue holds work, each tick asks every
-//    worker to look at the global queue at its next dispatch (Worker.LookOutsideRequested), which bounds the wait of
-//    outside work by a tick plus the items in progress even where a worker's timed look interval is stale.
+// 2. Outside work behind local work. While no worker is parked and the global queue holds work at two ticks running, the
+//    tick asks every worker to look at the global queue at its next dispatch (Worker.LookOutsideRequested), which bounds
+//    the wait of outside work by two ticks plus the items in progress even where a worker's timed look interval is
+//    stale. Work that has just arrived is left to the workers' own looks (a yield's continuation, which asks to run
+//    after the local work, is not pulled ahead of it).
 //
 // 3. Starvation (the thread controller's detector). Work is starving when it is visible in a queue, no worker is
 //    parked or searching (nobody free to take it), and no item has completed for the stall allowance. The allowance is
@@ -100,6 +102,7 @@ internal sealed class StallMonitor
     private TimeSpan _cpuAtStallStart;
     private long _stallStartAt;
     private double _completionGapMs;      // moving average of the time between ticks that saw completions
+    private bool _outsideWaitingAtLastTick; // the previous tick saw outside work waiting with no worker parked
     private long _lastInjectionAt;        // 0: nothing injected in the current stall
     private int _ramp = 1;
     private long _decayCheckedAt;
@@ -256,10 +259,14 @@ internal sealed class StallMonitor
         int threads = _threads.ThreadCount;
         int idle = _idle.IdleCount;
         bool pending = _scheduler.AnyWorkVisible();
-        if (idle == 0 && pending && !_scheduler.GlobalQueueIsEmpty)
+        // Outside work seen waiting at two ticks running (so it has waited at least a tick, not just arrived): every
+        // worker looks outside at its next dispatch.
+        bool outsideWaiting = idle == 0 && pending && !_scheduler.GlobalQueueIsEmpty;
+        if (outsideWaiting && _outsideWaitingAtLastTick)
         {
             RequestLooksOutside();
         }
+        _outsideWaitingAtLastTick = outsideWaiting;
         bool starving = pending && !progress && idle == 0 && _idle.SearchingCount == 0;
         bool saturated = false;
         bool judged = true;
@@ -355,10 +362,9 @@ internal sealed class StallMonitor
         _idle.WakeParked(surplus);
     }
 
-    /// <summary>Settles finished deferrals, rescues stalled ones. Returns whether any deferral is still open.</summary>
     /// <summary>
-    /// Outside work waits in the global queue and no worker is parked: every worker looks at the global queue at its next
-    /// dispatch (see <see cref="Worker.LookOutsideRequested"/>), so outside work waits at most about a tick plus the
+    /// Outside work has waited in the global queue for a tick and no worker is parked: every worker looks at the global
+    /// queue at its next dispatch (see <see cref="Worker.LookOutsideRequested"/>), so outside work waits at most about a tick plus the
     /// items in progress, even behind long local items that a worker's look interval has not adapted to yet.
     /// </summary>
     private void RequestLooksOutside()
@@ -372,6 +378,7 @@ internal sealed class StallMonitor
         }
     }
 
+    /// <summary>Settles finished deferrals, rescues stalled ones. Returns whether any deferral is still open.</summary>
     private bool CheckDeferrals()
     {
         bool open = false;
