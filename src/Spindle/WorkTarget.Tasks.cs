@@ -42,7 +42,9 @@ public abstract partial class WorkTarget
         {
             return Task.FromCanceled(cancellationToken);
         }
-        return Bridge.QueueRunItem<VoidResult>(action, RunKind.Action, CaptureContext(), cancellationToken);
+        return cancellationToken.CanBeCanceled
+            ? Bridge.QueueRunItem<VoidResult>(action, RunKind.Action, CaptureContext(), cancellationToken)
+            : Bridge.QueueActionRun(action, CaptureContext());
     }
 
     /// <summary>Runs <paramref name="function"/> on the pool; the returned task gets its result.</summary>

@@ -439,6 +439,8 @@ public sealed class WorkerPoolTaskTests
         ManualResetEventSlim gate = Occupy(pool, 1);
         using var cts = new CancellationTokenSource();
         Task runItem = pool.Run(() => { }, cts.Token);
+        bool plainRan = false;
+        Task plainRunItem = pool.Run(() => plainRan = true); // no token: the slimmer item, cancelled the same way
         ValueTask valueItem = pool.RunAsValueTask(() => { }, cts.Token);
         Task schedulerTask = Task.Factory.StartNew(() => { }, CancellationToken.None, TaskCreationOptions.None, pool.TaskScheduler);
         var shutdown = Task.Run(() => pool.Shutdown(ShutdownMode.CancelPending));
@@ -446,9 +448,11 @@ public sealed class WorkerPoolTaskTests
         gate.Set();
         Assert.True(shutdown.Wait(Waits.MustHappen));
         Assert.True(runItem.IsCanceled, $"run item: {runItem.Status}");
+        Assert.True(plainRunItem.IsCanceled, $"run item without a token: {plainRunItem.Status}");
+        Assert.False(plainRan);
         Assert.True(valueItem.IsCanceled);
         Assert.True(schedulerTask.IsCompletedSuccessfully, $"scheduler task: {schedulerTask.Status}");
-        Assert.Equal(2, shutdown.Result);
+        Assert.Equal(3, shutdown.Result);
         gate.Dispose();
     }
 

@@ -14,7 +14,8 @@ namespace Spindle.Tasks;
 /// </summary>
 /// <remarks>
 /// <para>Every Run overload, with a token or without, has one model: the queued entry is a RunWorkItem (a
-/// TaskCompletionSource that is also the work item; RunAsValueTask uses a pooled ValueTaskRunItem), and the delegate
+/// TaskCompletionSource that is also the work item; Run(Action) with a token that cannot be cancelled uses the slimmer
+/// ActionRunItem, with the same outcomes; RunAsValueTask uses a pooled ValueTaskRunItem), and the delegate
 /// runs with the pool's SynchronizationContext installed, so its awaits come back to the pool through Post, which
 /// queues without allocating. TaskScheduler.Current inside is TaskScheduler.Default, as inside Task.Run. A cancellable
 /// token cancels the item the moment it fires; shutdown with CancelPending cancels it through its task. An async
@@ -161,6 +162,19 @@ internal sealed class TaskBridge
         if (status != EnqueueStatus.Accepted)
         {
             item.CancelByShutdown(); // never queued: not counted as cancelled by shutdown, the caller gets the exception
+            ThrowRefused(status);
+        }
+        return item.Task;
+    }
+
+    /// <summary>Queues a <c>Run(Action)</c> whose token cannot be cancelled (see <see cref="ActionRunItem"/>); throws when the pool is shutting down.</summary>
+    public Task QueueActionRun(Action action, ExecutionContext? context)
+    {
+        var item = new ActionRunItem(this, action);
+        EnqueueStatus status = TryEnqueueRun(new WorkItemEntry(ActionRunItem.RunCallback, item, context));
+        if (status != EnqueueStatus.Accepted)
+        {
+            item.Cancel(); // never queued: not counted as cancelled by shutdown, the caller gets the exception
             ThrowRefused(status);
         }
         return item.Task;
