@@ -35,6 +35,9 @@ internal sealed class AsyncYieldScenario : IScenario
 
     public string HeadlineMetric => "yields";
 
+    // Three runs per pool in the default (quick) run, which must stay under ten minutes.
+    public int? MaxDefaultRuns => 3;
+
     public Measurement Run(IPoolUnderTest pool, string variant, bool full)
     {
         bool useContext = variant switch

@@ -38,6 +38,9 @@ internal sealed class PingPongScenario : IScenario
 
     public string HeadlineMetric => "hop";
 
+    // Three runs per pool in the default (quick) run, which must stay under ten minutes.
+    public int? MaxDefaultRuns => 3;
+
     // A fixed ProcessorCount-thread pool: the channel variant blocks one of its threads for the whole run.
     public PoolSettings GetPoolSettings(string variant) =>
         new() { MinThreads = Environment.ProcessorCount, MaxThreads = Environment.ProcessorCount };

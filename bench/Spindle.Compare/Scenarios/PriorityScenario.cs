@@ -50,6 +50,9 @@ internal sealed class PriorityScenario : IScenario
 
     public string HeadlineMetric => "high p50";
 
+    // Three runs per pool in the default (quick) run, which must stay under ten minutes.
+    public int? MaxDefaultRuns => 3;
+
     public Measurement Run(IPoolUnderTest pool, string variant, bool full)
     {
         if (variant != "low-50us")

@@ -49,6 +49,9 @@ internal sealed class SharesScenario : IScenario
 
     public string HeadlineMetric => "share error";
 
+    // Three runs per pool in the default (quick) run, which must stay under ten minutes.
+    public int? MaxDefaultRuns => 3;
+
     public Measurement Run(IPoolUnderTest pool, string variant, bool full)
     {
         if (variant != "3-1/20us")

@@ -64,6 +64,9 @@ internal sealed class TimersScenario : IScenario
 
     public string HeadlineMetric => "p99 late";
 
+    // Three runs per pool in the default (quick) run, which must stay under ten minutes.
+    public int? MaxDefaultRuns => 3;
+
     public Measurement Run(IPoolUnderTest pool, string variant, bool full)
     {
         switch (variant)

@@ -36,6 +36,9 @@ internal sealed class WakeLatencyScenario : IScenario
 
     public string HeadlineMetric => "p50";
 
+    // Three runs per pool in the default (quick) run, which must stay under ten minutes.
+    public int? MaxDefaultRuns => 3;
+
     public Measurement Run(IPoolUnderTest pool, string variant, bool full)
     {
         if (variant != "gap-0-2ms")
