@@ -43,6 +43,9 @@ internal sealed class QueueDrainScenario : IScenario
 
     public string HeadlineMetric => "total";
 
+    // Five variants: three runs per pool in the default (quick) run, which must stay under ten minutes.
+    public int? MaxDefaultRuns => 3;
+
     public Measurement Run(IPoolUnderTest pool, string variant, bool full)
     {
         (bool separated, Form form) = variant switch

@@ -42,8 +42,8 @@ internal sealed class RegisteredWaitsScenario : IScenario
     public string HeadlineMetric => "round";
 
     // The built-in pool's runs take 5-13 s each here (it starts a wait thread per 63 registrations and a pool thread
-    // at a time for their callbacks): three runs keep the quick comparison under its time budget.
-    public int? MaxDefaultRuns => 3;
+    // at a time for their callbacks): two runs keep the quick comparison under its time budget.
+    public int? MaxDefaultRuns => 2;
 
     public Measurement Run(IPoolUnderTest pool, string variant, bool full)
     {

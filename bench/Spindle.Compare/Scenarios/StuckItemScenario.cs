@@ -56,7 +56,7 @@ internal sealed class StuckItemScenario : IScenario
     public string HeadlineMetric => Metric;
 
     // A round lasts seconds, and the built-in pool's runs only give its process figures.
-    public int? MaxDefaultRuns => 3;
+    public int? MaxDefaultRuns => 2;
 
     public PoolSettings GetPoolSettings(string variant) => PoolSettings.Default with { StuckItemThreshold = s_threshold };
 
