@@ -29,7 +29,7 @@ namespace Spindle.Threading;
 //
 // 3. Starvation (the thread controller's detector). Work is starving when it is visible in a queue, no worker is
 //    parked or searching (nobody free to take it), and no item has completed for the stall allowance. The allowance is
-//    StallThresholdMs while the process leaves a core idle (the workers are blocked, not computing), and
+//    StallThresholdMs while the process leaves a whole core idle (the workers are blocked, not computing), and
 //    max(SaturatedStallMs, 4 x the recent gap between completions) while the cores are busy (long CPU-bound items;
 //    adding threads then only helps items that never end, such as a spin-wait on a flag). On starvation the monitor
 //    raises the controller's starvation boost and adds threads: with the cores idle, a thread per waiting item at once
@@ -285,7 +285,7 @@ internal sealed class StallMonitor
                 TimeSpan cpu = Environment.CpuUsage.TotalTime;
                 double cpuMs = (cpu - _cpuAtStallStart).TotalMilliseconds;
                 int cores = Environment.ProcessorCount;
-                saturated = windowMs > 0 && cpuMs / windowMs >= cores - 0.5;
+                saturated = IsSaturated(cpuMs, windowMs, cores);
                 if (windowMs >= 100)
                 {
                     _stallStartAt = now; // a rolling window while a long stall or boost lasts
@@ -321,6 +321,19 @@ internal sealed class StallMonitor
         quiet = !deferralsOpen && (idle != 0 || threads == 0) && _threads.StarvationBoost == 0;
         return deferralsOpen || starving;
     }
+
+    /// <summary>
+    /// Whether <paramref name="cpuMs"/> of process CPU time over <paramref name="windowMs"/> means the cores are busy
+    /// (ramp slowly) rather than idle (the workers are blocked: a thread per waiting item).
+    /// </summary>
+    /// <remarks>
+    /// Idle means at least one whole core unused over the window (a blocked worker uses none); on one core, at most half
+    /// of it used. Half a core was too fine a line for windows of a millisecond or two: two workers JIT-compiling a cold
+    /// pool's first items for 20 ms measured 1.4 cores of 2, were judged idle, and got a thread per waiting item, after
+    /// which the surplus threads' own descheduling kept the judgement wrong (100-600 threads for 1,000 yield loops).
+    /// </remarks>
+    internal static bool IsSaturated(double cpuMs, double windowMs, int cores) =>
+        windowMs > 0 && cpuMs / windowMs >= Math.Max(0.5, cores - 1);
 
     private void InjectForStarvation(int threads, double stalledMs, bool saturated)
     {

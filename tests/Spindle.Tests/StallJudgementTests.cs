@@ -1,0 +1,26 @@
+using Spindle.Threading;
+using Xunit;
+
+namespace Spindle.Tests;
+
+/// <summary>
+/// The stall monitor's reading of the process's CPU time over a stall: busy cores get a slow ramp (threads would only
+/// compete with the work), idle cores a thread per waiting item (the workers are blocked).
+/// </summary>
+public sealed class StallJudgementTests
+{
+    [Theory]
+    [InlineData(2.29, 1.64, 2, true)]   // two workers JIT-compiling a cold pool's first items: 1.4 cores of 2 is busy
+    [InlineData(1.0, 1.0, 2, true)]     // one whole core busy of two
+    [InlineData(0.9, 1.0, 2, false)]    // more than a core unused: the workers are blocked
+    [InlineData(0.05, 2.0, 2, false)]   // sleeping workers
+    [InlineData(15.2, 1.0, 16, true)]
+    [InlineData(13.0, 1.0, 16, false)]  // three cores unused
+    [InlineData(0.6, 1.0, 1, true)]     // one core: more than half of it used
+    [InlineData(0.1, 1.0, 1, false)]
+    [InlineData(1.0, 0.0, 2, false)]    // no window yet: never judged busy
+    public void CoresCountAsBusy_UnlessAWholeCoreIsUnused(double cpuMs, double windowMs, int cores, bool saturated)
+    {
+        Assert.Equal(saturated, StallMonitor.IsSaturated(cpuMs, windowMs, cores));
+    }
+}
