@@ -273,10 +273,11 @@ internal struct PoolThreadState
         Thread thread = _thread;
         if (ThreadFields.Available)
         {
-            // The thread's own fields (see ThreadFields): a pool thread starts with both contexts null, a culture set by
-            // an item lives in its ExecutionContext, and the runtime raises the flag whenever the name, priority or
+            // The thread's own fields (see ThreadFields): a pool thread starts with both contexts null, a culture set
+            // by an item lives in its ExecutionContext, and the runtime raises the flag whenever the name, priority or
             // background state is set.
-            if (ThreadFields.ExecutionContextOf(thread) is not null || ThreadFields.SynchronizationContextOf(thread) is not null)
+            if (ThreadFields.ExecutionContextOf(thread) is not null
+                || ThreadFields.SynchronizationContextOf(thread) is not null)
             {
                 // Restoring the default context restores the cultures: setting them again would give the thread a
                 // context of its own, and the next item the slow path.

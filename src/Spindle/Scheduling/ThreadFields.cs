@@ -7,9 +7,9 @@ namespace Spindle.Scheduling;
 
 /// <summary>
 /// The runtime's own per-thread fields that a pool thread checks between items, read directly instead of through the
-/// public properties: the thread's ExecutionContext and SynchronizationContext (the properties first look up the current
-/// thread in thread-local storage, and <see cref="ExecutionContext.Capture"/> also tests for a suppressed flow), and the
-/// flag that the runtime raises whenever code sets a thread's name, priority or background state (the property getters
+/// public properties: the thread's ExecutionContext and SynchronizationContext (the properties first look up the
+/// current thread in thread-local storage, and <see cref="ExecutionContext.Capture"/> also tests for a suppressed
+/// flow), and the flag that the runtime raises whenever code sets a thread's name, priority or background state (the property getters
 /// for the last two ask the runtime, per call). The built-in thread pool reads the same three fields after every item.
 /// The cultures need no check of their own: <see cref="CultureInfo.CurrentCulture"/> and
 /// <see cref="CultureInfo.CurrentUICulture"/> are AsyncLocal values, so setting either gives the thread a non-default
@@ -34,7 +34,7 @@ internal static class ThreadFields
     [UnsafeAccessor(UnsafeAccessorKind.Field, Name = "_synchronizationContext")]
     public static extern ref SynchronizationContext? SynchronizationContextOf(Thread thread);
 
-    /// <summary>Raised by the runtime when the thread's name, priority or background state is set; cleared by the reader.</summary>
+    /// <summary>Raised by the runtime when the thread's name, priority or background state is set; the reader clears it.</summary>
     [UnsafeAccessor(UnsafeAccessorKind.Field, Name = "_mayNeedResetForThreadPool")]
     public static extern ref bool MayNeedResetOf(Thread thread);
 

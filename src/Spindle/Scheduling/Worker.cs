@@ -110,10 +110,10 @@ internal sealed class Worker
 
     // Set by the stall monitor when it finds outside work waiting in the global queue while no worker is parked; cleared
     // by this worker at its next look outside (LookOutside) or when it takes outside work any other way
-    // (TryTakeGlobalBatch). The look comes at its next dispatch of the pool's own queue
-    // whatever its item count says. So a look interval learned from short items cannot hold outside work behind dozens
-    // of long ones: the wait is bounded by two of the monitor's ticks plus the item in progress. A lost race (the monitor sets
-    // the flag just after a look cleared it) costs one early look, never a missed one.
+    // (TryTakeGlobalBatch). The look comes at its next dispatch of the pool's own queue whatever its item count says,
+    // so a look interval learned from short items cannot hold outside work behind dozens of long ones: the wait is
+    // bounded by two of the monitor's ticks plus the item in progress. A lost race (the monitor sets the flag just after
+    // a look cleared it) costs one early look, never a missed one.
     public volatile bool LookOutsideRequested;
 
     // Thread controller, on this thread only: nesting depth of blocking regions.
@@ -335,7 +335,7 @@ internal sealed class Worker
         {
             // A worker woken by an enqueue was counted as a searcher by its waker: it must go through the search, which
             // ends that count. Its ring is empty (it parked that way), so skipping TryTakeWork loses nothing.
-            if (!(!WokenAsSearcher && TryTakeWork(out WorkItemEntry item)) && !_idle.Search(this, out item))
+            if ((WokenAsSearcher || !TryTakeWork(out WorkItemEntry item)) && !_idle.Search(this, out item))
             {
                 return BusySpellEnd.NoWork;
             }

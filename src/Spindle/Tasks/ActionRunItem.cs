@@ -1,4 +1,5 @@
 using System;
+using System.Diagnostics;
 using System.Threading;
 using System.Threading.Tasks;
 using Spindle.Scheduling;
@@ -45,7 +46,7 @@ internal sealed class ActionRunItem : TaskCompletionSource, IShutdownAware, ICal
         return ShutdownOutcome.Cancelled;
     }
 
-    /// <summary>The entry was dropped without running (shutdown, or an enqueue refused): the task completes as cancelled.</summary>
+    /// <summary>The entry was dropped without running (shutdown, a refused enqueue): the task completes as cancelled.</summary>
     public void Cancel()
     {
         _action = null;
@@ -55,11 +56,8 @@ internal sealed class ActionRunItem : TaskCompletionSource, IShutdownAware, ICal
     private void Execute()
     {
         Action? action = _action; // dropped once it has returned (kept meanwhile for ICallbackWrapper)
-        if (action is null)
-        {
-            return; // cannot happen: an entry is taken once (kept for a defensive no-op rather than a crash)
-        }
-        Worker? worker = Worker.EnterOwnedItem(this); // for the stuck-item detector: its callback is shared by every Run
+        Debug.Assert(action is not null, "A queued entry is taken once: by a worker or by shutdown, never both.");
+        Worker? worker = Worker.EnterOwnedItem(this); // for the stuck-item detector: every Run shares its callback
         SynchronizationContext? previous = SynchronizationContext.Current;
         SynchronizationContext.SetSynchronizationContext(_bridge.SynchronizationContext);
         try

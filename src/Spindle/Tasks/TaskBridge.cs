@@ -167,7 +167,10 @@ internal sealed class TaskBridge
         return item.Task;
     }
 
-    /// <summary>Queues a <c>Run(Action)</c> whose token cannot be cancelled (see <see cref="ActionRunItem"/>); throws when the pool is shutting down.</summary>
+    /// <summary>
+    /// Queues a <c>Run(Action)</c> whose token cannot be cancelled (see <see cref="ActionRunItem"/>); throws when the
+    /// pool is shutting down.
+    /// </summary>
     public Task QueueActionRun(Action action, ExecutionContext? context)
     {
         var item = new ActionRunItem(this, action);

@@ -21,10 +21,10 @@ namespace Spindle.Threading;
 //    not moved for a whole tick (the same value two ticks running, its completed count unchanged) is stalled, and the
 //    monitor wakes a parked helper (or the controller adds one), which steals the work.
 //
-// 2. Outside work behind local work. While no worker is parked and the global queue holds work at two ticks running, the
-//    tick asks every worker to look at the global queue at its next dispatch (Worker.LookOutsideRequested), which bounds
-//    the wait of outside work by two ticks plus the items in progress even where a worker's timed look interval is
-//    stale. Work that has just arrived is left to the workers' own looks (a yield's continuation, which asks to run
+// 2. Outside work behind local work. While no worker is parked and the global queue holds work at two ticks running,
+//    the tick asks every worker to look at the global queue at its next dispatch (Worker.LookOutsideRequested), which
+//    bounds the wait of outside work by two ticks plus the items in progress even where a worker's timed look interval
+//    is stale. Work that has just arrived is left to the workers' own looks (a yield's continuation, which asks to run
 //    after the local work, is not pulled ahead of it).
 //
 // 3. Starvation (the thread controller's detector). Work is starving when it is visible in a queue, no worker is
@@ -35,8 +35,8 @@ namespace Spindle.Threading;
 //    raises the controller's starvation boost and adds threads: with the cores idle, a thread per waiting item at once
 //    (blocked workers cost no CPU, so this cannot oversubscribe computation, and ramping from one made a burst of 200
 //    blocking items wait for eight doublings); with the cores busy, a ramp, 1, 2, 4 ..., the first step after the
-//    allowance and the next ones every SaturatedRampStepMs (at least the recent gap between completions) while the stall
-//    lasts. Both are capped by the waiting items and MaxThreads, and stop as soon as an item completes. The boost decays (halves every
+//    allowance and the next ones every SaturatedRampStepMs (at least the recent gap between completions) while the
+//    stall lasts. Both are capped by the waiting items and MaxThreads, and stop as soon as an item completes. The boost decays (halves every
 //    DecayIntervalMs) while the queues are empty, or while the cores are saturated and items complete; surplus workers
 //    then retire (ThreadController). CPU-bound work whose items complete keeps the thread count at the target.
 //
@@ -327,10 +327,11 @@ internal sealed class StallMonitor
     /// (ramp slowly) rather than idle (the workers are blocked: a thread per waiting item).
     /// </summary>
     /// <remarks>
-    /// Idle means at least one whole core unused over the window (a blocked worker uses none); on one core, at most half
-    /// of it used. Half a core was too fine a line for windows of a millisecond or two: two workers JIT-compiling a cold
-    /// pool's first items for 20 ms measured 1.4 cores of 2, were judged idle, and got a thread per waiting item, after
-    /// which the surplus threads' own descheduling kept the judgement wrong (100-600 threads for 1,000 yield loops).
+    /// Idle means at least one whole core unused over the window (a blocked worker uses none); on one core, at most
+    /// half of it used. Half a core was too fine a line for windows of a millisecond or two: two workers JIT-compiling
+    /// a cold pool's first items for 20 ms measured 1.4 cores of 2, were judged idle, and got a thread per waiting
+    /// item, after which the surplus threads' own descheduling kept the judgement wrong (100-600 threads for 1,000
+    /// yield loops).
     /// </remarks>
     internal static bool IsSaturated(double cpuMs, double windowMs, int cores) =>
         windowMs > 0 && cpuMs / windowMs >= Math.Max(0.5, cores - 1);
@@ -377,8 +378,9 @@ internal sealed class StallMonitor
 
     /// <summary>
     /// Outside work has waited in the global queue for a tick and no worker is parked: every worker looks at the global
-    /// queue at its next dispatch (see <see cref="Worker.LookOutsideRequested"/>), so outside work waits at most about a tick plus the
-    /// items in progress, even behind long local items that a worker's look interval has not adapted to yet.
+    /// queue at its next dispatch (see <see cref="Worker.LookOutsideRequested"/>), so outside work waits at most about
+    /// two ticks plus the items in progress, even behind long local items that a worker's look interval has not adapted
+    /// to yet.
     /// </summary>
     private void RequestLooksOutside()
     {
