@@ -148,6 +148,74 @@ public sealed class WorkerPoolRegisteredWaitTests
         }
     }
 
+    [Theory]
+    [MemberData(nameof(Kinds))]
+    public void Timeouts_RacingSignals_NeverComeEarly(string kind)
+    {
+        // Signals restart a repeating registration's timeout while timeouts expire: more setting threads than cores, set
+        // at moments scattered around the timeouts, so a set is now and then descheduled between reading the clock and
+        // restarting the timeout. However the two interleave, the n-th timeout callback comes no sooner than n timeouts
+        // after the registration: a restart counts from no earlier than the timeout that expired before it.
+        using var pool = NewPool(o => o.MinThreads = 2);
+        const int Registrations = 16;
+        TimeSpan timeout = TimeSpan.FromMilliseconds(2);
+        var sources = new Source[Registrations];
+        var registrations = new RegisteredWait[Registrations];
+        var registered = new long[Registrations];
+        var timeoutCounts = new int[Registrations];
+        var failures = new ConcurrentQueue<string>();
+        int timedOutTotal = 0;
+        for (int i = 0; i < Registrations; i++)
+        {
+            int index = i;
+            sources[i] = Source.Create(kind);
+            registered[i] = System.Diagnostics.Stopwatch.GetTimestamp();
+            registrations[i] = sources[i].Register(pool, (_, timedOut) =>
+            {
+                if (!timedOut)
+                {
+                    return;
+                }
+                long now = System.Diagnostics.Stopwatch.GetTimestamp();
+                int n = Interlocked.Increment(ref timeoutCounts[index]);
+                Interlocked.Increment(ref timedOutTotal);
+                TimeSpan elapsed = System.Diagnostics.Stopwatch.GetElapsedTime(registered[index], now);
+                if (elapsed < n * timeout)
+                {
+                    failures.Enqueue($"{kind}: registration {index}, timeout {n} came {elapsed.TotalMilliseconds:F3} ms after the registration, before {(n * timeout).TotalMilliseconds} ms");
+                }
+            }, null, timeout, once: false);
+        }
+        int setters = Environment.ProcessorCount + 2;
+        var deadline = DateTime.UtcNow + TimeSpan.FromSeconds(Stress.Enabled ? 5 : 1);
+        var threads = new Thread[setters];
+        for (int t = 0; t < setters; t++)
+        {
+            int seed = t;
+            threads[t] = new Thread(() =>
+            {
+                var random = new Random(seed);
+                while (DateTime.UtcNow < deadline)
+                {
+                    sources[random.Next(Registrations)].Set();
+                    Thread.SpinWait(random.Next(20_000)); // up to a few timeouts' worth between sets
+                }
+            }) { IsBackground = true };
+            threads[t].Start();
+        }
+        foreach (Thread thread in threads)
+        {
+            Assert.True(thread.Join(Waits.MustHappen));
+        }
+        for (int i = 0; i < Registrations; i++)
+        {
+            Assert.True(registrations[i].Unregister(null));
+            sources[i].Dispose();
+        }
+        Assert.True(Volatile.Read(ref timedOutTotal) > 0, "no timeout expired: the sets never left a registration a timeout long");
+        Assert.Empty(failures);
+    }
+
     public static TheoryData<string, double> SubMillisecondTimeouts => new()
     {
         { "event", 1.9 },

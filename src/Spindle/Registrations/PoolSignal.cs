@@ -361,8 +361,10 @@ public sealed class PoolSignal
             {
                 if (Repeating)
                 {
-                    // The timeout counts from the last release, as a wait thread's would.
-                    timer.Change(_timeoutTicks, Math.Max(_timeoutTicks, TimerService.s_ticksPerWheelTick));
+                    // The timeout counts from the last release, as a wait thread's would, and from no earlier than
+                    // the last timeout: a timeout that expired while this release was on its way must not be followed
+                    // by another one less than a timeout later (see PoolTimer.Restart).
+                    timer.Restart(_timeoutTicks, Math.Max(_timeoutTicks, TimerService.s_ticksPerWheelTick));
                 }
                 else
                 {

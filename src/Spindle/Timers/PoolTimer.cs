@@ -79,13 +79,28 @@ internal sealed class PoolTimer : TimerNode, ITimer, IShutdownAware, Telemetry.I
     }
 
     /// <summary>Stopwatch ticks; -1 for infinite.</summary>
-    internal bool Change(long dueTicks, long periodTicks)
+    internal bool Change(long dueTicks, long periodTicks) => Change(dueTicks, periodTicks, clockUnderLock: false);
+
+    /// <summary>
+    /// Restarts the timer with the delay counted from a clock read under the timer lock (Stopwatch ticks): the new due time
+    /// is then at least <paramref name="dueTicks"/> after every expiry of this timer that came before the restart. A
+    /// plain <see cref="Change(long, long)"/> counts from the call, so an expiry that slips in between the clock read
+    /// and the lock is followed by the restarted firing less than a delay later: a registered wait's timeout restarted
+    /// by a signal would then time out twice within one timeout.
+    /// </summary>
+    internal bool Restart(long dueTicks, long periodTicks)
+    {
+        Debug.Assert(dueTicks >= 0);
+        return Change(dueTicks, periodTicks, clockUnderLock: true);
+    }
+
+    private bool Change(long dueTicks, long periodTicks, bool clockUnderLock)
     {
         // The clock is read before the lock: the delay counts from the call. A long delay is placed with the coarse
         // clock (see CoarseClock): due from an upper bound of now, so never early, while the wheel catches up only to a
         // lower bound of now, so no other timer is pushed back.
         long now = 0, due = 0;
-        if (dueTicks >= 0)
+        if (dueTicks >= 0 && !clockUnderLock)
         {
             if (dueTicks >= CoarseClock.MinDelayTicks && CoarseClock.TryRead(out now, out long upper))
             {
@@ -109,6 +124,11 @@ internal sealed class PoolTimer : TimerNode, ITimer, IShutdownAware, Telemetry.I
             if (dueTicks < 0)
             {
                 return true;
+            }
+            if (clockUnderLock)
+            {
+                now = Stopwatch.GetTimestamp(); // after every expiry that held the lock before this restart
+                due = now + dueTicks;
             }
             startThread = _timers.ScheduleLocked(this, due, now);
         }
