@@ -200,7 +200,8 @@ public sealed class WorkerPoolRegisteredWaitTests
                     sources[random.Next(Registrations)].Set();
                     Thread.SpinWait(random.Next(20_000)); // up to a few timeouts' worth between sets
                 }
-            }) { IsBackground = true };
+            })
+            { IsBackground = true };
             threads[t].Start();
         }
         foreach (Thread thread in threads)
