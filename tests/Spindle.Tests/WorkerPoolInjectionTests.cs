@@ -184,6 +184,75 @@ public sealed class WorkerPoolInjectionTests
     }
 
     [Fact]
+    public void BlockingRegionBurst_RunsEveryItemAtOnce_WithoutThreadsBeyondWhatTheItemsNeed()
+    {
+        // A burst of items that each block inside a region: threads come ahead of the regions (a new worker starts more
+        // while items wait), but never more than the waiting items need, give or take the creators that race.
+        const int Items = 60;
+        using var pool = NewPool(o => o.MaxThreads = 256);
+        using var gate = new ManualResetEventSlim();
+        using var inside = new CountdownEvent(Items);
+        using var done = new CountdownEvent(Items);
+        using var release = new Releaser(gate);
+        for (int i = 0; i < Items; i++)
+        {
+            pool.UnsafeQueueUserWorkItem(_ =>
+            {
+                using (WorkerPool.EnterBlockingRegion())
+                {
+                    inside.Signal();
+                    gate.Wait(Waits.MustHappen);
+                }
+                done.Signal();
+            }, null);
+        }
+        Waits.For(inside, "every item of the burst to be inside its region at once");
+        int threads = pool.ThreadCount;
+        Assert.True(threads >= Items, $"{threads} threads for {Items} blocked items");
+        Assert.True(threads <= BaseTarget + Items + Items / 4, $"{threads} threads for {Items} blocked items and a base target of {BaseTarget}");
+        gate.Set();
+        Waits.For(done, "the burst to complete");
+        Waits.Until(() => pool.ThreadCount <= BaseTarget, $"the burst's threads to retire (threads: {pool.ThreadCount})");
+    }
+
+    [Fact]
+    public void BlockingRegion_ThreadsStartedAheadForItemsThatDoNotBlock_Retire()
+    {
+        // Items that block inside a region, queued together with short items: the regions see work waiting, so threads
+        // are started ahead of regions that never come; those run the short items, find the pool above its target, and
+        // retire while the regions are still open.
+        using var pool = NewPool(o => o.MaxThreads = 256);
+        using var gate = new ManualResetEventSlim();
+        using var release = new Releaser(gate);
+        using var inside = new CountdownEvent(BaseTarget);
+        using var ran = new CountdownEvent(500);
+        for (int i = 0; i < BaseTarget; i++)
+        {
+            pool.UnsafeQueueUserWorkItem(_ =>
+            {
+                using (WorkerPool.EnterBlockingRegion())
+                {
+                    inside.Signal();
+                    gate.Wait(Waits.MustHappen);
+                }
+            }, null);
+        }
+        for (int i = 0; i < 500; i++)
+        {
+            pool.UnsafeQueueUserWorkItem(_ =>
+            {
+                Thread.SpinWait(2_000);
+                ran.Signal();
+            }, null);
+        }
+        Waits.For(inside, "the blocking items to enter their regions");
+        Waits.For(ran, "the short items queued with them");
+        Waits.Until(() => pool.ThreadCount <= pool.ThreadTarget, $"the threads above the target to retire (threads: {pool.ThreadCount}, target: {pool.ThreadTarget})");
+        gate.Set();
+        Waits.Until(() => pool.ThreadCount <= BaseTarget, $"the replacements to retire (threads: {pool.ThreadCount})");
+    }
+
+    [Fact]
     public void BlockingRegion_NestsCountsOnceAndIsClosedWhenTheItemReturns()
     {
         using var pool = NewPool();

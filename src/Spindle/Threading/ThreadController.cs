@@ -225,7 +225,13 @@ internal sealed partial class ThreadController
     /// cannot join anything) before it has started and exited; its thread is joined only once it has run its exit path.
     /// If the start fails, the worker (which never ran and holds nothing) is unlisted again under the lock.
     /// </remarks>
-    public bool TryAddWorker(ThreadInjectionReason reason)
+    public bool TryAddWorker(ThreadInjectionReason reason) => TryAddWorker(reason, aboveTarget: 0);
+
+    /// <summary>
+    /// As <see cref="TryAddWorker(ThreadInjectionReason)"/>, allowing up to <paramref name="aboveTarget"/> threads beyond
+    /// the target (never beyond the maximum): the look-ahead of a blocking-region ramp.
+    /// </summary>
+    private bool TryAddWorker(ThreadInjectionReason reason, int aboveTarget)
     {
         Debug.Assert(reason is ThreadInjectionReason.Demand or ThreadInjectionReason.Starvation
             or ThreadInjectionReason.BlockingRegion or ThreadInjectionReason.MinimumRaised);
@@ -236,7 +242,7 @@ internal sealed partial class ThreadController
         {
             // During the drain a worker may still be needed (a continuation arriving when every worker had exited or
             // retired); once the pool has stopped, never.
-            if (_threadCount >= _threadTarget || _stopped || _retryTimer is not null)
+            if (_threadCount >= Math.Min(_threadTarget + aboveTarget, _maxThreads) || _stopped || _retryTimer is not null)
             {
                 return false;
             }
@@ -328,15 +334,45 @@ internal sealed partial class ThreadController
     /// nobody free, it starts the next thread itself, so a ramp of N threads takes about log2(N) thread-start rounds
     /// instead of N.
     /// </summary>
+    /// <remarks>
+    /// A worker added for a blocking region also looks ahead: the pool gains a place in its target only when an item has
+    /// entered its region, so a burst of blocking items would otherwise grow one thread-start at a time (each new thread
+    /// takes an item, which enters its region, which adds the next thread). While work waits with nobody free, such a
+    /// worker starts up to <see cref="RegionLookaheadPerWorker"/> threads beyond the target, as many as the workers now
+    /// blocked at most, and no more than the waiting items that no started worker is about to take: the waiting items
+    /// are taken to block like the ones before them, so the creators double every round. A look-ahead thread whose item
+    /// does not enter a region leaves the pool above its target and retires after that item (the surplus rule every
+    /// worker checks after each item), so a wrong guess costs a thread start and one item's oversubscription, never more
+    /// threads than the workers blocked in regions.
+    /// </remarks>
     public void ContinueRamp(Worker worker)
     {
         // Only ramps (starvation, blocking regions) fan out; ordinary demand is served by the enqueue path.
-        if (worker.InjectedFor is ThreadInjectionReason.Starvation or ThreadInjectionReason.BlockingRegion
-            && IsBelowTarget && _idle.IdleCount == 0 && _scheduler.AnyWorkVisible())
+        switch (worker.InjectedFor)
         {
-            TryAddWorker(worker.InjectedFor);
+            case ThreadInjectionReason.Starvation:
+                if (IsBelowTarget && _idle.IdleCount == 0 && _scheduler.AnyWorkVisible())
+                {
+                    TryAddWorker(ThreadInjectionReason.Starvation);
+                }
+                break;
+            case ThreadInjectionReason.BlockingRegion:
+                for (int i = 0; i < RegionLookaheadPerWorker; i++)
+                {
+                    // Items nobody is about to take: workers that have started but not yet taken an item (this one
+                    // included) count as searchers and will each take one.
+                    if (_idle.IdleCount != 0 || _scheduler.PendingCount <= _idle.SearchingCount
+                        || !TryAddWorker(ThreadInjectionReason.BlockingRegion, aboveTarget: BlockingCount))
+                    {
+                        break;
+                    }
+                }
+                break;
         }
     }
+
+    /// <summary>How many threads a worker added for a blocking region may start before its first item (see <see cref="ContinueRamp"/>).</summary>
+    internal const int RegionLookaheadPerWorker = 2;
 
     private void ScheduleCreationRetryLocked()
     {
