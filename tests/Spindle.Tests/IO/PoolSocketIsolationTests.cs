@@ -1,6 +1,8 @@
 using System;
 using System.Net;
 using System.Net.Http;
+using System.Net.Security;
+using System.Security.Cryptography.X509Certificates;
 using System.Text;
 using System.Threading;
 using System.Threading.Tasks;
@@ -65,6 +67,64 @@ public sealed class PoolSocketIsolationTests
             Task<string> request = pool.Run(() => http.GetStringAsync(url));
             Assert.True(request.Wait(Waits.MustHappen), "the request while the built-in pool is starved");
             Assert.Equal("hello", request.Result);
+            // The built-in pool was starved all along: an item queued behind the blocked ones has not run.
+            Assert.Equal(0, Volatile.Read(ref probeRan));
+        }
+        finally
+        {
+            gate.Set();
+        }
+    }
+
+    [Fact]
+    public void ATlsHandshakeAndExchangeOverThePoolsStreams_CompleteWhileTheBuiltInPoolIsStarved()
+    {
+        if (!EpollDriver.IsSupported)
+        {
+            return; // elsewhere the runtime's socket engine, and so the built-in pool, completes the operations
+        }
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = nameof(PoolSocketIsolationTests) });
+        using X509Certificate2 certificate = TestCertificate.Create();
+        using var listener = new PoolSocket(pool);
+        listener.Bind(new IPEndPoint(IPAddress.Loopback, 0));
+        listener.Listen();
+        using var client = new PoolSocket(pool);
+        Task<PoolSocket> accepted = pool.Run(async () => await listener.AcceptAsync());
+        Assert.True(pool.Run(async () => await client.ConnectAsync(listener.Socket.LocalEndPoint!)).Wait(Waits.MustHappen), "the connection");
+        Assert.True(accepted.Wait(Waits.MustHappen), "the accept");
+        using PoolSocket server = accepted.Result;
+        using var clientTls = new SslStream(client.GetStream(ownsSocket: false), leaveInnerStreamOpen: false,
+            (_, presented, _, _) => presented is not null && presented.GetCertHashString() == certificate.GetCertHashString());
+        using var serverTls = new SslStream(server.GetStream(ownsSocket: false), leaveInnerStreamOpen: false);
+
+        // Never disposed: the blocked items that have not started yet still wait on it after the test returns.
+        var gate = new ManualResetEventSlim();
+        int probeRan = 0;
+        for (int i = 0; i < 200; i++)
+        {
+            ThreadPool.UnsafeQueueUserWorkItem(static g => ((ManualResetEventSlim)g!).Wait(), gate);
+        }
+        ThreadPool.UnsafeQueueUserWorkItem(_ => Volatile.Write(ref probeRan, 1), null);
+        try
+        {
+            Task serverSide = pool.Run(async () =>
+            {
+                await serverTls.AuthenticateAsServerAsync(new SslServerAuthenticationOptions { ServerCertificate = certificate });
+                var request = new byte[5];
+                await serverTls.ReadExactlyAsync(request);
+                Array.Reverse(request);
+                await serverTls.WriteAsync(request);
+            });
+            Task<string> clientSide = pool.Run(async () =>
+            {
+                await clientTls.AuthenticateAsClientAsync(new SslClientAuthenticationOptions { TargetHost = "localhost" });
+                await clientTls.WriteAsync(Encoding.ASCII.GetBytes("hello"));
+                var response = new byte[5];
+                await clientTls.ReadExactlyAsync(response);
+                return Encoding.ASCII.GetString(response);
+            });
+            Assert.True(Task.WhenAll(serverSide, clientSide).Wait(Waits.MustHappen), "the handshake and the exchange while the built-in pool is starved");
+            Assert.Equal("olleh", clientSide.Result);
             // The built-in pool was starved all along: an item queued behind the blocked ones has not run.
             Assert.Equal(0, Volatile.Read(ref probeRan));
         }

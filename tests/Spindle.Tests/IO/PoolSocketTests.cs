@@ -2,8 +2,10 @@ using System;
 using System.IO;
 using System.Linq;
 using System.Net;
+using System.Net.Security;
 using System.Net.Sockets;
 using System.Runtime.CompilerServices;
+using System.Security.Cryptography.X509Certificates;
 using System.Text;
 using System.Threading;
 using System.Threading.Tasks;
@@ -298,6 +300,61 @@ public abstract class PoolSocketTests
         var buffer = new byte[3];
         Assert.Equal(3, clientStream.Read(buffer));
         Assert.Equal(new byte[] { 1, 2, 3 }, buffer);
+    }
+
+    [Fact]
+    public async Task AnSslStreamOverThePoolsStreams_HandshakesAndCarriesDataBothWays()
+    {
+        using WorkerPool pool = NewPool();
+        using X509Certificate2 certificate = TestCertificate.Create();
+        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        await using var clientTls = new SslStream(client.GetStream(), leaveInnerStreamOpen: false,
+            (_, presented, _, _) => presented is not null && presented.GetCertHashString() == certificate.GetCertHashString());
+        await using var serverTls = new SslStream(server.GetStream(), leaveInnerStreamOpen: false);
+
+        // Both ends run on the pool: the handshake's reads and writes are the pool's socket operations.
+        Task serverSide = pool.Run(() => serverTls.AuthenticateAsServerAsync(new SslServerAuthenticationOptions { ServerCertificate = certificate }));
+        Task clientSide = pool.Run(() => clientTls.AuthenticateAsClientAsync(new SslClientAuthenticationOptions { TargetHost = "localhost" }));
+        await Task.WhenAll(serverSide, clientSide).WaitAsync(Waits.MustHappen);
+        Assert.True(clientTls.IsAuthenticated && clientTls.IsEncrypted);
+        Assert.True(serverTls.IsAuthenticated && serverTls.IsEncrypted);
+        Assert.Equal(certificate.GetCertHashString(), serverTls.LocalCertificate!.GetCertHashString());
+
+        byte[] request = RandomBytes(64 * 1024, seed: 1);
+        byte[] response = RandomBytes(48 * 1024, seed: 2);
+        Task<byte[]> served = pool.Run(async () =>
+        {
+            byte[] received = await ReadExactlyAsync(serverTls, request.Length);
+            await serverTls.WriteAsync(response);
+            return received;
+        });
+        Task<(byte[] Received, WorkerPool? ContinuedOn)> asked = pool.Run(async () =>
+        {
+            await clientTls.WriteAsync(request);
+            byte[] received = await ReadExactlyAsync(clientTls, response.Length);
+            return (received, WorkerPool.Current);
+        });
+        Assert.Equal(request, await served.WaitAsync(Waits.MustHappen));
+        (byte[] answer, WorkerPool? continuedOn) = await asked.WaitAsync(Waits.MustHappen);
+        Assert.Equal(response, answer);
+        Assert.Same(pool, continuedOn);
+
+        await clientTls.ShutdownAsync().WaitAsync(Waits.MustHappen); // close_notify: the server reads the end
+        Assert.Equal(0, await pool.Run(async () => await serverTls.ReadAsync(new byte[1])).WaitAsync(Waits.MustHappen));
+    }
+
+    private static byte[] RandomBytes(int length, int seed)
+    {
+        var bytes = new byte[length];
+        new Random(seed).NextBytes(bytes);
+        return bytes;
+    }
+
+    private static async Task<byte[]> ReadExactlyAsync(Stream stream, int length)
+    {
+        var buffer = new byte[length];
+        await stream.ReadExactlyAsync(buffer);
+        return buffer;
     }
 
     [Fact]
