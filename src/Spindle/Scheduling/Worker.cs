@@ -146,6 +146,7 @@ internal sealed class Worker
     // Owner-written telemetry counts (read by collections as snapshots): successful steals and parks.
     private long _steals;
     private long _parks;
+    private long _inlineRuns;
     // Owner only: the pace of the items timed for the run-time histogram.
     private SamplePacer _durationPacer;
     // Owner only: the pace of this worker's enqueues sampled for the queue-wait histogram (PoolMetrics.ShouldSampleWait).
@@ -210,6 +211,15 @@ internal sealed class Worker
 
     /// <summary>Owner only: the worker is about to sleep.</summary>
     public void CountPark() => Volatile.Write(ref _parks, _parks + 1);
+
+    /// <summary>
+    /// Tasks of the pool's schedulers this worker ran inline, inside the item it was running (a <c>Task.Wait</c> on a task
+    /// not yet started): work done that no item completion shows (a snapshot).
+    /// </summary>
+    public long InlineRunCount => Volatile.Read(ref _inlineRuns);
+
+    /// <summary>Owner only: a task ran inline.</summary>
+    public void CountInlineRun() => Volatile.Write(ref _inlineRuns, _inlineRuns + 1);
 
     public bool IsCurrentThread => ReferenceEquals(t_current, this);
 

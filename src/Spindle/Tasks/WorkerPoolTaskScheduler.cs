@@ -89,7 +89,12 @@ public sealed class WorkerPoolTaskScheduler : TaskScheduler, IShutdownAware
         {
             return false;
         }
-        return TryExecuteTask(task);
+        if (!TryExecuteTask(task))
+        {
+            return false;
+        }
+        Worker.Current?.CountInlineRun(); // progress for the stall monitor (a dedicated thread is not a worker)
+        return true;
     }
 
     /// <inheritdoc/>

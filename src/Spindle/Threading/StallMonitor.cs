@@ -28,7 +28,8 @@ namespace Spindle.Threading;
 //    after the local work, is not pulled ahead of it).
 //
 // 3. Starvation (the thread controller's detector). Work is starving when it is visible in a queue, no worker is
-//    parked or searching (nobody free to take it), and no item has completed for the stall allowance. The allowance is
+//    parked or searching (nobody free to take it), and no item has completed (nor has a worker run a task inline: see
+//    ThreadController.WorkerProgressCount) for the stall allowance. The allowance is
 //    StallThresholdMs while the process leaves a whole core idle (the workers are blocked, not computing), and
 //    max(SaturatedStallMs, 4 x the recent gap between completions) while the cores are busy (long CPU-bound items;
 //    adding threads then only helps items that never end, such as a spin-wait on a flag). On starvation the monitor
@@ -246,7 +247,7 @@ internal sealed class StallMonitor
     {
         bool deferralsOpen = CheckDeferrals();
 
-        long completed = _threads.WorkerCompletedCount;
+        long completed = _threads.WorkerProgressCount;
         bool progress = completed != _lastCompleted;
         _lastCompleted = completed;
         if (progress)

@@ -54,6 +54,7 @@ internal sealed partial class ThreadController
     private long _exitedWorkersCompleted; // written under _lock (Interlocked: read lock-free)
     private long _exitedWorkersSteals;    // the same, for the telemetry counts
     private long _exitedWorkersParks;
+    private long _exitedWorkersInlineRuns;
     private int _creationFailures;      // consecutive failures
     private Timer? _retryTimer;
     private int _minThreads;
@@ -107,6 +108,14 @@ internal sealed partial class ThreadController
 
     /// <summary>Items completed by workers, those that exited included (a snapshot).</summary>
     public long WorkerCompletedCount => SumOverWorkers(ref _exitedWorkersCompleted, static worker => worker.CompletedCount);
+
+    /// <summary>
+    /// The stall monitor's measure of progress: items completed plus tasks run inline by workers, those that exited
+    /// included (a snapshot). A worker that waits on tasks and runs them inline (a nested <c>Parallel.For</c>) completes
+    /// no item for as long as its outer item lasts, yet it is not stalled.
+    /// </summary>
+    public long WorkerProgressCount =>
+        WorkerCompletedCount + SumOverWorkers(ref _exitedWorkersInlineRuns, static worker => worker.InlineRunCount);
 
     /// <summary>Steals by workers, those that exited included (a snapshot).</summary>
     public long WorkerStealCount => SumOverWorkers(ref _exitedWorkersSteals, static worker => worker.StealCount);
@@ -507,6 +516,7 @@ internal sealed partial class ThreadController
         Interlocked.Add(ref _exitedWorkersCompleted, worker.CompletedCount);
         Interlocked.Add(ref _exitedWorkersSteals, worker.StealCount);
         Interlocked.Add(ref _exitedWorkersParks, worker.ParkCount);
+        Interlocked.Add(ref _exitedWorkersInlineRuns, worker.InlineRunCount);
         DropFromListLocked(worker);
     }
 
