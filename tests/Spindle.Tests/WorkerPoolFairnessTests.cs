@@ -54,6 +54,75 @@ public sealed class WorkerPoolFairnessTests
         Assert.False(chain.Faulted);
     }
 
+    [Fact]
+    public void OutsideItems_UnderASteadyInflow_AreNotOvertakenByItemsQueuedMuchLater()
+    {
+        // One worker, outside items arriving a little faster than it runs them, for 400 ms. The worker takes them in
+        // batches into its ring and looks outside every few items; a batch pushed onto the rest of the previous one is
+        // popped first, so without care the older items sink to the ring's far end while the inflow lasts (7-30 ms
+        // behind items queued after them, measured). Items may be overtaken by a burst or two (about a millisecond); not
+        // by items queued 5 ms after them.
+        using WorkerPool pool = CreatePool(threads: 1);
+        const int PerBurst = 60;
+        var run = new InflowRun(Stress.Scale(20_000, 100_000));
+        using var done = new CountdownEvent(1);
+        var producer = new Thread(() =>
+        {
+            var until = Stopwatch.GetTimestamp() + Stopwatch.Frequency * 2 / 5;
+            int next = 0;
+            while (Stopwatch.GetTimestamp() < until && next + PerBurst <= run.Queued.Length)
+            {
+                for (int i = 0; i < PerBurst; i++, next++)
+                {
+                    run.Queued[next] = Stopwatch.GetTimestamp();
+                    pool.UnsafeQueueUserWorkItem(s_inflowItem, (run, next), preferLocal: false);
+                }
+                Thread.Sleep(1);
+            }
+            run.Count = next;
+            done.Signal();
+        });
+        producer.Start();
+        Assert.True(done.Wait(Generous), "The producer did not finish.");
+        Assert.True(Waits.Poll(() => Volatile.Read(ref run.Started) == run.Count, Generous), $"{Volatile.Read(ref run.Started)} of {run.Count} items started.");
+
+        // In start order: how long after each item was the latest item queued that started before it?
+        long latestQueued = 0;
+        double worst = 0;
+        int worstItem = -1;
+        for (int position = 0; position < run.Count; position++)
+        {
+            int item = run.Order[position];
+            long queued = run.Queued[item];
+            if (latestQueued > queued)
+            {
+                double gap = (latestQueued - queued) * 1000.0 / Stopwatch.Frequency;
+                if (gap > worst)
+                {
+                    worst = gap;
+                    worstItem = item;
+                }
+            }
+            latestQueued = Math.Max(latestQueued, queued);
+        }
+        Assert.True(worst < 5, $"item {worstItem} of {run.Count} started after items queued {worst:F1} ms after it");
+    }
+
+    private static readonly Action<(InflowRun Run, int Index)> s_inflowItem = static state =>
+    {
+        Thread.SpinWait(400); // a little work: the inflow outpaces the worker
+        int position = Interlocked.Increment(ref state.Run.Started) - 1;
+        state.Run.Order[position] = state.Index;
+    };
+
+    private sealed class InflowRun(int capacity)
+    {
+        public readonly long[] Queued = new long[capacity];
+        public readonly int[] Order = new int[capacity];
+        public int Started;
+        public volatile int Count = -1;
+    }
+
     [Theory]
     [InlineData(true)]
     [InlineData(false)]

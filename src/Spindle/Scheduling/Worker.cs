@@ -640,9 +640,9 @@ internal sealed class Worker
 
     /// <summary>
     /// Owner only, about every <see cref="FairnessLookTicks"/> of work (at most every <see cref="FairnessInterval"/>
-    /// items, or at once when the stall monitor asks, see <see cref="LookOutsideRequested"/>): outside work first, so the
-    /// global queue cannot be starved by a worker that keeps re-queueing to itself; then the bottom of the LIFO ring, but
-    /// only once it has aged. Sets the number of items until the next look.
+    /// items, or at once when the stall monitor asks, see <see cref="LookOutsideRequested"/>): the far end of the LIFO
+    /// ring once it has aged, then outside work, so neither the ring's oldest items nor the global queue can be starved
+    /// by a worker that keeps re-queueing to itself. Sets the number of items until the next look.
     /// </summary>
     /// <remarks>
     /// <para>The interval is timed, not counted, so the wait of outside work is bounded in time whatever the local items'
@@ -650,15 +650,19 @@ internal sealed class Worker
     /// <see cref="FairnessLookTicks"/> in the last one (it shrinks at once, and grows at most fourfold per look, so
     /// items that turn long are noticed soon). Items of 20 µs get a look every 5 items, items of 1 ms after each item,
     /// trivial items every <see cref="FairnessInterval"/>.</para>
-    /// <para>While the LIFO slot holds this worker's next item, the look takes one outside item, not a batch: a batch's
-    /// rest would go into the ring, which the owner reaches only when the slot is empty, and a chain that re-queues
-    /// itself through the slot never leaves it empty, so those items would wait for the ageing rule below, one per
-    /// <see cref="OldestLocalAgeMs"/>, while the rest of the outside queue grew behind them. Left in the global queue,
-    /// they go to whichever worker looks next.</para>
+    /// <para>While the LIFO slot holds this worker's next item, or its ring holds items, the look takes one outside item,
+    /// not a batch. A batch's rest would go into the ring, which the owner reaches only when the slot is empty, and a
+    /// chain that re-queues itself through the slot never leaves it empty, so those items would wait for the ageing rule
+    /// below, one per <see cref="OldestLocalAgeMs"/>, while the rest of the outside queue grew behind them. And a batch
+    /// pushed onto a ring that still holds the previous batch's rest is popped first (the owner pops the newest), so
+    /// under a steady inflow from outside (socket completions) the older items sank to the ring's far end and waited
+    /// there for as long as the inflow lasted: round trips of 20-100 ms among 1-2 ms ones. Left in the global queue,
+    /// they go to whichever worker looks next, in queue order.</para>
     /// <para>The ring's bottom is taken only once nobody has taken from it (its top index has not moved) for
-    /// <see cref="OldestLocalAgeMs"/>, so a self-requeue loop cannot starve it. Not on every look: taking the oldest item of
-    /// a tree-shaped workload (tasks spawning tasks) opens a whole new subtree, and done every 61 items it made skynet's
-    /// live frontier breadth-first, turning its gen0 collections into gen2 ones.</para>
+    /// <see cref="OldestLocalAgeMs"/>, so a self-requeue loop cannot starve it; it comes before outside work, which under
+    /// a steady inflow is never missing, so checked after it the aged item waited for the inflow to stop. Not on every
+    /// look: taking the oldest item of a tree-shaped workload (tasks spawning tasks) opens a whole new subtree, and done
+    /// every 61 items it made skynet's live frontier breadth-first, turning its gen0 collections into gen2 ones.</para>
     /// </remarks>
     [MethodImpl(MethodImplOptions.NoInlining)]
     private bool LookOutside(out WorkItemEntry item)
@@ -681,7 +685,11 @@ internal sealed class Worker
         _fairnessInterval = interval;
         _fairnessCountdown = interval;
         _lastFairnessLook = now;
-        if (Volatile.Read(ref LifoSlot.Value) is not null)
+        if (TakeAgedBottom(out item))
+        {
+            return true;
+        }
+        if (Volatile.Read(ref LifoSlot.Value) is not null || !Ring.IsEmpty)
         {
             if (Scheduler.TryDequeueGlobalBatch(_batch.AsSpan(0, 1)) != 0)
             {
@@ -694,7 +702,8 @@ internal sealed class Worker
         {
             return true;
         }
-        return TakeAgedBottom(out item);
+        item = default;
+        return false;
     }
 
     /// <summary>Owner only: takes the ring's oldest item if it has waited at the bottom for <see cref="OldestLocalAgeMs"/>.</summary>
