@@ -54,25 +54,18 @@ public sealed class PoolSocketIsolationTests
         // while that pool is healthy, leaves a pooled connection that the starved request reuses.
         Assert.True(pool.Run(() => http.GetStringAsync(url)).Wait(Waits.MustHappen), "the first request");
 
-        // Never disposed: the blocked items that have not started yet still wait on it after the test returns.
-        var gate = new ManualResetEventSlim();
-        int probeRan = 0;
-        for (int i = 0; i < 200; i++)
-        {
-            ThreadPool.UnsafeQueueUserWorkItem(static g => ((ManualResetEventSlim)g!).Wait(), gate);
-        }
-        ThreadPool.UnsafeQueueUserWorkItem(_ => Volatile.Write(ref probeRan, 1), null);
+        var starvation = new BuiltInPoolStarvation();
         try
         {
             Task<string> request = pool.Run(() => http.GetStringAsync(url));
             Assert.True(request.Wait(Waits.MustHappen), "the request while the built-in pool is starved");
             Assert.Equal("hello", request.Result);
             // The built-in pool was starved all along: an item queued behind the blocked ones has not run.
-            Assert.Equal(0, Volatile.Read(ref probeRan));
+            Assert.False(starvation.ProbeRan);
         }
         finally
         {
-            gate.Set();
+            starvation.Release();
         }
     }
 
@@ -97,14 +90,7 @@ public sealed class PoolSocketIsolationTests
             (_, presented, _, _) => presented is not null && presented.GetCertHashString() == certificate.GetCertHashString());
         using var serverTls = new SslStream(server.GetStream(ownsSocket: false), leaveInnerStreamOpen: false);
 
-        // Never disposed: the blocked items that have not started yet still wait on it after the test returns.
-        var gate = new ManualResetEventSlim();
-        int probeRan = 0;
-        for (int i = 0; i < 200; i++)
-        {
-            ThreadPool.UnsafeQueueUserWorkItem(static g => ((ManualResetEventSlim)g!).Wait(), gate);
-        }
-        ThreadPool.UnsafeQueueUserWorkItem(_ => Volatile.Write(ref probeRan, 1), null);
+        var starvation = new BuiltInPoolStarvation();
         try
         {
             Task serverSide = pool.Run(async () =>
@@ -126,12 +112,36 @@ public sealed class PoolSocketIsolationTests
             Assert.True(Task.WhenAll(serverSide, clientSide).Wait(Waits.MustHappen), "the handshake and the exchange while the built-in pool is starved");
             Assert.Equal("olleh", clientSide.Result);
             // The built-in pool was starved all along: an item queued behind the blocked ones has not run.
-            Assert.Equal(0, Volatile.Read(ref probeRan));
+            Assert.False(starvation.ProbeRan);
         }
         finally
         {
-            gate.Set();
+            starvation.Release();
         }
+    }
+
+    /// <summary>
+    /// Starves the built-in pool: 200 items block on a gate, and a probe queued behind them shows whether anything got
+    /// through. Released by <see cref="Release"/>.
+    /// </summary>
+    private sealed class BuiltInPoolStarvation
+    {
+        // Never disposed: the blocked items that have not started yet still wait on it after the test returns.
+        private readonly ManualResetEventSlim _gate = new();
+        private int _probeRan;
+
+        public BuiltInPoolStarvation()
+        {
+            for (int i = 0; i < 200; i++)
+            {
+                ThreadPool.UnsafeQueueUserWorkItem(static gate => ((ManualResetEventSlim)gate!).Wait(), _gate);
+            }
+            ThreadPool.UnsafeQueueUserWorkItem(static self => Volatile.Write(ref ((BuiltInPoolStarvation)self!)._probeRan, 1), this);
+        }
+
+        public bool ProbeRan => Volatile.Read(ref _probeRan) != 0;
+
+        public void Release() => _gate.Set();
     }
 
     /// <summary>A minimal HTTP/1.1 server on the pool: answers every request head with "hello", keeping the connection.</summary>
