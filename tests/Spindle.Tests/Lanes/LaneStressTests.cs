@@ -80,7 +80,7 @@ public sealed class LaneStressTests
         }
         Thread.Sleep(random.Next(1, 30));
         int laneCancelled = lanes[shutdownLane].Lane.Shutdown(laneMode);
-        Assert.True(Task.WaitAll(running, Waits.MustHappen), "the producers finished");
+        Assert.True(Task.WaitAll(running, Waits.MustHappen), $"the producers finished; {Describe(pool, lanes, shutdownLane, laneMode)}");
         int poolCancelled = pool.Shutdown(poolMode);
 
         long cancelledByLanes = 0;
@@ -100,6 +100,21 @@ public sealed class LaneStressTests
         // The pool counts what its own shutdown cancelled, lanes included; a lane counts what either shutdown cancelled.
         Assert.Equal(poolCancelled, pool.CancelledWorkItemCount);
         Assert.True(cancelledByLanes >= poolCancelled);
+    }
+
+    /// <summary>The state a stuck round leaves, for its failure message.</summary>
+    private static string Describe(WorkerPool pool, List<LaneUnderTest> lanes, int shutdownLane, ShutdownMode laneMode)
+    {
+        var text = new System.Text.StringBuilder();
+        text.Append(System.Globalization.CultureInfo.InvariantCulture, $"pool: {pool.ThreadCount} threads, target {pool.ThreadTarget}, {pool.PendingWorkItemCount} pending; ");
+        text.Append(System.Globalization.CultureInfo.InvariantCulture, $"lane {shutdownLane} was shut down ({laneMode}); ");
+        foreach (LaneUnderTest lane in lanes)
+        {
+            text.Append(System.Globalization.CultureInfo.InvariantCulture, $"{lane.Lane.Name} (cap {lane.Lane.MaxConcurrency?.ToString(System.Globalization.CultureInfo.InvariantCulture) ?? "none"}, ");
+            text.Append(System.Globalization.CultureInfo.InvariantCulture, $"shut down {lane.Lane.IsShutdownStarted}): accepted {Volatile.Read(ref lane.Accepted)}, ran {Volatile.Read(ref lane.Ran)}, ");
+            text.Append(System.Globalization.CultureInfo.InvariantCulture, $"pending {lane.Lane.PendingWorkItemCount}, running {lane.Lane.RunningWorkItemCount}, cancelled {lane.Lane.CancelledWorkItemCount}; ");
+        }
+        return text.ToString();
     }
 
     private static void Produce(Random random, List<LaneUnderTest> lanes, int count)
