@@ -54,19 +54,19 @@ public sealed partial class WorkerPool
         long interval = PoolTimer.ToStopwatchTicks(period, nameof(period));
         ThrowIfShutDown();
         var timer = new PoolTimer(_timers, callback, state, CaptureContext());
-        timer.Change(due, interval);
-        // The threads a firing needs exist from now on: the timer thread (for a timer created unscheduled, to be started
-        // by a later Change) and one worker. Created at the first firing instead, while every core is busy, a new
-        // thread waits for its first time slice behind every runnable thread: about 100 ms with ten spinning
+        // The threads a firing needs exist from now on: the timer thread (also for a timer created unscheduled, to be
+        // started by a later Change) and one worker. Created at the first firing instead, while every core is busy, a
+        // new thread waits for its first time slice behind every runnable thread: about 100 ms with ten spinning
         // long-running items on two cores, and the firing waited with it. An idle worker is parked and costs nothing.
-        if (due < 0)
-        {
-            _timers.EnsureTimerThread();
-        }
+        // They are started before the due time starts counting: each start waits for the new thread to run, which
+        // on a loaded machine can take longer than a short due time, and the timer would then fire before this call
+        // returned, too early for a caller that disposes it at once.
+        _timers.EnsureTimerThread();
         if (_threads.ThreadCount == 0)
         {
             _threads.TryAddWorker(ThreadInjectionReason.Demand);
         }
+        timer.Change(due, interval);
         return timer;
     }
 

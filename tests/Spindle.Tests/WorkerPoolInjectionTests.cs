@@ -110,38 +110,6 @@ public sealed class WorkerPoolInjectionTests
     }
 
     [Fact]
-    public void WorkersRunningWaitedTasksInline_AreNotStarving()
-    {
-        // Each worker runs one long item that starts tasks on the pool's scheduler and waits for each, which runs it
-        // inline: the queued entries stay behind (stale, they run nothing later) and no item completes for 300 ms, but
-        // the workers are computing, so the stall monitor must not read the queued entries as starving work.
-        using var pool = NewPool(o => { o.MinThreads = BaseTarget; o.MaxThreads = 64; });
-        int inlined = 0;
-        using var done = new CountdownEvent(BaseTarget);
-        for (int i = 0; i < BaseTarget; i++)
-        {
-            pool.UnsafeQueueUserWorkItem(_ =>
-            {
-                int thread = Environment.CurrentManagedThreadId;
-                var until = DateTime.UtcNow + TimeSpan.FromMilliseconds(300);
-                while (DateTime.UtcNow < until)
-                {
-                    Task child = Task.Factory.StartNew(static () => Thread.SpinWait(200), CancellationToken.None, TaskCreationOptions.None, pool.TaskScheduler);
-                    child.Wait(); // untimed and uncancellable: inlined unless another worker took it first
-                    if (Environment.CurrentManagedThreadId == thread)
-                    {
-                        Interlocked.Increment(ref inlined);
-                    }
-                }
-                done.Signal();
-            }, null);
-        }
-        Waits.For(done, "the items that wait on their tasks");
-        Assert.True(Volatile.Read(ref inlined) > 0);
-        Assert.Equal(0, pool.GetThreadInjectionCount(ThreadInjectionReason.Starvation));
-    }
-
-    [Fact]
     public void ItemsBlockingOnATaskCompletedByALaterItem_AllComplete()
     {
         // Sync-over-async completes: every waiter holds a worker; only injection lets the completing item run.

@@ -228,7 +228,9 @@ public sealed class WorkerPoolTimerTests
     {
         using var pool = NewPool();
         int count = 0;
-        ITimer timer = pool.CreateTimer(_ => Interlocked.Increment(ref count), null, TimeSpan.FromMilliseconds(50), Timeout.InfiniteTimeSpan);
+        // Due well inside the must-not-happen window, and far enough out that a descheduled test thread still disposes
+        // the timer first.
+        ITimer timer = pool.CreateTimer(_ => Interlocked.Increment(ref count), null, TimeSpan.FromMilliseconds(120), Timeout.InfiniteTimeSpan);
         await timer.DisposeAsync();
         Waits.Never(() => Volatile.Read(ref count) > 0, "a timer disposed before its due time firing");
     }
