@@ -114,8 +114,10 @@ internal sealed partial class ThreadController
     /// included (a snapshot). A worker that waits on tasks and runs them inline (a nested <c>Parallel.For</c>) completes
     /// no item for as long as its outer item lasts, yet it is not stalled.
     /// </summary>
+    /// <remarks>One pass over the workers; both exited counts are read before the list, as in <see cref="SumOverWorkers"/>.</remarks>
     public long WorkerProgressCount =>
-        WorkerCompletedCount + SumOverWorkers(ref _exitedWorkersInlineRuns, static worker => worker.InlineRunCount);
+        Interlocked.Read(ref _exitedWorkersCompleted)
+        + SumOverWorkers(ref _exitedWorkersInlineRuns, static worker => worker.CompletedCount + worker.InlineRunCount);
 
     /// <summary>Steals by workers, those that exited included (a snapshot).</summary>
     public long WorkerStealCount => SumOverWorkers(ref _exitedWorkersSteals, static worker => worker.StealCount);
