@@ -353,8 +353,16 @@ internal sealed class Lane
         item = default;
         if (_queue.TryDequeueBatch(MemoryMarshal.CreateSpan(ref item, 1)) == 0)
         {
-            Interlocked.Decrement(ref _running.Value);
+            // The slot was held for an instant only, but a shutdown's stop check may have seen it held and left the
+            // stop to whoever gives the last slot back: that is this thread now, as in OnTurnDone (the decrement is a
+            // full fence before the read of the state; BeginShutdown writes the state before its own check reads the
+            // count, so at least one of the two sees the other and stops the lane).
+            int running = Interlocked.Decrement(ref _running.Value);
             MarkIdle();
+            if (running == 0 && _state != StateRunning)
+            {
+                TryStop();
+            }
             return false;
         }
         OnDequeued();

@@ -298,4 +298,47 @@ public sealed class LaneLifetimeTests
         Assert.Equal(6, lane.CancelledWorkItemCount);
         Assert.Equal(0, Volatile.Read(ref ran));
     }
+
+    /// <summary>
+    /// A worker that finds a lane runnable takes a slot before it looks at the queue, and gives the slot back when the
+    /// queue turns out empty. A shutdown whose stop check sees such a slot held must still stop the lane once it is given
+    /// back: here two threads keep taking from an empty lane while it shuts down, so most shutdowns see a slot held.
+    /// </summary>
+    [Fact]
+    public void DrainingShutdown_RacingTakersThatFindTheQueueEmpty_StillStopsTheLane()
+    {
+        using WorkerPool pool = NewPool(nameof(DrainingShutdown_RacingTakersThatFindTheQueueEmpty_StillStopsTheLane));
+        for (int round = 0; round < 200; round++)
+        {
+            WorkerPoolLane lane = pool.CreateLane(new LaneOptions { Name = $"racing{round}", MaxConcurrency = round % 2 == 0 ? null : 2 });
+            Spindle.Lanes.Lane core = lane.LaneCore!;
+            int stop = 0;
+            int attempts = 0;
+            var takers = new Thread[2];
+            for (int t = 0; t < takers.Length; t++)
+            {
+                takers[t] = new Thread(() =>
+                {
+                    while (Volatile.Read(ref stop) == 0)
+                    {
+                        Assert.False(core.TryTake(out _), "the lane holds no item");
+                        Interlocked.Increment(ref attempts);
+                    }
+                });
+                takers[t].Start();
+            }
+            Waits.Until(() => Volatile.Read(ref attempts) > 100, "the takers to start");
+
+            Task<int> shutdown = lane.ShutdownAsync(ShutdownMode.Drain);
+            Volatile.Write(ref stop, 1);
+            foreach (Thread taker in takers)
+            {
+                taker.Join();
+            }
+
+            Assert.True(shutdown.Wait(Waits.MustHappen), $"round {round}: the drained lane stopped once the takers gave their slots back");
+            Assert.Equal(0, shutdown.Result);
+            Assert.Equal(0, lane.RunningWorkItemCount);
+        }
+    }
 }
