@@ -170,7 +170,7 @@ internal sealed class Lane
         // The queue is closed by the lane's shutdown and by the pool's: its answer is the admission decision.
         if (!_queue.TryEnqueue(entry))
         {
-            WaitForClosePublished();
+            OnRefusedByClosedQueue();
             return EnqueueStatus.ShutDown;
         }
         OnPublished();
@@ -195,10 +195,37 @@ internal sealed class Lane
         {
             // Closed by the lane's shutdown or the pool's: hand the room on (a waiter behind us finds the lane closed too).
             _room.Release();
+            OnRefusedByClosedQueue();
             return EnqueueStatus.ShutDown;
         }
         OnPublished();
         return EnqueueStatus.Accepted;
+    }
+
+    /// <summary>
+    /// The queue refused an item because it is closed. A producer that lost the race with the close may have left an
+    /// abandoned position behind (the queue publishes it as an empty entry, see GlobalQueue.Enqueue), and the queue
+    /// reads as non-empty until a taker passes it, so the lane could not stop: a lane that nobody marks ready is never
+    /// visited. So the refused producer marks the lane ready (under the lock, against the stop, which clears the flag
+    /// after it) and wakes a worker; the worker's take finds nothing, and its failed take stops the lane (see
+    /// <see cref="TryTake"/>). Refusals come only from a shutdown, so the lock costs nothing that matters.
+    /// </summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private void OnRefusedByClosedQueue()
+    {
+        WaitForClosePublished();
+        lock (_lock)
+        {
+            if (_stopped)
+            {
+                return;
+            }
+            if (Volatile.Read(ref _ready.Value) == 0)
+            {
+                MarkReady();
+            }
+        }
+        _set.WakeForLane();
     }
 
     /// <summary>
@@ -235,6 +262,7 @@ internal sealed class Lane
         if (IsShutdownStarted || !_queue.TryEnqueue(entry))
         {
             _room.Release();
+            OnRefusedByClosedQueue();
             Public.ThrowShutDown();
         }
         OnPublished();
@@ -471,6 +499,22 @@ internal sealed class Lane
     /// whose owner says they must run anyway (continuations) are queued again, past the closed intake.
     /// </summary>
     public void CancelQueuedNow()
+    {
+        // The entries that must run are out of the queue between their dequeue and their new enqueue below: a hold keeps
+        // the lane from stopping meanwhile (a stop then would send them to the pool's queue, outside the lane, after
+        // the lane reported itself stopped). Releasing the hold stops the lane if this emptied a shut-down lane.
+        AcquireHold();
+        try
+        {
+            CancelQueuedNowHeld();
+        }
+        finally
+        {
+            ReleaseHold();
+        }
+    }
+
+    private void CancelQueuedNowHeld()
     {
         List<WorkItemEntry>? mustRun = null;
         WorkItemEntry entry = default;

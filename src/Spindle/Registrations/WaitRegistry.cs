@@ -98,6 +98,14 @@ internal sealed class WaitRegistry
             TrackLocked(registration);
         }
         signal.Register(waiter);
+        if (registration.IsUnregistered)
+        {
+            // The pool's shutdown unregistered it between the tracking above and the link: its detach found nothing to
+            // unlink, so unlink here. A dead waiter left in the signal would take an auto-reset Set from a live one.
+            // (The shutdown sets the flag before it unlinks, and the link is made under the signal's lock, so either
+            // the shutdown's unlink comes after the link or this read sees the flag.)
+            waiter.Detach();
+        }
         return registration;
     }
 

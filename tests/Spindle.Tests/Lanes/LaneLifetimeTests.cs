@@ -341,4 +341,50 @@ public sealed class LaneLifetimeTests
             Assert.Equal(0, lane.RunningWorkItemCount);
         }
     }
+
+    /// <summary>
+    /// Producers that keep queueing while the lane shuts down: every call either queues (and its item runs) or throws
+    /// <see cref="ObjectDisposedException"/>, and the lane stops.
+    /// </summary>
+    [Fact]
+    public void DrainingShutdown_RacingProducers_StopsTheLane_AndRunsWhatItAccepted()
+    {
+        using WorkerPool pool = NewPool(nameof(DrainingShutdown_RacingProducers_StopsTheLane_AndRunsWhatItAccepted));
+        for (int round = 0; round < 100; round++)
+        {
+            WorkerPoolLane lane = pool.CreateLane(new LaneOptions { Name = $"racing{round}", MaxConcurrency = round % 2 == 0 ? null : 1 });
+            long accepted = 0;
+            long ran = 0;
+            var producers = new Thread[2];
+            for (int p = 0; p < producers.Length; p++)
+            {
+                producers[p] = new Thread(() =>
+                {
+                    try
+                    {
+                        while (true)
+                        {
+                            lane.QueueUserWorkItem(_ => Interlocked.Increment(ref ran));
+                            Interlocked.Increment(ref accepted);
+                        }
+                    }
+                    catch (ObjectDisposedException)
+                    {
+                        // The lane is shutting down: the producer stops.
+                    }
+                });
+                producers[p].Start();
+            }
+            Waits.Until(() => Volatile.Read(ref accepted) > 50, "the producers to start");
+
+            Task<int> shutdown = lane.ShutdownAsync(ShutdownMode.Drain);
+            foreach (Thread producer in producers)
+            {
+                Assert.True(producer.Join(Waits.MustHappen), $"round {round}: a producer saw the shutdown");
+            }
+            Assert.True(shutdown.Wait(Waits.MustHappen), $"round {round}: the drained lane stopped");
+            Assert.Equal(0, shutdown.Result);
+            Assert.Equal(Volatile.Read(ref accepted), Volatile.Read(ref ran));
+        }
+    }
 }
