@@ -20,11 +20,21 @@ internal static class Warmup
     /// Repeats <paramref name="round"/> (a smaller run of the measured workload) until <see cref="Minimum"/> has passed,
     /// at least twice, then pauses briefly so that background compilations finish before the timed run.
     /// </summary>
-    public static void Repeat(Action round)
+    public static void Repeat(Action round) => Repeat(round, Minimum);
+
+    /// <summary>
+    /// As <see cref="Repeat(Action)"/>, for at least <paramref name="minimum"/> (or <see cref="Minimum"/> if that is
+    /// longer): for workloads whose hot paths take longer to reach their final tier.
+    /// </summary>
+    public static void Repeat(Action round, TimeSpan minimum)
     {
+        if (minimum < Minimum)
+        {
+            minimum = Minimum;
+        }
         var elapsed = Stopwatch.StartNew();
         int rounds = 0;
-        while (rounds < 2 || elapsed.Elapsed < Minimum)
+        while (rounds < 2 || elapsed.Elapsed < minimum)
         {
             round();
             rounds++;
