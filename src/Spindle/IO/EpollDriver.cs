@@ -21,7 +21,9 @@ namespace Spindle.IO;
 /// finds nothing) to its socket: written by registering and unregistering threads, read by the poller.
 /// <see cref="_stopping"/> is written once by <see cref="Stop"/>, then the event fd wakes the poller, which closes the
 /// epoll and event descriptors on its way out (it alone uses them after that point; registration checks
-/// <see cref="_stopping"/> under <see cref="_lock"/>, which <see cref="Stop"/> also takes).</para>
+/// <see cref="_stopping"/> under <see cref="_lock"/>, which <see cref="Stop"/> also takes). The close sets
+/// <see cref="_descriptorsClosed"/> under the lock, and <see cref="Stop"/> writes the event fd under it only while that
+/// is false, so the wake-up never goes to a descriptor number the process has reused since.</para>
 /// </remarks>
 internal sealed unsafe class EpollDriver
 {
@@ -38,6 +40,7 @@ internal sealed unsafe class EpollDriver
     private long _nextToken;
     private Thread? _poller;
     private bool _stopping;
+    private bool _descriptorsClosed;
 
     private EpollDriver(string poolName, int epoll, int eventFd)
     {
@@ -150,14 +153,22 @@ internal sealed unsafe class EpollDriver
             _stopping = true;
             if (_poller is null)
             {
-                LinuxIo.Close(_eventFd);
-                LinuxIo.Close(_epoll);
+                CloseDescriptorsLocked();
                 return;
             }
         }
         OnShutdownStarted(); // sockets registered during the drain
-        ulong one = 1;
-        LinuxIo.Write(_eventFd, &one, sizeof(ulong));
+        lock (_lock)
+        {
+            // The poller may have seen the flag on an unrelated wake-up and closed the descriptors already; a write to
+            // the closed event fd's number could land in a descriptor opened since, so it is made only while they are
+            // open (the poller closes them under this lock).
+            if (!_descriptorsClosed)
+            {
+                ulong one = 1;
+                LinuxIo.Write(_eventFd, &one, sizeof(ulong));
+            }
+        }
     }
 
     private int Control(int operation, int fd, uint events, ulong token)
@@ -218,8 +229,17 @@ internal sealed unsafe class EpollDriver
         finally
         {
             NativeMemory.Free(events);
-            LinuxIo.Close(_eventFd);
-            LinuxIo.Close(_epoll);
+            lock (_lock)
+            {
+                CloseDescriptorsLocked();
+            }
         }
+    }
+
+    private void CloseDescriptorsLocked()
+    {
+        _descriptorsClosed = true;
+        LinuxIo.Close(_eventFd);
+        LinuxIo.Close(_epoll);
     }
 }

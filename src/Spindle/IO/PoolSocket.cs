@@ -33,7 +33,8 @@ namespace Spindle.IO;
 /// </remarks>
 public sealed class PoolSocket : IDisposable
 {
-    private static readonly Action<object?> s_resume = static continuation => ((Action)continuation!)();
+    // Brings an awaiting method back to the pool: shutdown runs it in both modes (see ContinuationCallback).
+    private static readonly Action<object?> s_resume = new ContinuationCallback(static continuation => ((Action)continuation!)()).Run;
 
     private readonly WorkerPool _pool;
     private readonly Scheduler _scheduler;

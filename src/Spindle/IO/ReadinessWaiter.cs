@@ -41,6 +41,9 @@ internal enum ArmResult
 /// Fired. The poller, a cancellation callback and <see cref="Close"/> compete to fire with a compare-exchange from
 /// Armed; exactly one wins, and it queues the listener's <see cref="IReadinessListener.OnReady"/> to the pool (never
 /// runs it on the poller thread). The listener calls <see cref="EndWait"/> there, which returns the waiter to Idle.</para>
+/// <para>The cancellation registration is written by <see cref="Arm"/> before it arms, and disposed by whoever ends
+/// that wait: <see cref="EndWait"/>, or <see cref="Arm"/> itself when it disarms at once. So a registration never
+/// outlives its wait, and a token's late callback can only reach the wait it was registered for.</para>
 /// </remarks>
 internal sealed class ReadinessWaiter
 {
@@ -50,7 +53,8 @@ internal sealed class ReadinessWaiter
     private const int Fired = 3;
 
     private static readonly Action<object?> s_cancel = static waiter => ((ReadinessWaiter)waiter!).FireCancelled();
-    private static readonly Action<object?> s_ready = static listener => ((IReadinessListener)listener!).OnReady();
+    // A readiness wake-up resumes an operation the socket accepted: shutdown runs it in both modes (see ContinuationCallback).
+    private static readonly Action<object?> s_ready = new ContinuationCallback(static listener => ((IReadinessListener)listener!).OnReady()).Run;
 
     private readonly Scheduler _scheduler;
     private readonly Func<Exception> _closedError;
@@ -104,31 +108,46 @@ internal sealed class ReadinessWaiter
     {
         _error = null;
         _listener = listener;
+        // The registration is made and stored before the wait is armed: once armed, an event may end the wait and the
+        // listener's EndWait (on a worker) dispose the registration at any moment, so it must already be there. A
+        // cancellation whose callback runs before the arming finds the waiter idle and does nothing: the check after
+        // the arming catches it.
+        if (cancellationToken.CanBeCanceled)
+        {
+            _token = cancellationToken;
+            _registration = cancellationToken.UnsafeRegister(s_cancel, this);
+        }
         Interlocked.Exchange(ref _state, Armed);
         bool closed = Volatile.Read(ref _closed);
         if (closed || Volatile.Read(ref _sequence) != seen)
         {
             if (Interlocked.CompareExchange(ref _state, Idle, Armed) == Armed)
             {
+                DropRegistration();
                 _listener = null;
                 return closed ? ArmResult.Closed : ArmResult.Ready;
             }
             return ArmResult.Waiting; // fired meanwhile: the listener is queued
         }
-        if (cancellationToken.CanBeCanceled)
+        if (cancellationToken.IsCancellationRequested)
         {
-            _token = cancellationToken;
-            _registration = cancellationToken.UnsafeRegister(s_cancel, this); // runs inline if already cancelled
+            FireCancelled(); // cancelled before the arming (a no-op if an event or the close won)
         }
         return ArmResult.Waiting;
+    }
+
+    /// <summary>Disposes the cancellation registration (waiting for a callback that lost the race to finish) and forgets the token.</summary>
+    private void DropRegistration()
+    {
+        _registration.Dispose();
+        _registration = default;
+        _token = default;
     }
 
     /// <summary>The listener, on the pool: ends the wait. Returns why it ended early (cancelled, closed), or null for readiness.</summary>
     public Exception? EndWait()
     {
-        _registration.Dispose(); // waits for a cancellation callback that lost the race to finish
-        _registration = default;
-        _token = default;
+        DropRegistration();
         Exception? error = _error;
         _error = null;
         _listener = null;

@@ -35,7 +35,7 @@ internal sealed class DirectionGate
 /// <see cref="TaskScheduler"/> (posted), otherwise inline on the pool worker that completed the operation, or queued
 /// to the pool when the operation had completed before the awaiter registered.</para>
 /// </remarks>
-internal abstract class SocketOperation<T> : IValueTaskSource<T>, IValueTaskSource, IReadinessListener, IWorkItem
+internal abstract class SocketOperation<T> : IValueTaskSource<T>, IValueTaskSource, IReadinessListener, IWorkItem, IShutdownAware
 {
     private static readonly Action<object?> s_completed = static _ => { };
     private static readonly SendOrPostCallback s_posted = static op => ((SocketOperation<T>)op!).RunContinuation(inline: true);
@@ -53,6 +53,12 @@ internal abstract class SocketOperation<T> : IValueTaskSource<T>, IValueTaskSour
     private ExecutionContext? _executionContext;
     private object? _schedulingContext;
     private CancellationToken _token;
+
+    /// <summary>Queued as an <see cref="IWorkItem"/> (a completion whose awaiter registered late).</summary>
+    object? IShutdownAware.QueuedCallback => null;
+
+    /// <summary>A queued completion resumes an awaiter: shutdown runs it in both modes, never drops it.</summary>
+    ShutdownOutcome IShutdownAware.OnCancelPending() => ShutdownOutcome.Run;
 
     protected SocketOperation(PoolSocket socket, ReadinessWaiter waiter, DirectionGate gate, WorkerPool pool)
     {

@@ -1,6 +1,7 @@
 using System;
 using System.IO.Pipelines;
 using Spindle.Queues;
+using Spindle.Scheduling;
 
 namespace Spindle.IO;
 
@@ -12,8 +13,9 @@ namespace Spindle.IO;
 /// <remarks>
 /// Callbacks are queued like the pool's other continuations: without an <see cref="System.Threading.ExecutionContext"/>
 /// (a pipe flows its own, as with the built-in <see cref="PipeScheduler.ThreadPool"/>), to the pool's shared queue, and
-/// never refused: during the drain they still run on the pool, and once the pool has stopped on the built-in thread
-/// pool (counted by <see cref="WorkerPool.RedirectedCallbackCount"/>), so a pipe never strands its reader or writer.
+/// never refused: during the drain they still run on the pool (in both shutdown modes: <see cref="ShutdownMode.CancelPending"/>
+/// cancels user work, not these), and once the pool has stopped on the built-in thread pool (counted by
+/// <see cref="WorkerPool.RedirectedCallbackCount"/>), so a pipe never strands its reader or writer.
 /// </remarks>
 public sealed class WorkerPoolPipeScheduler : PipeScheduler
 {
@@ -35,6 +37,11 @@ public sealed class WorkerPoolPipeScheduler : PipeScheduler
     public override void Schedule(Action<object?> action, object? state)
     {
         ArgumentNullException.ThrowIfNull(action);
-        _pool.SchedulerCore.EnqueueContinuation(new WorkItemEntry(action, state, null), preferLocal: false);
+        // Wrapped so that shutdown with CancelPending runs it too (a pipe's callback resumes its reader or writer); the
+        // pipe hands in a few static delegates, so the one-entry cache keeps this allocation-free.
+        ContinuationCallback callback = ContinuationCallback.For(ref _lastCallback, action);
+        _pool.SchedulerCore.EnqueueContinuation(new WorkItemEntry(callback.Run, state, null), preferLocal: false);
     }
+
+    private ContinuationCallback? _lastCallback;
 }

@@ -241,8 +241,10 @@ public abstract class PoolSocketTests
         }
     }
 
-    [Fact]
-    public async Task PoolShutdown_CompletesPendingOperations_AndDisposeDoesNotHang()
+    [Theory]
+    [InlineData(ShutdownMode.Drain)]
+    [InlineData(ShutdownMode.CancelPending)]
+    public async Task PoolShutdown_CompletesPendingOperations_AndDisposeDoesNotHang(ShutdownMode mode)
     {
         WorkerPool pool = NewPool();
         (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
@@ -251,14 +253,49 @@ public abstract class PoolSocketTests
         {
             ValueTask<int> receive = server.ReceiveAsync(new byte[8]);
             // An async item awaiting a silent peer would hold the drain forever: shutdown fails its receive instead.
-            Task<int> item = pool.Run(async () => await client.ReceiveAsync(new byte[8]));
-            Assert.True(pool.ShutdownAsync(ShutdownMode.Drain).Wait(Waits.MustHappen), "the pool did not drain");
+            using var receiving = new ManualResetEventSlim();
+            Task<int> item = pool.Run(async () =>
+            {
+                ValueTask<int> pending = client.ReceiveAsync(new byte[8]);
+                receiving.Set();
+                return await pending;
+            });
+            // The item has started (CancelPending would cancel it while queued) and waits in its receive. With
+            // CancelPending too, the failed operations' completions, queued by the shutdown itself, resume awaiters:
+            // they run rather than being cancelled with the pending user work.
+            Waits.For(receiving, "the item's receive");
+            Assert.True(pool.ShutdownAsync(mode).Wait(Waits.MustHappen), "the pool did not stop");
             await Assert.ThrowsAsync<ObjectDisposedException>(() => receive.AsTask().WaitAsync(Waits.MustHappen));
             await Assert.ThrowsAsync<ObjectDisposedException>(() => item.WaitAsync(Waits.MustHappen));
             Assert.Throws<ObjectDisposedException>(() => { _ = client.SendAsync(new byte[1]); });
             Assert.Throws<ObjectDisposedException>(() => new PoolSocket(pool));
         }
         pool.Dispose();
+    }
+
+    [Fact]
+    public async Task ATokenCancelledAfterItsReceiveCompleted_NeverCancelsALaterReceive()
+    {
+        using WorkerPool pool = NewPool();
+        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        using (client)
+        using (server)
+        {
+            var buffer = new byte[1];
+            CancellationTokenSource? previous = null;
+            for (int i = 0; i < 2_000; i++)
+            {
+                var current = new CancellationTokenSource();
+                ValueTask<int> receive = server.ReceiveAsync(buffer, current.Token);
+                previous?.Cancel(); // the token of the receive before this one, cancelled while this one waits
+                await client.SendAsync(new byte[] { (byte)i });
+                Assert.Equal(1, await receive.AsTask().WaitAsync(Waits.MustHappen));
+                Assert.Equal((byte)i, buffer[0]);
+                previous?.Dispose();
+                previous = current;
+            }
+            previous?.Dispose();
+        }
     }
 
     [Fact]

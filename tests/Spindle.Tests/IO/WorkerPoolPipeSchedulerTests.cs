@@ -53,6 +53,33 @@ public sealed class WorkerPoolPipeSchedulerTests
     }
 
     [Fact]
+    public void ACallbackQueuedWhenShutdownCancelsPendingWork_StillRuns()
+    {
+        var pool = new WorkerPool(new WorkerPoolOptions { Name = nameof(WorkerPoolPipeSchedulerTests), MinThreads = 1, MaxThreads = 1 });
+        using var gate = new ManualResetEventSlim();
+        using var holding = new ManualResetEventSlim();
+        pool.QueueUserWorkItem(_ =>
+        {
+            holding.Set();
+            gate.Wait(Waits.MustHappen);
+        });
+        Waits.For(holding, "the item holding the only worker");
+        int userRan = 0;
+        using var callbackRan = new ManualResetEventSlim();
+        pool.QueueUserWorkItem(_ => Interlocked.Increment(ref userRan));
+        pool.PipeScheduler.Schedule(static state => ((ManualResetEventSlim)state!).Set(), callbackRan);
+
+        // The shutdown finds both queued behind the busy worker: it cancels the user item and keeps the pipe's
+        // callback, which resumes a reader or writer and so must run.
+        Task<int> shutdown = pool.ShutdownAsync(ShutdownMode.CancelPending);
+        gate.Set();
+        Assert.True(shutdown.Wait(Waits.MustHappen), "the pool stopped");
+        Assert.Equal(1, shutdown.Result);
+        Assert.True(callbackRan.IsSet, "the pipe callback ran before the pool stopped");
+        Assert.Equal(0, Volatile.Read(ref userRan));
+    }
+
+    [Fact]
     public async Task APipeReaderOverAPoolSocketStream_ReadsWhatThePeerSent()
     {
         using var pool = new WorkerPool(new WorkerPoolOptions { Name = nameof(WorkerPoolPipeSchedulerTests) });
