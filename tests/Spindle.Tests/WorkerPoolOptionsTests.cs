@@ -1,6 +1,7 @@
 using System;
 using System.Linq;
 using System.Threading;
+using System.Threading.Tasks;
 using Xunit;
 
 namespace Spindle.Tests;
@@ -293,6 +294,53 @@ public sealed class WorkerPoolOptionsTests
         Assert.Equal(2, stopping);
         Assert.Equal(itemThreads.Keys.Order(), startedThreads.Keys.Order());
         Assert.Equal(itemThreads.Keys.Order(), stoppingThreads.Keys.Order());
+    }
+
+    [Fact]
+    public void WorkQueuedByTheStopHookOfARetiringWorker_StillRuns()
+    {
+        var queued = new System.Collections.Concurrent.ConcurrentQueue<Task>();
+        WorkerPool? pool = null;
+        pool = new WorkerPool(new WorkerPoolOptions
+        {
+            MinThreads = 1,
+            MaxThreads = 4,
+            IdleTimeout = TimeSpan.FromMilliseconds(20),
+            ExceptionPolicy = UnhandledExceptionPolicy.Report,
+            OnWorkerStopping = () =>
+            {
+                // A retiring worker has already left the pool's list of workers: work it queues must not go to its
+                // own local queue, where nobody would ever look (Run prefers the calling worker's queue).
+                if (!pool!.IsShutdownStarted)
+                {
+                    queued.Enqueue(pool.Run(static () => { }));
+                }
+            },
+        });
+        using (pool)
+        {
+            // Items that block inside blocking regions make the pool add threads; idle, the extra ones retire.
+            using var release = new ManualResetEventSlim();
+            using var blocked = new CountdownEvent(3);
+            for (int i = 0; i < 3; i++)
+            {
+                pool.QueueUserWorkItem(_ =>
+                {
+                    using (WorkerPool.EnterBlockingRegion())
+                    {
+                        blocked.Signal();
+                        release.Wait(Waits.MustHappen);
+                    }
+                });
+            }
+            Waits.For(blocked, "three blocked items, each on its own worker");
+            release.Set();
+            Waits.Until(() => !queued.IsEmpty && pool.ThreadCount == 1, "the extra workers to retire");
+            foreach (Task task in queued)
+            {
+                Assert.True(task.Wait(Waits.MustHappen), "an item queued by a retiring worker's stop hook ran");
+            }
+        }
     }
 
     [Theory]

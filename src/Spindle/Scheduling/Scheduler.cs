@@ -120,7 +120,7 @@ internal sealed class Scheduler
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     private bool TryEnqueueCore(in WorkItemEntry entry, bool preferLocal, Worker? worker)
     {
-        if (preferLocal && worker is not null && ReferenceEquals(worker.Scheduler, this) && !worker.InTimerCallback)
+        if (preferLocal && worker is not null && ReferenceEquals(worker.Scheduler, this) && !worker.InTimerCallback && !worker.IsExiting)
         {
             if (_state != StateRunning)
             {

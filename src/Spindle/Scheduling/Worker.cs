@@ -156,6 +156,9 @@ internal sealed class Worker
     // would otherwise leave its first continuations at the bottom of one ring behind the last ones, and behind whatever
     // the ring's later items queue.
     public bool InTimerCallback;
+    // Owner only: set before the stop hook runs. By then the worker may have left the worker list (a retirement), so
+    // nobody would look at its local queues again: what the hook queues goes to the shared queue instead.
+    public bool IsExiting;
     // Owner only: the completed count this worker reaches when its latest timer callback ends (so the item before the
     // one about to be taken was that callback when the count equals it), and when its current run of timer callbacks
     // began; see UrgentGoesFirst.
@@ -270,6 +273,7 @@ internal sealed class Worker
         finally
         {
             _runningCallback = null;
+            IsExiting = true;
             try
             {
                 _runner.RunHook(_options.OnWorkerStopping);
