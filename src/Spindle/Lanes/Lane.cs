@@ -269,29 +269,29 @@ internal sealed class Lane
     }
 
     /// <summary>
-    /// Queues a continuation of work the lane accepted: never refused, never delayed by the bound. While the lane runs
-    /// it goes to the lane's queue; while the lane drains, to the lane's queue unless it has stopped (decided under the
-    /// lock, against the stop); once the lane has stopped, or the pool is shutting down, to the pool's own queue.
+    /// Queues a continuation of work the lane accepted: never refused, never delayed by the bound. Until the lane has
+    /// stopped it goes to the lane's queue, so it keeps the lane's cap and order while the lane or the pool drains
+    /// (decided under the lock, against the stop; the pool marks its lanes stopped before it sweeps what is left in
+    /// them, so an entry queued before that is swept); once the lane has stopped, to the pool's own queue.
     /// </summary>
     public void EnqueueContinuation(in WorkItemEntry entry)
     {
+        // Counted past the bound before it is published: a taker that dequeues it at once must find the count, or it
+        // would give back room that this entry never took. (If the lane turns out to have stopped, the count no longer
+        // matters: a stopped lane takes nothing.)
+        AdmitPastBound();
         if (_queue.TryEnqueue(entry))
         {
-            AdmitPastBound();
             OnPublished();
             return;
         }
-        if (!_scheduler.IsShutdownStarted)
+        lock (_lock)
         {
-            lock (_lock)
+            if (!_stopped)
             {
-                if (!_stopped)
-                {
-                    _queue.EnqueueAlways(entry);
-                    AdmitPastBound();
-                    OnPublished();
-                    return;
-                }
+                _queue.EnqueueAlways(entry);
+                OnPublished();
+                return;
             }
         }
         _scheduler.EnqueueContinuation(entry, preferLocal: false);

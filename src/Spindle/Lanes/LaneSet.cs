@@ -58,10 +58,6 @@ internal sealed class LaneSet
 
     private readonly int _starvationInterval;
 
-    // Set once by Connect, before any thread of the pool exists.
-    private StallMonitor _monitor = null!;
-
-    public void Connect(StallMonitor monitor) => _monitor = monitor;
 
     /// <summary>Whether some lane may have queued work (a hint: one load on the dispatch path).</summary>
     public bool AnyReady
@@ -144,15 +140,18 @@ internal sealed class LaneSet
     public void WakeForLane() => _idle.WakeWorkerIfNeeded();
 
     /// <summary>
-    /// <paramref name="worker"/> gave back the last free slot of a lane that still has work, and will most likely take
-    /// it again at its next dispatch. If someone is parked and nobody searches, the stall monitor watches that the worker
-    /// comes back (and wakes a helper if its next item blocks instead).
+    /// A worker ended its turn in a lane that was at its cap and still has work: a slot is free and no
+    /// enqueue will wake anyone for it (they found the lane at its cap). The worker leaves the lane to serve something
+    /// else (a timer, a higher or competing lane, the pool's own work, a lower class's minimum share), and that may
+    /// block; so if someone is parked and nobody searches, a parked worker is woken for the lane now. (A deferral on
+    /// this worker was not enough: the stall monitor settles a deferral as soon as the worker's local queues are empty
+    /// or it completes an item, while the lane's work can wait behind whatever the worker takes next.)
     /// </summary>
-    public void OnSlotFreedWithWork(Worker worker)
+    public void OnSlotFreedWithWork()
     {
         if (_idle.SearchingCount == 0 && _idle.IdleCount != 0)
         {
-            _monitor.OpenDeferral(worker);
+            _idle.WakeWorkerIfNeeded();
         }
     }
 
@@ -175,8 +174,8 @@ internal sealed class LaneSet
 
     /// <summary>
     /// Whether work of a class below <paramref name="lane"/>'s waits: a ready lane, or, below a High lane, the pool's own
-    /// work as <paramref name="self"/> sees it. A turn that has lasted a millisecond ends then, so that the minimum share
-    /// holds.
+    /// work as <paramref name="self"/> sees it. A turn ends once that has been so for a millisecond (checked after each
+    /// item), so that the minimum share holds.
     /// </summary>
     public bool IsLowerWorkWaiting(Lane lane, Worker self)
     {

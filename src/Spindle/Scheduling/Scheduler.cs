@@ -68,7 +68,6 @@ internal sealed class Scheduler
     {
         _threads = threads;
         _monitor = monitor;
-        Lanes.Connect(monitor);
     }
 
     /// <summary>Whether shutdown has begun (the admission state is not running).</summary>

@@ -437,7 +437,7 @@ internal sealed class Worker
         int ran = 0;
         try
         {
-            long turnStart = 0;
+            long wantedSince = 0;
             while (true)
             {
                 if (lane.IsCancelling && !_runner.MustRunDespiteCancel(item, lane, byPool: Scheduler.IsCancelling))
@@ -453,21 +453,22 @@ internal sealed class Worker
                 {
                     break;
                 }
-                if ((ran & (LaneTurnCheckInterval - 1)) == 0)
+                // The duties of the dispatch loop: the timer deadline every few items, and the end of the turn once
+                // lower classes have had work waiting (their minimum share), or this worker has been surplus, for a
+                // millisecond. Checked after every item, so a turn of long items ends after the first item that ends
+                // a millisecond later; the clock is read only while something else wants this worker.
+                if ((ran & (LaneTurnCheckInterval - 1)) == 0 && (_timerCountdown -= LaneTurnCheckInterval) <= 0)
                 {
-                    // The duties of the dispatch loop, every few items: the timer deadline, and the end of the turn once it
-                    // has lasted a millisecond and lower classes have work waiting (their minimum share) or this worker
-                    // is surplus.
-                    if ((_timerCountdown -= LaneTurnCheckInterval) <= 0)
-                    {
-                        CheckTimers();
-                    }
+                    CheckTimers();
+                }
+                if (Threads.IsAboveTarget || _lanes.IsLowerWorkWaiting(lane, this))
+                {
                     long now = Environment.TickCount64;
-                    if (turnStart == 0)
+                    if (wantedSince == 0)
                     {
-                        turnStart = now;
+                        wantedSince = now;
                     }
-                    else if (now - turnStart >= 1 && (Threads.IsAboveTarget || _lanes.IsLowerWorkWaiting(lane, this)))
+                    else if (now - wantedSince >= 1)
                     {
                         break;
                     }
@@ -483,7 +484,7 @@ internal sealed class Worker
             CurrentLane = null;
             if (lane.OnTurnDone(ran))
             {
-                _lanes.OnSlotFreedWithWork(this);
+                _lanes.OnSlotFreedWithWork();
             }
         }
     }

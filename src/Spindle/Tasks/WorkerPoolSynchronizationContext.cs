@@ -182,7 +182,13 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
         }
         var sent = new SentCallback(this, d, state);
         _bridge.EnqueueContinuation(new WorkItemEntry(sent, WorkItemEntry.WorkItemMarker, null), preferLocal: false);
-        sent.WaitUntilDone();
+        // A worker of this pool gets here for a lane's context from outside that lane: it blocks like any other wait,
+        // so the pool is told (a blocking region), or the callback could wait for the worker it holds. Elsewhere the
+        // region does nothing.
+        using (WorkerPool.EnterBlockingRegion())
+        {
+            sent.WaitUntilDone();
+        }
         sent.Failure?.Throw();
     }
 

@@ -15,11 +15,11 @@ namespace Spindle.Threading;
 // 1. Stalled deferrals. A worker that queues a lone item to itself while nobody is parked does not create a thread for
 //    it (it will most likely run the item right after the current one; with a worker parked, the enqueue wakes it, see
 //    Scheduler.TryEnqueueCore). If the current item then blocks, the queued item would wait with it. So when a thread
-//    is missing (below the target, nobody searching), the enqueue opens a deferral; a lane's slot holder that gives
-//    back a slot with work left does too, when somebody is parked. OpenDeferral stores Worker.DeferredAt = the
-//    worker's completed count (with a full fence) and makes sure the monitor is running; a worker whose DeferredAt has
-//    not moved for a whole tick (the same value two ticks running, its completed count unchanged) is stalled, and the
-//    monitor wakes a parked helper (or the controller adds one), which steals the work.
+//    is missing (below the target, nobody searching), the enqueue opens a deferral. (A lane's slot holder that gives
+//    back a slot with work left wakes a parked worker instead: see LaneSet.OnSlotFreedWithWork.) OpenDeferral stores
+//    Worker.DeferredAt = the worker's completed count (with a full fence) and makes sure the monitor is running; a
+//    worker whose DeferredAt has not moved for a whole tick (the same value two ticks running, its completed count
+//    unchanged) is stalled, and the monitor wakes a parked helper (or the controller adds one), which steals the work.
 //
 // 2. Outside work behind local work. While no worker is parked and the global queue holds work at two ticks running,
 //    the tick asks every worker to look at the global queue at its next dispatch (Worker.LookOutsideRequested), which

@@ -387,4 +387,59 @@ public sealed class LaneLifetimeTests
             Assert.Equal(Volatile.Read(ref accepted), Volatile.Read(ref ran));
         }
     }
+
+    /// <summary>
+    /// While the pool drains, a continuation of a serial lane's async item still goes to the lane: it runs after the
+    /// lane's item in progress, never beside it (the pool's own queue would have run it on another worker at once).
+    /// </summary>
+    [Fact]
+    public async Task PoolDrain_ASerialLanesContinuation_KeepsTheLanesCapAndOrder()
+    {
+        WorkerPool pool = NewPool(nameof(PoolDrain_ASerialLanesContinuation_KeepsTheLanesCapAndOrder));
+        WorkerPoolLane serial = pool.CreateLane(new LaneOptions { Name = "serial", MaxConcurrency = 1 });
+        var resume = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        int running = 0;
+        int overlaps = 0;
+        var order = new System.Collections.Concurrent.ConcurrentQueue<string>();
+        void Enter(string name)
+        {
+            if (Interlocked.Increment(ref running) != 1)
+            {
+                Interlocked.Increment(ref overlaps);
+            }
+            order.Enqueue(name);
+        }
+        void Leave() => Interlocked.Decrement(ref running);
+
+        Task asyncItem = serial.Run(async () =>
+        {
+            Enter("first part");
+            Leave();
+            await resume.Task;
+            Enter("continuation");
+            Leave();
+        });
+        using var blockerStarted = new ManualResetEventSlim();
+        using var releaseBlocker = new ManualResetEventSlim();
+        serial.QueueUserWorkItem(_ =>
+        {
+            Enter("blocker");
+            blockerStarted.Set();
+            releaseBlocker.Wait(Waits.MustHappen);
+            Leave();
+        });
+        Waits.For(blockerStarted, "the lane's second item");
+
+        Task<int> shutdown = pool.ShutdownAsync(ShutdownMode.Drain);
+        resume.SetResult(); // the continuation is posted to the lane while the pool drains and the lane's slot is held
+        Thread.Sleep(Waits.MustNotHappen);
+        Assert.Equal(["first part", "blocker"], order.ToArray());
+        releaseBlocker.Set();
+
+        await asyncItem.WaitAsync(Waits.MustHappen);
+        Assert.True(shutdown.Wait(Waits.MustHappen), "the pool drained");
+        Assert.Equal(["first part", "blocker", "continuation"], order.ToArray());
+        Assert.Equal(0, overlaps);
+        pool.Dispose();
+    }
 }

@@ -27,6 +27,39 @@ public sealed class LaneSchedulingTests
     });
 
     [Fact]
+    public void ATurnOfLongItems_EndsSoonAfterLowerWorkArrives_NotAfterAFixedNumberOfItems()
+    {
+        // One worker; a High lane with 20 items of 10 ms queued behind an occupied worker, then one Low item. The Low
+        // class's minimum share (10 ms here) is served at a dispatch, so it depends on the High lane's turn ending:
+        // the turn ends about a millisecond after it sees lower work waiting, so the Low item runs after a few High
+        // items, not after a fixed count of them.
+        using WorkerPool pool = NewSingleWorkerPool(nameof(ATurnOfLongItems_EndsSoonAfterLowerWorkArrives_NotAfterAFixedNumberOfItems), starvationIntervalMs: 10);
+        WorkerPoolLane high = pool.CreateLane(new LaneOptions { Name = "high", Priority = LanePriority.High });
+        WorkerPoolLane low = pool.CreateLane(new LaneOptions { Name = "low", Priority = LanePriority.Low });
+        int highRan = 0;
+        int highBeforeLow = -1;
+        using var done = new CountdownEvent(21);
+        ManualResetEventSlim gate = SingleWorker.Occupy(pool);
+        for (int i = 0; i < 20; i++)
+        {
+            high.QueueUserWorkItem(_ =>
+            {
+                Thread.Sleep(10);
+                Interlocked.Increment(ref highRan);
+                done.Signal();
+            });
+        }
+        low.QueueUserWorkItem(_ =>
+        {
+            highBeforeLow = Volatile.Read(ref highRan);
+            done.Signal();
+        });
+        gate.Set();
+        Waits.For(done, "every item");
+        Assert.InRange(highBeforeLow, 0, 10);
+    }
+
+    [Fact]
     public void AtEveryDispatch_TheHighestClassWithWorkRunsFirst()
     {
         using WorkerPool pool = NewSingleWorkerPool(nameof(AtEveryDispatch_TheHighestClassWithWorkRunsFirst));
