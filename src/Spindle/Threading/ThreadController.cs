@@ -509,6 +509,17 @@ internal sealed partial class ThreadController
             OnStopped();
             _scheduler.SweepLeftovers();
         }
+        else
+        {
+            // Not the last: one more look after leaving the list, as a retiring worker takes. A worker that decided to
+            // exit a draining pool (it saw no work) was still counted while it went, so a continuation accepted
+            // meanwhile woke nobody (no one parked, the pool at its target); during a drain nothing else would notice.
+            Interlocked.MemoryBarrier();
+            if (_scheduler.AnyWorkVisible())
+            {
+                _idle.WakeWorkerIfNeeded();
+            }
+        }
     }
 
     private void RemoveWorkerLocked(Worker worker)
