@@ -459,4 +459,39 @@ public sealed class WorkerPoolRunModelTests
             Assert.Same(pool, observed.AfterAwait); // the await came back through the pool's context
         }
     }
+
+    /// <summary>
+    /// Every worker blocks in a synchronous wait for a continuation that is queued only once the drain has begun: the
+    /// pool must add a thread for it during the drain, as it would before, or the drain would wait for ever.
+    /// </summary>
+    [Fact]
+    public void Drain_WorkersBlockedOnContinuationsQueuedDuringTheDrain_GetAThread()
+    {
+        using var pool = new WorkerPool(new WorkerPoolOptions
+        {
+            Name = nameof(Drain_WorkersBlockedOnContinuationsQueuedDuringTheDrain_GetAThread),
+            MinThreads = 2,
+            MaxThreads = 8,
+            ExceptionPolicy = UnhandledExceptionPolicy.Report,
+        });
+        var release = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        using var blocked = new CountdownEvent(2);
+        int continuations = 0;
+        for (int i = 0; i < 2; i++)
+        {
+            pool.QueueUserWorkItem(_ =>
+            {
+                Task continuation = release.Task.ContinueWith(
+                    _ => Interlocked.Increment(ref continuations), CancellationToken.None, TaskContinuationOptions.None, pool.TaskScheduler);
+                blocked.Signal();
+                continuation.Wait(Waits.MustHappen); // sync over async: this worker holds on until its continuation has run
+            });
+        }
+        Waits.For(blocked, "both workers blocked");
+
+        Task<int> shutdown = pool.ShutdownAsync(ShutdownMode.Drain);
+        release.SetResult();
+        Assert.True(shutdown.Wait(Waits.MustHappen), "the drain finished");
+        Assert.Equal(2, Volatile.Read(ref continuations));
+    }
 }

@@ -174,7 +174,7 @@ internal sealed class StallMonitor
         {
             lock (_lock)
             {
-                if (_monitorThread is null && !_scheduler.IsShutdownStarted)
+                if (_monitorThread is null && !_threads.HasStopped)
                 {
                     try
                     {
@@ -205,7 +205,9 @@ internal sealed class StallMonitor
         int interval = MonitorTickMs;
         _lastProgressAt = Stopwatch.GetTimestamp();
         _stallStartAt = 0;
-        while (!_scheduler.IsShutdownStarted)
+        // Until the pool has stopped, not only until shutdown begins: during a drain, workers blocked on continuations
+        // queued by the drain itself need threads as much as before it (Release wakes the monitor after the stop).
+        while (!_threads.HasStopped)
         {
             long now = Stopwatch.GetTimestamp();
             bool urgent = Tick(now, out bool quiet);
@@ -441,7 +443,7 @@ internal sealed class StallMonitor
     /// <summary>Wakes the monitor thread to look at the pool now (shutdown: it exits).</summary>
     public void Signal() => _monitorBlocker.Signal();
 
-    /// <summary>Shutdown has begun: wakes the monitor thread to exit and returns it (null when it never started).</summary>
+    /// <summary>The pool has stopped: wakes the monitor thread to exit and returns it (null when it never started).</summary>
     public Thread? Release()
     {
         Thread? thread;

@@ -423,9 +423,9 @@ internal sealed partial class ThreadController
     {
         lock (_lock)
         {
-            if (_scheduler.IsShutdownStarted)
+            if (_stopped)
             {
-                return 0;
+                return 0; // a draining pool still gets threads: its workers may wait on continuations queued meanwhile
             }
             // Raise the target from what exists now (not from the old target, which blocked workers already fill).
             add = Math.Min(add, _maxThreads - threads);
