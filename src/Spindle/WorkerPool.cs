@@ -223,16 +223,54 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
                 {
                     // A failing handler must not take the worker down with it. Whatever it set on args.Handled before
                     // throwing stands; the other handlers still run.
-                    Trace.TraceError($"Spindle: an UnhandledException handler of pool '{Name}' threw: {handlerException}");
+                    TraceHandlerFailure("an UnhandledException", handlerException);
                 }
             }
         }
         bool handled = _options.ExceptionPolicy == UnhandledExceptionPolicy.Report || args.Handled;
         if (SpindleEventSource.Log.IsOn(EventLevel.Error, SpindleEventSource.Keywords.WorkItems))
         {
-            SpindleEventSource.Log.WorkItemException(Name, exception.GetType().FullName ?? exception.GetType().Name, exception.Message, handled);
+            SpindleEventSource.Log.WorkItemException(Name, exception.GetType().FullName ?? exception.GetType().Name, MessageOf(exception), handled);
         }
         return handled;
+    }
+
+    /// <summary>
+    /// An exception's message for a trace: never null, and never throwing (a user's exception type may override
+    /// <see cref="Exception.Message"/> badly, and this runs on a worker, where an escaping exception ends the process).
+    /// </summary>
+    private static string MessageOf(Exception exception)
+    {
+        try
+        {
+            return exception.Message ?? string.Empty;
+        }
+        catch (Exception)
+        {
+            return string.Empty;
+        }
+    }
+
+    /// <summary>Traces a handler that threw, without letting the trace itself throw (its text calls the user's ToString).</summary>
+    private void TraceHandlerFailure(string handlerKind, Exception handlerException)
+    {
+        try
+        {
+            string text;
+            try
+            {
+                text = handlerException.ToString();
+            }
+            catch (Exception)
+            {
+                text = handlerException.GetType().FullName ?? handlerException.GetType().Name;
+            }
+            Trace.TraceError($"Spindle: {handlerKind} handler of pool '{Name}' threw: {text}");
+        }
+        catch (Exception)
+        {
+            // A trace listener that throws must not end the process either: the failure is dropped.
+        }
     }
 
     /// <summary>Whether anyone handles <see cref="StuckWorkItemDetected"/> (the detector builds no report otherwise).</summary>
@@ -259,7 +297,7 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
             {
                 // On the built-in pool an escaping exception would end the process: report it as UnhandledException's
                 // handlers' failures are reported, and let the other handlers run.
-                Trace.TraceError($"Spindle: a StuckWorkItemDetected handler of pool '{Name}' threw: {handlerException}");
+                TraceHandlerFailure("a StuckWorkItemDetected", handlerException);
             }
         }
     }

@@ -56,6 +56,32 @@ public sealed class EventSourceTests
         public object? Payload(EventWrittenEventArgs e, string name) => e.Payload![e.PayloadNames!.IndexOf(name)];
     }
 
+    /// <summary>An exception type whose message is null, as a careless override can make it.</summary>
+    private sealed class NullMessageException : Exception
+    {
+        public override string Message => null!;
+    }
+
+    [Fact]
+    public void AnItemExceptionWithANullMessage_IsTraced_AndThePoolGoesOn()
+    {
+        string name = $"{nameof(EventSourceTests)}-{Guid.NewGuid():N}";
+        using var listener = new Listener(name);
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = name, MinThreads = 1, MaxThreads = 1, ExceptionPolicy = UnhandledExceptionPolicy.Report });
+        using var thrown = new ManualResetEventSlim();
+        pool.UnhandledException += (_, _) => thrown.Set();
+        pool.UnhandledException += (_, _) => throw new NullMessageException(); // a failing handler, traced without its message
+        pool.QueueUserWorkItem(_ => throw new NullMessageException());
+        Waits.For(thrown, "the item's exception");
+        using var after = new ManualResetEventSlim();
+        pool.QueueUserWorkItem(_ => after.Set());
+        Waits.For(after, "an item after the exception, on the same worker");
+
+        EventWrittenEventArgs exception = listener.Single("WorkItemException");
+        Assert.Equal(typeof(NullMessageException).FullName, listener.Payload(exception, "ExceptionType"));
+        Assert.Equal(string.Empty, listener.Payload(exception, "ExceptionMessage"));
+    }
+
     [Fact]
     public void ThreadsAdded_AnItemException_AndShutdown_AreTraced()
     {
