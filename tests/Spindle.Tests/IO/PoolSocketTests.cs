@@ -274,31 +274,6 @@ public abstract class PoolSocketTests
     }
 
     [Fact]
-    public async Task ATokenCancelledAfterItsReceiveCompleted_NeverCancelsALaterReceive()
-    {
-        using WorkerPool pool = NewPool();
-        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
-        using (client)
-        using (server)
-        {
-            var buffer = new byte[1];
-            CancellationTokenSource? previous = null;
-            for (int i = 0; i < 2_000; i++)
-            {
-                var current = new CancellationTokenSource();
-                ValueTask<int> receive = server.ReceiveAsync(buffer, current.Token);
-                previous?.Cancel(); // the token of the receive before this one, cancelled while this one waits
-                await client.SendAsync(new byte[] { (byte)i });
-                Assert.Equal(1, await receive.AsTask().WaitAsync(Waits.MustHappen));
-                Assert.Equal((byte)i, buffer[0]);
-                previous?.Dispose();
-                previous = current;
-            }
-            previous?.Dispose();
-        }
-    }
-
-    [Fact]
     public async Task ASecondReceiveWhileOneIsPending_IsRefused_ButASendMayOverlapIt()
     {
         using WorkerPool pool = NewPool();
