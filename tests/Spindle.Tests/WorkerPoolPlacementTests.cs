@@ -14,7 +14,10 @@ namespace Spindle.Tests;
 /// each queue the next stays correct while idle workers are woken for it and look at its queue. Order: what a timer
 /// callback queues starts in the order it was queued, and a Task.Yield under the pool's SynchronizationContext lets
 /// queued work run first.
+/// These tests check orders of starts with one or two workers, which other tests' threads competing for the cores can
+/// reorder (the stall monitor looks outside for work that waited a tick), so they run alone.
 /// </summary>
+[Collection(ProcessWideMeasurementCollection.Name)]
 public sealed class WorkerPoolPlacementTests
 {
     public enum ForkForm
