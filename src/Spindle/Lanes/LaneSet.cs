@@ -58,7 +58,6 @@ internal sealed class LaneSet
 
     private readonly int _starvationInterval;
 
-
     /// <summary>Whether some lane may have queued work (a hint: one load on the dispatch path).</summary>
     public bool AnyReady
     {
@@ -143,13 +142,14 @@ internal sealed class LaneSet
     /// A worker ended its turn in a lane that was at its cap and still has work: a slot is free and no
     /// enqueue will wake anyone for it (they found the lane at its cap). The worker leaves the lane to serve something
     /// else (a timer, a higher or competing lane, the pool's own work, a lower class's minimum share), and that may
-    /// block; so if someone is parked and nobody searches, a parked worker is woken for the lane now. (A deferral on
-    /// this worker was not enough: the stall monitor settles a deferral as soon as the worker's local queues are empty
-    /// or it completes an item, while the lane's work can wait behind whatever the worker takes next.)
+    /// block; so if someone is parked (and nobody searches: the wake's own rule), a parked worker is woken for the lane
+    /// now. (A deferral on this worker was not enough: the stall monitor settles a deferral as soon as the worker's local
+    /// queues are empty or it completes an item, while the lane's work can wait behind whatever the worker takes next.)
+    /// Only a parked worker: with none parked, a thread is not created for work this worker may well come back to.
     /// </summary>
     public void OnSlotFreedWithWork()
     {
-        if (_idle.SearchingCount == 0 && _idle.IdleCount != 0)
+        if (_idle.IdleCount != 0)
         {
             _idle.WakeWorkerIfNeeded();
         }

@@ -473,11 +473,7 @@ internal sealed partial class ThreadController
             _retiredThreads.Add(worker.Thread!);
         }
         // See the remarks: one more look after leaving the list, so that no enqueue is left without a worker.
-        Interlocked.MemoryBarrier();
-        if (_scheduler.AnyWorkVisible())
-        {
-            _idle.WakeWorkerIfNeeded();
-        }
+        LookAgainAfterLeaving();
         _monitor.EnsureMonitorIfNoneIdle(); // the pool may have just lost its last parked worker
         if (SpindleEventSource.Log.IsOn(EventLevel.Informational, SpindleEventSource.Keywords.Threads))
         {
@@ -514,11 +510,20 @@ internal sealed partial class ThreadController
             // Not the last: one more look after leaving the list, as a retiring worker takes. A worker that decided to
             // exit a draining pool (it saw no work) was still counted while it went, so a continuation accepted
             // meanwhile woke nobody (no one parked, the pool at its target); during a drain nothing else would notice.
-            Interlocked.MemoryBarrier();
-            if (_scheduler.AnyWorkVisible())
-            {
-                _idle.WakeWorkerIfNeeded();
-            }
+            LookAgainAfterLeaving();
+        }
+    }
+
+    /// <summary>
+    /// A worker has just left the list of workers: looks at the queues once more (after a full fence, so that an enqueue
+    /// that counted this worker either is seen here or saw the lower count) and wakes or adds a worker for what it finds.
+    /// </summary>
+    private void LookAgainAfterLeaving()
+    {
+        Interlocked.MemoryBarrier();
+        if (_scheduler.AnyWorkVisible())
+        {
+            _idle.WakeWorkerIfNeeded();
         }
     }
 
