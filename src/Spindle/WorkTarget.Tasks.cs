@@ -25,7 +25,9 @@ public abstract partial class WorkTarget
     /// <param name="action">The work.</param>
     /// <param name="cancellationToken">
     /// If it is cancelled before the work starts, the work never runs, the task is cancelled at once and the delegate
-    /// is released; once the work has started the token is only passed along (the work may observe it).
+    /// is released; once the work has started the token is only passed along (the work may observe it). On a full lane
+    /// in <see cref="LaneFullMode.Wait"/> mode the call blocks until there is room or the token is cancelled (then it
+    /// returns the cancelled task, having queued nothing).
     /// </param>
     /// <returns>
     /// A task for the work: faulted with the delegate's exception (which never reaches the pool's

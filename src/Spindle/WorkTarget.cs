@@ -133,7 +133,7 @@ public abstract partial class WorkTarget
             Enqueue(entry, preferLocal: false);
             return default;
         }
-        switch (lane.TryEnqueue(entry, mayWaitForRoom: false))
+        switch (lane.TryEnqueue(entry, mayWaitForRoom: false, CancellationToken.None))
         {
             case EnqueueStatus.Accepted:
                 return default;

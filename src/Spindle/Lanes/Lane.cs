@@ -18,6 +18,9 @@ internal enum EnqueueStatus
     Accepted,
     Full,
     ShutDown,
+
+    /// <summary>The caller's token was cancelled while it waited for room: nothing was queued.</summary>
+    Cancelled,
 }
 
 /// <summary>
@@ -144,28 +147,29 @@ internal sealed class Lane
     /// <summary>
     /// Offers a new item. <paramref name="mayWaitForRoom"/>: when the lane is full, block until there is room instead of
     /// answering <see cref="EnqueueStatus.Full"/>, unless the caller is an item of this capped lane (its wait could wait
-    /// for its own slot).
+    /// for its own slot). A cancellation of <paramref name="cancellationToken"/> ends that wait with
+    /// <see cref="EnqueueStatus.Cancelled"/>, having queued nothing.
     /// </summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    public EnqueueStatus TryEnqueue(in WorkItemEntry entry, bool mayWaitForRoom)
+    public EnqueueStatus TryEnqueue(in WorkItemEntry entry, bool mayWaitForRoom, CancellationToken cancellationToken = default)
     {
         if (_scheduler.Metrics.WaitEnabled)
         {
             Worker? worker = Worker.Current;
             if (PoolMetrics.ShouldSampleWait(worker))
             {
-                return TryEnqueueCore(_scheduler.Metrics.SampleWait(entry, this, worker), mayWaitForRoom);
+                return TryEnqueueCore(_scheduler.Metrics.SampleWait(entry, this, worker), mayWaitForRoom, cancellationToken);
             }
         }
-        return TryEnqueueCore(entry, mayWaitForRoom);
+        return TryEnqueueCore(entry, mayWaitForRoom, cancellationToken);
     }
 
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    private EnqueueStatus TryEnqueueCore(in WorkItemEntry entry, bool mayWaitForRoom)
+    private EnqueueStatus TryEnqueueCore(in WorkItemEntry entry, bool mayWaitForRoom, CancellationToken cancellationToken)
     {
         if (_room is not null)
         {
-            return TryEnqueueBounded(entry, mayWaitForRoom);
+            return TryEnqueueBounded(entry, mayWaitForRoom, cancellationToken);
         }
         // The queue is closed by the lane's shutdown and by the pool's: its answer is the admission decision.
         if (!_queue.TryEnqueue(entry))
@@ -177,19 +181,22 @@ internal sealed class Lane
         return EnqueueStatus.Accepted;
     }
 
-    private EnqueueStatus TryEnqueueBounded(in WorkItemEntry entry, bool mayWaitForRoom)
+    private EnqueueStatus TryEnqueueBounded(in WorkItemEntry entry, bool mayWaitForRoom, CancellationToken cancellationToken)
     {
         if (IsShutdownStarted)
         {
             return EnqueueStatus.ShutDown;
         }
-        if (!_room!.Wait(0))
+        if (!_room!.Wait(0, CancellationToken.None))
         {
             if (!mayWaitForRoom || !CanWaitForRoom)
             {
                 return EnqueueStatus.Full;
             }
-            WaitForRoom();
+            if (!WaitForRoom(cancellationToken))
+            {
+                return EnqueueStatus.Cancelled;
+            }
         }
         if (!_queue.TryEnqueue(entry))
         {
@@ -246,12 +253,23 @@ internal sealed class Lane
     /// <summary>An item of a capped lane must not block waiting for room in it: the room may need its own slot.</summary>
     public bool CanWaitForRoom => Cap == int.MaxValue || Worker.Current?.CurrentLane != this;
 
-    /// <summary>Blocks until the bound has room; on a pool worker inside a blocking region, so the pool compensates.</summary>
-    private void WaitForRoom()
+    /// <summary>
+    /// Blocks until the bound has room (true, the room taken) or <paramref name="cancellationToken"/> is cancelled (false,
+    /// nothing taken); on a pool worker inside a blocking region, so the pool compensates.
+    /// </summary>
+    private bool WaitForRoom(CancellationToken cancellationToken)
     {
         using (WorkerPool.EnterBlockingRegion())
         {
-            _room!.Wait();
+            try
+            {
+                _room!.Wait(cancellationToken);
+                return true;
+            }
+            catch (OperationCanceledException) when (cancellationToken.IsCancellationRequested)
+            {
+                return false;
+            }
         }
     }
 

@@ -169,16 +169,24 @@ public sealed class WorkerPoolLane : WorkTarget, IDisposable, IAsyncDisposable
             case EnqueueStatus.Accepted:
                 return;
             case EnqueueStatus.Full:
-                throw _options.FullMode == LaneFullMode.Reject
-                    ? WorkRejectedException.ForFullLane(_options)
-                    : new InvalidOperationException(
-                        $"The lane '{Name}' is full, and an item of the lane cannot wait for room in it: it holds one of the lane's " +
-                        "slots, so the wait could wait for itself. Use TryQueueUserWorkItem or QueueUserWorkItemAsync.");
+                throw FullException();
             default:
                 ThrowShutDown();
                 return;
         }
     }
+
+    /// <summary>
+    /// What a plain queueing call (<c>QueueUserWorkItem</c>, <c>Run</c>) throws when the lane answered full: the
+    /// rejection of a <see cref="LaneFullMode.Reject"/> lane, or, in <see cref="LaneFullMode.Wait"/> mode, the refusal to
+    /// let an item of this capped lane wait for room in it.
+    /// </summary>
+    internal Exception FullException() =>
+        _options.FullMode == LaneFullMode.Reject
+            ? WorkRejectedException.ForFullLane(_options)
+            : new InvalidOperationException(
+                $"The lane '{Name}' is full, and an item of the lane cannot wait for room in it: it holds one of the lane's " +
+                "slots, so the wait could wait for itself. Use TryQueueUserWorkItem or QueueUserWorkItemAsync.");
 
     /// <inheritdoc/>
     [DoesNotReturn]

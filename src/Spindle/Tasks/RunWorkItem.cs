@@ -80,6 +80,20 @@ internal sealed class RunWorkItem<TResult> : TaskCompletionSource<TResult>, IShu
         return true;
     }
 
+    /// <summary>
+    /// The caller's token was cancelled while the enqueue waited for room in a full lane, so the item was never queued:
+    /// cancels its task with the token, unless the token's callback did already.
+    /// </summary>
+    public void CancelUnqueued()
+    {
+        if (Interlocked.CompareExchange(ref _state, Cancelled, Queued) == Queued)
+        {
+            _registration.Unregister();
+            _work = null;
+            TrySetCanceled(_token);
+        }
+    }
+
     private void Cancel()
     {
         if (Interlocked.CompareExchange(ref _state, Cancelled, Queued) == Queued)

@@ -93,21 +93,24 @@ internal sealed class TaskBridge
         }
     }
 
-    /// <summary>Queues a new Run item: the scheduler's enqueue, or the lane's (which waits for room or rejects as its options say).</summary>
-    private EnqueueStatus TryEnqueueRun(in WorkItemEntry entry)
+    /// <summary>
+    /// Queues a new Run item: the scheduler's enqueue, or the lane's (which waits for room or rejects as its options say;
+    /// a cancellation of <paramref name="cancellationToken"/> ends the wait, and nothing is queued).
+    /// </summary>
+    private EnqueueStatus TryEnqueueRun(in WorkItemEntry entry, CancellationToken cancellationToken = default)
     {
         if (Lane is null)
         {
             return Scheduler.TryEnqueue(entry, preferLocal: true) ? EnqueueStatus.Accepted : EnqueueStatus.ShutDown;
         }
-        return Lane.TryEnqueue(entry, mayWaitForRoom: Lane.Options.FullMode == LaneFullMode.Wait);
+        return Lane.TryEnqueue(entry, mayWaitForRoom: Lane.Options.FullMode == LaneFullMode.Wait, cancellationToken);
     }
 
     private void ThrowRefused(EnqueueStatus status)
     {
         if (status == EnqueueStatus.Full && Lane is not null)
         {
-            throw WorkRejectedException.ForFullLane(Lane.Options);
+            throw Lane.Public.FullException();
         }
         if (Lane is not null)
         {
@@ -158,8 +161,12 @@ internal sealed class TaskBridge
             // Registered before the item is queued, so that the registration exists whenever a worker could unregister it.
             item.RegisterCancellation();
         }
-        EnqueueStatus status = TryEnqueueRun(new WorkItemEntry(RunWorkItem<TResult>.RunCallback, item, context));
-        if (status != EnqueueStatus.Accepted)
+        EnqueueStatus status = TryEnqueueRun(new WorkItemEntry(RunWorkItem<TResult>.RunCallback, item, context), cancellationToken);
+        if (status == EnqueueStatus.Cancelled)
+        {
+            item.CancelUnqueued(); // the token ended the wait for room: the task is cancelled, as for a token cancelled at the call
+        }
+        else if (status != EnqueueStatus.Accepted)
         {
             item.CancelByShutdown(); // never queued: not counted as cancelled by shutdown, the caller gets the exception
             ThrowRefused(status);
@@ -192,8 +199,12 @@ internal sealed class TaskBridge
         {
             item.RegisterCancellation();
         }
-        EnqueueStatus status = TryEnqueueRun(new WorkItemEntry(ValueTaskRunItem<TResult>.RunCallback, item, context));
-        if (status != EnqueueStatus.Accepted)
+        EnqueueStatus status = TryEnqueueRun(new WorkItemEntry(ValueTaskRunItem<TResult>.RunCallback, item, context), cancellationToken);
+        if (status == EnqueueStatus.Cancelled)
+        {
+            item.CancelUnqueued(); // the token ended the wait for room: the caller's value task is cancelled
+        }
+        else if (status != EnqueueStatus.Accepted)
         {
             item.CancelByShutdown(); // releases the queue's share; the caller never sees the item
             ThrowRefused(status);

@@ -113,6 +113,26 @@ internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IVa
         return cancelled;
     }
 
+    /// <summary>
+    /// The caller's token was cancelled while the enqueue waited for room in a full lane, so the item was never queued:
+    /// completes it as cancelled by the token (unless the token's callback did already) and releases the queue's share,
+    /// as <see cref="CancelByShutdown"/> does; the caller's share reads the cancellation.
+    /// </summary>
+    public void CancelUnqueued()
+    {
+        bool cancelled = Interlocked.CompareExchange(ref _state, Cancelled, Queued) == Queued;
+        if (cancelled)
+        {
+            _work = null;
+        }
+        ReleaseTokenShare();
+        if (cancelled)
+        {
+            _core.SetException(new OperationCanceledException(_token));
+        }
+        ReleaseShare(); // the queue's
+    }
+
     private void Cancel()
     {
         if (Interlocked.CompareExchange(ref _state, Cancelled, Queued) == Queued)

@@ -81,6 +81,60 @@ public sealed class LaneLifetimeTests
     }
 
     [Fact]
+    public async Task Run_OnAFullWaitingLane_ReturnsACancelledTaskWhenItsTokenIsCancelledDuringTheWait()
+    {
+        using WorkerPool pool = NewPool(nameof(Run_OnAFullWaitingLane_ReturnsACancelledTaskWhenItsTokenIsCancelledDuringTheWait));
+        WorkerPoolLane lane = pool.CreateLane(new LaneOptions { Name = "bounded", MaxConcurrency = 1, QueueLimit = 1 });
+        ManualResetEventSlim gate = OccupySlot(lane);
+        int ran = 0;
+        lane.QueueUserWorkItem(_ => Interlocked.Increment(ref ran));
+        using var cts = new CancellationTokenSource();
+
+        Task<Task<int>> call = Task.Factory.StartNew(
+            () => lane.Run(() => Interlocked.Increment(ref ran), cts.Token), CancellationToken.None, TaskCreationOptions.LongRunning, TaskScheduler.Default);
+        Assert.False(call.Wait(Waits.MustNotHappen), "Run waits for room while the lane is full");
+        cts.Cancel();
+        Assert.True(call.Wait(Waits.MustHappen), "the cancelled token ended Run's wait for room");
+        Assert.Equal(0, lane.CompletedWorkItemCount); // it did not wait for room: the slot holder still runs
+        Task<int> run = await call;
+        await Assert.ThrowsAnyAsync<OperationCanceledException>(() => run.WaitAsync(Waits.MustHappen));
+        Assert.True(run.IsCanceled);
+        Assert.Equal(1, lane.PendingWorkItemCount);
+
+        gate.Set();
+        Waits.Until(() => lane.CompletedWorkItemCount == 2, "the slot holder and the one accepted item");
+        Waits.Never(() => Volatile.Read(ref ran) > 1, "the cancelled run's delegate running");
+        // The bound is whole again: the cancelled wait took no room.
+        Assert.True(lane.TryQueueUserWorkItem(_ => { }, 0, preferLocal: false));
+    }
+
+    [Fact]
+    public async Task RunAsValueTask_OnAFullWaitingLane_IsCancelledWhenItsTokenIsCancelledDuringTheWait()
+    {
+        using WorkerPool pool = NewPool(nameof(RunAsValueTask_OnAFullWaitingLane_IsCancelledWhenItsTokenIsCancelledDuringTheWait));
+        WorkerPoolLane lane = pool.CreateLane(new LaneOptions { Name = "bounded", MaxConcurrency = 1, QueueLimit = 1 });
+        ManualResetEventSlim gate = OccupySlot(lane);
+        int ran = 0;
+        lane.QueueUserWorkItem(_ => Interlocked.Increment(ref ran));
+        using var cts = new CancellationTokenSource();
+
+        Task<Task> call = Task.Factory.StartNew(
+            () => lane.RunAsValueTask(() => { Interlocked.Increment(ref ran); }, cts.Token).AsTask(), CancellationToken.None, TaskCreationOptions.LongRunning, TaskScheduler.Default);
+        Assert.False(call.Wait(Waits.MustNotHappen), "RunAsValueTask waits for room while the lane is full");
+        cts.Cancel();
+        Assert.True(call.Wait(Waits.MustHappen), "the cancelled token ended the wait for room");
+        Assert.Equal(0, lane.CompletedWorkItemCount); // it did not wait for room: the slot holder still runs
+        Task run = await call;
+        OperationCanceledException cancelled = await Assert.ThrowsAnyAsync<OperationCanceledException>(() => run.WaitAsync(Waits.MustHappen));
+        Assert.Equal(cts.Token, cancelled.CancellationToken);
+
+        gate.Set();
+        Waits.Until(() => lane.CompletedWorkItemCount == 2, "the slot holder and the one accepted item");
+        Waits.Never(() => Volatile.Read(ref ran) > 1, "the cancelled run's delegate running");
+        Assert.True(lane.TryQueueUserWorkItem(_ => { }, 0, preferLocal: false));
+    }
+
+    [Fact]
     public async Task QueueUserWorkItemAsync_CancelledWhileWaitingForRoom_QueuesNothing()
     {
         using WorkerPool pool = NewPool(nameof(QueueUserWorkItemAsync_CancelledWhileWaitingForRoom_QueuesNothing));
@@ -108,6 +162,7 @@ public sealed class LaneLifetimeTests
         using WorkerPool pool = NewPool(nameof(AnItemOfACappedLane_CannotBlockWaitingForRoomInItsOwnLane));
         WorkerPoolLane lane = pool.CreateLane(new LaneOptions { Name = "mailbox", MaxConcurrency = 1, QueueLimit = 1 });
         Exception? error = null;
+        Exception? runError = null;
         bool triedAndFailed = false;
         using var done = new ManualResetEventSlim();
         lane.QueueUserWorkItem(_ =>
@@ -122,6 +177,14 @@ public sealed class LaneLifetimeTests
             {
                 error = e;
             }
+            try
+            {
+                _ = lane.Run(() => { });
+            }
+            catch (InvalidOperationException e)
+            {
+                runError = e;
+            }
             done.Set();
         });
         Waits.For(done, "the item");
@@ -129,6 +192,9 @@ public sealed class LaneLifetimeTests
         Assert.True(triedAndFailed);
         Assert.IsType<InvalidOperationException>(error);
         Assert.Contains("wait for itself", error!.Message, StringComparison.Ordinal);
+        // Run refuses the same way as the queueing call (not as a lane that rejects).
+        Assert.IsType<InvalidOperationException>(runError);
+        Assert.Contains("wait for itself", runError!.Message, StringComparison.Ordinal);
     }
 
     [Fact]
