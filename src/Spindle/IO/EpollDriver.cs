@@ -117,10 +117,14 @@ internal sealed unsafe class EpollDriver
         return token;
     }
 
-    /// <summary>Removes a registration (before its descriptor closes). Late events for it find nothing.</summary>
-    public void Unregister(ulong token, int fd)
+    /// <summary>
+    /// Removes a registration. Late events for it find nothing. <paramref name="removeFromSet"/>: the caller holds the
+    /// descriptor open, so <paramref name="fd"/> is still this registration's and is removed from the epoll set; false
+    /// when the descriptor has closed already (the kernel removed it, and the number may belong to another socket now).
+    /// </summary>
+    public void Unregister(ulong token, int fd, bool removeFromSet)
     {
-        if (_sockets.TryRemove(token, out _))
+        if (_sockets.TryRemove(token, out _) && removeFromSet)
         {
             lock (_lock)
             {

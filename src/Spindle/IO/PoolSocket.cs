@@ -229,7 +229,22 @@ public sealed class PoolSocket : IDisposable
         }
         _read?.Close();
         _write?.Close();
-        _driver?.Unregister(_token, _fd);
+        if (_driver is not null)
+        {
+            // epoll removes a registration by descriptor number. The descriptor is held open around the removal: if the
+            // Socket was disposed directly rather than through this object, its number may already belong to another
+            // socket, whose registration a removal by number would delete; the kernel dropped this one from the set
+            // when the descriptor closed, so there is nothing of ours left to remove.
+            bool held = TryHoldHandle();
+            try
+            {
+                _driver.Unregister(_token, _fd, removeFromSet: held);
+            }
+            finally
+            {
+                ReleaseHandle(held);
+            }
+        }
         if (_runtimeEngineClose is not null)
         {
             _pool.ForgetRuntimeEngineSocket(this);
@@ -504,6 +519,21 @@ public sealed class PoolSocket : IDisposable
         catch (ObjectDisposedException)
         {
             throw ClosedError();
+        }
+        return added;
+    }
+
+    /// <summary>Like <see cref="AcquireHandle"/>, but answers false instead of throwing when the descriptor is closed.</summary>
+    private bool TryHoldHandle()
+    {
+        bool added = false;
+        try
+        {
+            _handle.DangerousAddRef(ref added);
+        }
+        catch (ObjectDisposedException)
+        {
+            return false;
         }
         return added;
     }

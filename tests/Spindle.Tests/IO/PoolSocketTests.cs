@@ -456,6 +456,48 @@ public sealed class PoolSocketDriverTests : PoolSocketTests
     protected override bool RuntimeEngine => false;
 
     [Fact]
+    public async Task DisposingAPoolSocketWhoseSocketWasClosedDirectly_LeavesTheRegistrationOfItsReusedDescriptorAlone()
+    {
+        if (!Spindle.IO.EpollDriver.IsSupported)
+        {
+            return; // no driver on this platform: nothing is registered by descriptor number
+        }
+        using WorkerPool pool = NewPool();
+        using var listener = new PoolSocket(pool);
+        listener.Bind(new IPEndPoint(IPAddress.Loopback, 0));
+        listener.Listen();
+        // Closing the Socket behind its PoolSocket's back frees its descriptor number; the next socket the process
+        // creates usually gets that number (the lowest free one). Tests running beside this one may take it first, so
+        // the setup is tried until it happens.
+        for (int attempt = 0; ; attempt++)
+        {
+            var stray = new PoolSocket(pool);
+            nint number = stray.Socket.SafeHandle.DangerousGetHandle();
+            stray.Socket.Dispose();
+            var client = new PoolSocket(pool);
+            if (client.Socket.SafeHandle.DangerousGetHandle() != number)
+            {
+                stray.Dispose();
+                client.Dispose();
+                Assert.True(attempt < 100, "a new socket got the freed descriptor number");
+                continue;
+            }
+            using (client)
+            {
+                ValueTask<PoolSocket> accept = listener.AcceptAsync();
+                await client.ConnectAsync(listener.Socket.LocalEndPoint!).AsTask().WaitAsync(Waits.MustHappen);
+                using PoolSocket server = await accept.AsTask().WaitAsync(Waits.MustHappen);
+
+                stray.Dispose(); // must not remove the client's registration, which has the same number
+                ValueTask<int> receive = client.ReceiveAsync(new byte[4]);
+                await server.SendAsync(new byte[] { 1, 2, 3, 4 }).AsTask().WaitAsync(Waits.MustHappen);
+                Assert.True(await receive.AsTask().WaitAsync(Waits.MustHappen) > 0);
+            }
+            return;
+        }
+    }
+
+    [Fact]
     public async Task AContinuationRegisteredAfterTheOperationCompleted_RunsOnThePool()
     {
         // Only the driver promises this (on the runtime's engine the runtime's sources decide). The race every awaiter
