@@ -21,6 +21,13 @@ internal static partial class Log
     [LoggerMessage(EventId = 4, EventName = "PoolShutdownTimedOut", Level = LogLevel.Warning,
         Message = "Worker pool '{PoolName}' did not stop within the host's shutdown timeout: {CancelledCount} work items " +
             "that had not started were cancelled; {RunningThreadCount} threads are still running items and {PendingCount} " +
-            "entries are still queued behind them; the pool stops on its own once those items finish.")]
+            "entries are still queued behind them; the pool stops on its own once those items finish, and disposing it " +
+            "does not wait for them.")]
     public static partial void PoolShutdownTimedOut(ILogger logger, string poolName, long cancelledCount, int runningThreadCount, long pendingCount);
+
+    [LoggerMessage(EventId = 5, EventName = "PoolAbandoned", Level = LogLevel.Warning,
+        Message = "The service provider is disposed while worker pool '{PoolName}' still has {RunningThreadCount} threads " +
+            "running items that outlived the host's shutdown timeout; the disposal does not wait for them: they finish on " +
+            "their own, and then the pool stops.")]
+    public static partial void PoolAbandoned(ILogger logger, string poolName, int runningThreadCount);
 }

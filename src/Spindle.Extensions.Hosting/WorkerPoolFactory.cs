@@ -14,7 +14,7 @@ internal static class WorkerPoolFactory
 
     /// <summary>
     /// Builds the named options (defaults, configuration, delegates, in registration order) and the pool. Invalid
-    /// options, whether the binder or the pool rejects them, become an <see cref="InvalidOperationException"/> that names
+    /// options, whether the binder, the name check (<see cref="WorkerPoolNameValidation"/>) or the pool rejects them, become an <see cref="InvalidOperationException"/> that names
     /// the pool and keeps the original exception as its inner exception. Under
     /// <see cref="UnhandledExceptionPolicy.Report"/> the pool's exceptions are logged.
     /// </summary>

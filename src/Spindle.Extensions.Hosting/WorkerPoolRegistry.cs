@@ -19,8 +19,8 @@ internal sealed class WorkerPoolRegistry
 
     public void Add(string name) => _names.Add(name);
 
-    /// <summary>The registry of <paramref name="services"/>, added to it the first time.</summary>
-    public static WorkerPoolRegistry GetOrAdd(IServiceCollection services)
+    /// <summary>The registry of <paramref name="services"/>, or <see langword="null"/> when no pool is registered there yet.</summary>
+    public static WorkerPoolRegistry? Find(IServiceCollection services)
     {
         foreach (ServiceDescriptor descriptor in services)
         {
@@ -29,6 +29,16 @@ internal sealed class WorkerPoolRegistry
             {
                 return existing;
             }
+        }
+        return null;
+    }
+
+    /// <summary>The registry of <paramref name="services"/>, added to it the first time.</summary>
+    public static WorkerPoolRegistry GetOrAdd(IServiceCollection services)
+    {
+        if (Find(services) is WorkerPoolRegistry existing)
+        {
+            return existing;
         }
         var registry = new WorkerPoolRegistry();
         services.AddSingleton(registry);

@@ -1,9 +1,11 @@
 using System;
+using System.Collections.Generic;
 using Microsoft.Extensions.Configuration;
 using Microsoft.Extensions.DependencyInjection.Extensions;
 using Microsoft.Extensions.Hosting;
 using Microsoft.Extensions.Logging;
 using Microsoft.Extensions.Logging.Abstractions;
+using Microsoft.Extensions.Options;
 using Spindle;
 using Spindle.Extensions.Hosting;
 
@@ -17,7 +19,10 @@ namespace Microsoft.Extensions.DependencyInjection;
 /// <c>GetRequiredKeyedService&lt;WorkerPool&gt;("name")</c>, and through <see cref="IWorkerPoolProvider"/>;</item>
 /// <item>with named <see cref="WorkerPoolOptions"/> (the name is the options name), built from the defaults, then
 /// <see cref="WorkerPoolOptions.Name"/> set to the pool's name, then the configuration section and the delegate, in
-/// that order; further <c>services.Configure&lt;WorkerPoolOptions&gt;(name, ...)</c> calls apply too;</item>
+/// that order; further <c>services.Configure&lt;WorkerPoolOptions&gt;(name, ...)</c> calls apply too. The registration
+/// name is the pool's name, everywhere: options that set <see cref="WorkerPoolOptions.Name"/> to anything else (compared
+/// ordinally) are invalid, and fail the pool's creation with an <see cref="InvalidOperationException"/> that names
+/// both;</item>
 /// <item>with a hosted service that creates every registered pool before any hosted service starts (invalid options
 /// fail the host's start with an <see cref="InvalidOperationException"/> naming the pool) and, once every hosted
 /// service has stopped, shuts the pools down within the host's shutdown timeout: each pool drains until the timeout
@@ -25,15 +30,24 @@ namespace Microsoft.Extensions.DependencyInjection;
 /// counts are logged.</item>
 /// </list>
 /// <para>Under <see cref="UnhandledExceptionPolicy.Report"/>, exceptions from a pool's items are logged as errors
-/// with the pool's name (logger category <c>Spindle.Extensions.Hosting.WorkerPool</c>). The service provider owns the
-/// pools and disposes them with itself; disposal waits for items that are still running.</para>
+/// with the pool's name (logger category <c>Spindle.Extensions.Hosting.WorkerPool</c>).</para>
+/// <para>The service provider owns the pools and disposes them with itself. Disposal drains, waiting for the items
+/// still running, except in one case: a pool whose stop timed out at the host's shutdown. The host gave up waiting for
+/// that pool's running items, so the disposal does not wait for them again; they finish on their own (on background
+/// threads unless <see cref="WorkerPoolOptions.UseBackgroundThreads"/> is false, in which case they keep the process
+/// alive), and the pool then stops. The disposal logs a warning for each such pool that still runs items, with the
+/// count of its busy threads. <see cref="WorkerPool.ShutdownAsync(ShutdownMode, System.Threading.CancellationToken)"/>
+/// still waits for such a pool to stop.</para>
 /// </remarks>
 public static class WorkerPoolServiceCollectionExtensions
 {
     /// <summary>Registers a worker pool named <paramref name="name"/>, configured in code.</summary>
     /// <param name="services">The service collection.</param>
-    /// <param name="name">The pool's name: its service key, its options name and the default <see cref="WorkerPoolOptions.Name"/>.</param>
-    /// <param name="configure">Sets the pool's options (applied after the defaults and the name), or <see langword="null"/>.</param>
+    /// <param name="name">The pool's name: its service key, its options name and its <see cref="WorkerPoolOptions.Name"/>.</param>
+    /// <param name="configure">
+    /// Sets the pool's options (applied after the defaults and the name), or <see langword="null"/>. Setting
+    /// <see cref="WorkerPoolOptions.Name"/> to anything but <paramref name="name"/> fails the pool's creation.
+    /// </param>
     /// <returns><paramref name="services"/>, for chaining.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="services"/> or <paramref name="name"/> is null.</exception>
     /// <exception cref="ArgumentException"><paramref name="name"/> is empty or white space.</exception>
@@ -50,16 +64,18 @@ public static class WorkerPoolServiceCollectionExtensions
     /// example <c>{ "MinThreads": 2, "MaxThreads": 8, "IdleTimeout": "00:00:30", "ExceptionPolicy": "Report" }</c>.
     /// </summary>
     /// <param name="services">The service collection.</param>
-    /// <param name="name">The pool's name: its service key, its options name and the default <see cref="WorkerPoolOptions.Name"/>.</param>
+    /// <param name="name">The pool's name: its service key, its options name and its <see cref="WorkerPoolOptions.Name"/>.</param>
     /// <param name="configuration">
-    /// The section holding the pool's options: <c>Name</c>, <c>MinThreads</c>, <c>MaxThreads</c>, <c>IdleTimeout</c>,
+    /// The section holding the pool's options: <c>MinThreads</c>, <c>MaxThreads</c>, <c>IdleTimeout</c>,
     /// <c>FlowExecutionContext</c>, <c>ThreadNamePrefix</c>, <c>StackSize</c>, <c>UseBackgroundThreads</c>,
-    /// <c>ExceptionPolicy</c>, <c>StuckItemThreshold</c>. It is read when the pool is created; a key that is none of
-    /// these, or a value that does not convert, fails the pool's creation with an <see cref="InvalidOperationException"/>
-    /// naming the pool.
+    /// <c>ExceptionPolicy</c>, <c>StuckItemThreshold</c>, and <c>Name</c>, which may only repeat
+    /// <paramref name="name"/>. It is read when the pool is created; a key that is none of these, a value that does not
+    /// convert, or another <c>Name</c> fails the pool's creation with an <see cref="InvalidOperationException"/> naming
+    /// the pool.
     /// </param>
     /// <param name="configure">
     /// Sets what configuration cannot (the worker hooks, for instance), applied after the section; or <see langword="null"/>.
+    /// Setting <see cref="WorkerPoolOptions.Name"/> to anything but <paramref name="name"/> fails the pool's creation.
     /// </param>
     /// <returns><paramref name="services"/>, for chaining.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="services"/>, <paramref name="name"/> or <paramref name="configuration"/> is null.</exception>
@@ -78,20 +94,26 @@ public static class WorkerPoolServiceCollectionExtensions
     /// Registers one worker pool for each child of <paramref name="configuration"/>, named by the child's key and bound
     /// from the child as <see cref="AddWorkerPool(IServiceCollection, string, IConfiguration, Action{WorkerPoolOptions}?)"/>
     /// does. For a section <c>"Pools": { "ingest": { "MaxThreads": 4 }, "render": { "MinThreads": 1 } }</c> it registers
-    /// the pools "ingest" and "render". A section without children registers nothing.
+    /// the pools "ingest" and "render". A section without children registers nothing. Every child is checked before
+    /// any is registered: when the call throws, the collection is as it was.
     /// </summary>
     /// <param name="services">The service collection.</param>
     /// <param name="configuration">The section whose children are the pools.</param>
     /// <returns><paramref name="services"/>, for chaining.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="services"/> or <paramref name="configuration"/> is null.</exception>
     /// <exception cref="InvalidOperationException">
-    /// A child is a plain value rather than a section, or a pool is already registered under a child's key.
+    /// A child is a plain value rather than a section, a child's key is empty or white space, two children have the same
+    /// key, or a pool (or another keyed <see cref="WorkerPool"/>) is already registered under a child's key.
     /// </exception>
     public static IServiceCollection AddWorkerPools(this IServiceCollection services, IConfiguration configuration)
     {
         ArgumentNullException.ThrowIfNull(services);
         ArgumentNullException.ThrowIfNull(configuration);
-        foreach (IConfigurationSection child in configuration.GetChildren())
+
+        // Every child is checked before the first is registered, so that a bad child leaves the collection as it was.
+        IConfigurationSection[] children = [.. configuration.GetChildren()];
+        var names = new HashSet<string>(children.Length, StringComparer.Ordinal);
+        foreach (IConfigurationSection child in children)
         {
             if (child.Value is not null)
             {
@@ -99,7 +121,23 @@ public static class WorkerPoolServiceCollectionExtensions
                     $"The configuration value at '{child.Path}' is not a section: each child of a worker pools section " +
                     "must be a section of pool options, named by the pool.");
             }
-            AddPool(services, child.Key, child, configure: null);
+            if (string.IsNullOrWhiteSpace(child.Key))
+            {
+                throw new InvalidOperationException(
+                    $"The configuration section at '{child.Path}' has a blank key: each child of a worker pools section is " +
+                    "named by its pool, and a pool's name cannot be empty or white space.");
+            }
+            if (!names.Add(child.Key))
+            {
+                throw new InvalidOperationException(
+                    $"Two children of the worker pools section are named '{child.Key}' (the second at '{child.Path}'); " +
+                    "each pool needs a name of its own.");
+            }
+            ThrowIfNameTaken(services, child.Key);
+        }
+        foreach (IConfigurationSection child in children)
+        {
+            Register(services, child.Key, child, configure: null);
         }
         return services;
     }
@@ -107,15 +145,30 @@ public static class WorkerPoolServiceCollectionExtensions
     private static IServiceCollection AddPool(IServiceCollection services, string name, IConfiguration? configuration,
         Action<WorkerPoolOptions>? configure)
     {
-        WorkerPoolRegistry registry = WorkerPoolRegistry.GetOrAdd(services);
-        if (registry.Contains(name) || IsKeyedPoolRegistered(services, name))
+        ThrowIfNameTaken(services, name);
+        Register(services, name, configuration, configure);
+        return services;
+    }
+
+    /// <summary>Throws when <paramref name="name"/> cannot be registered; changes nothing either way.</summary>
+    private static void ThrowIfNameTaken(IServiceCollection services, string name)
+    {
+        if ((WorkerPoolRegistry.Find(services)?.Contains(name) ?? false) || IsKeyedPoolRegistered(services, name))
         {
             throw new InvalidOperationException(
                 $"A worker pool named '{name}' is already registered; each pool needs a name of its own.");
         }
+    }
+
+    /// <summary>Registers a pool whose name <see cref="ThrowIfNameTaken"/> has accepted; throws nothing.</summary>
+    private static void Register(IServiceCollection services, string name, IConfiguration? configuration,
+        Action<WorkerPoolOptions>? configure)
+    {
+        WorkerPoolRegistry registry = WorkerPoolRegistry.GetOrAdd(services);
         registry.Add(name);
 
         services.AddOptions();
+        // The name first, as the default; WorkerPoolNameValidation rejects a section or a delegate that changes it.
         services.Configure<WorkerPoolOptions>(name, options => options.Name = name);
         if (configuration is not null)
         {
@@ -126,6 +179,7 @@ public static class WorkerPoolServiceCollectionExtensions
         {
             services.Configure(name, configure);
         }
+        services.TryAddEnumerable(ServiceDescriptor.Singleton<IValidateOptions<WorkerPoolOptions>>(new WorkerPoolNameValidation(registry)));
 
         services.AddKeyedSingleton(name, static (provider, key) => WorkerPoolFactory.Create(provider, (string)key!));
         services.TryAddSingleton<IWorkerPoolProvider>(static provider =>
@@ -134,7 +188,6 @@ public static class WorkerPoolServiceCollectionExtensions
             new WorkerPoolHostedService(
                 provider.GetRequiredService<IWorkerPoolProvider>(),
                 (ILogger?)provider.GetService<ILoggerFactory>()?.CreateLogger<WorkerPoolHostedService>() ?? NullLogger.Instance)));
-        return services;
     }
 
     private static bool IsKeyedPoolRegistered(IServiceCollection services, string name)

@@ -1,6 +1,7 @@
 using System;
 using System.Collections.Generic;
 using System.Diagnostics;
+using System.Runtime.ExceptionServices;
 using System.Threading;
 using System.Threading.Tasks;
 using Spindle.Scheduling;
@@ -19,18 +20,81 @@ public sealed partial class WorkerPool
     /// </summary>
     public long RedirectedCallbackCount => _runner.RedirectedCount;
 
+    // 1 once an owner whose bounded wait for the stop gave up has handed the rest of the shutdown to the pool
+    // (LeaveRunningItemsOnDispose); read by Dispose and DisposeAsync, which then do not wait. Set by CAS, so that one
+    // finisher starts; the owner sets it on its thread, and a container disposes the pool on another.
+    private int _disposeLeavesRunningItems;
+
     /// <summary>
     /// Stops accepting work, runs every item already accepted, and waits for the workers to exit. Idempotent. Called
     /// from one of this pool's own work items it does not wait for the workers (which would deadlock): it returns at
     /// once and the workers finish the accepted items and exit on their own. See <see cref="Shutdown(ShutdownMode)"/>.
     /// </summary>
-    public void Dispose() => Shutdown(ShutdownMode.Drain);
+    /// <remarks>
+    /// A pool whose host gave up waiting for its shutdown (the <c>Spindle.Extensions.Hosting</c> package, once the host's
+    /// shutdown timeout has fired) does not wait here either: the items it left running finish on their own, and
+    /// <see cref="Shutdown(ShutdownMode)"/> and <see cref="ShutdownAsync(ShutdownMode, CancellationToken)"/> still wait
+    /// for them.
+    /// </remarks>
+    public void Dispose()
+    {
+        if (Volatile.Read(ref _disposeLeavesRunningItems) != 0)
+        {
+            BeginShutdown(ShutdownMode.Drain); // keeps "stops accepting work" true; nothing changes if shutdown has begun
+            return;
+        }
+        Shutdown(ShutdownMode.Drain);
+    }
 
     /// <summary>
     /// Like <see cref="Dispose"/>, but waits for the pool to stop without blocking a thread:
     /// <c>ShutdownAsync(ShutdownMode.Drain)</c>.
     /// </summary>
-    public ValueTask DisposeAsync() => new(ShutdownAsync(ShutdownMode.Drain));
+    public ValueTask DisposeAsync()
+    {
+        if (Volatile.Read(ref _disposeLeavesRunningItems) != 0)
+        {
+            BeginShutdown(ShutdownMode.Drain);
+            return ValueTask.CompletedTask;
+        }
+        return new(ShutdownAsync(ShutdownMode.Drain));
+    }
+
+    /// <summary>
+    /// The caller has begun the shutdown (asserted). From now on <see cref="Dispose"/> and <see cref="DisposeAsync"/> do not wait for
+    /// the pool to stop, and the pool finishes its shutdown in the background instead. For an owner that bounded its
+    /// wait for the shutdown, gave up, and cannot keep a container it does not control from disposing the pool later:
+    /// <c>Spindle.Extensions.Hosting</c>, whose service provider disposes every pool it created, calls it when the
+    /// host's shutdown timeout ends the pool's stop. Idempotent and irreversible.
+    /// </summary>
+    internal void LeaveRunningItemsOnDispose()
+    {
+        Debug.Assert(IsShutdownStarted);
+        if (Interlocked.CompareExchange(ref _disposeLeavesRunningItems, 1, 0) == 0)
+        {
+            _ = FinishShutdownUnwatchedAsync();
+        }
+    }
+
+    /// <summary>
+    /// What a waiting <see cref="Dispose"/> does once the pool has stopped (the last worker out has stopped it), done
+    /// with nobody waiting: look for leftovers no worker exists to run, release the monitor and the wait threads so
+    /// that they exit, and sweep.
+    /// </summary>
+    private async Task FinishShutdownUnwatchedAsync()
+    {
+        try
+        {
+            await FinishShutdownAsync(ShutdownMode.Drain, CancellationToken.None).ConfigureAwait(false);
+        }
+        catch (Exception exception)
+        {
+            // A leftover item's exception that the pool's policy leaves unhandled: a waiting Dispose would throw it to
+            // its caller. Nobody is waiting, so it stays unhandled, as it would on one of the pool's workers.
+            ThreadPool.UnsafeQueueUserWorkItem(static state => ((ExceptionDispatchInfo)state!).Throw(),
+                ExceptionDispatchInfo.Capture(exception));
+        }
+    }
 
     /// <summary>
     /// The number of accepted items this pool has cancelled (never run) because of shutdown so far: the figure

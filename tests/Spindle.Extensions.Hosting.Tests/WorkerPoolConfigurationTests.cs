@@ -17,7 +17,7 @@ public sealed class WorkerPoolConfigurationTests
     {
         var configuration = new Dictionary<string, string?>
         {
-            ["Spindle:Pools:ingest:Name"] = "IngestWorkers",
+            ["Spindle:Pools:ingest:Name"] = "ingest", // the registration name: allowed, and changes nothing
             ["Spindle:Pools:ingest:MinThreads"] = "1",
             ["Spindle:Pools:ingest:MaxThreads"] = "3",
             ["Spindle:Pools:ingest:IdleTimeout"] = "00:00:07",
@@ -36,7 +36,7 @@ public sealed class WorkerPoolConfigurationTests
         await host.StartAsync();
 
         WorkerPool pool = host.Services.GetRequiredKeyedService<WorkerPool>("ingest");
-        Assert.Equal("IngestWorkers", pool.Name);
+        Assert.Equal("ingest", pool.Name);
         Assert.Equal(1, pool.MinThreads);
         Assert.Equal(3, pool.MaxThreads);
         Assert.Equal(TimeSpan.FromSeconds(7), pool.IdleTimeout);
@@ -95,6 +95,48 @@ public sealed class WorkerPoolConfigurationTests
         Assert.Contains("Pools:ingest", error.Message, StringComparison.Ordinal);
     }
 
+    [Theory]
+    [InlineData("IngestWorkers")]
+    [InlineData("Ingest")] // names compare ordinally, as service keys do
+    public async Task ConfiguredNameOtherThanTheRegistrationName_FailsTheHostStart_NamingBoth(string configuredName)
+    {
+        var configuration = new Dictionary<string, string?> { ["Pools:ingest:Name"] = configuredName };
+        HostApplicationBuilder builder = TestHosts.CreateBuilder(configuration: configuration);
+        builder.Services.AddWorkerPools(builder.Configuration.GetSection("Pools"));
+        using IHost host = builder.Build();
+
+        InvalidOperationException error = await Assert.ThrowsAsync<InvalidOperationException>(() => host.StartAsync());
+        Assert.Contains("Worker pool 'ingest'", error.Message, StringComparison.Ordinal);
+        Assert.Contains($"'{configuredName}'", error.Message, StringComparison.Ordinal);
+        Assert.IsType<OptionsValidationException>(error.InnerException);
+
+        // The options themselves are invalid, whoever reads them.
+        Assert.Throws<OptionsValidationException>(() => host.Services.GetRequiredService<IOptionsMonitor<WorkerPoolOptions>>().Get("ingest"));
+    }
+
+    [Fact]
+    public void NameSetInCodeOtherThanTheRegistrationName_FailsThePoolsCreation_NamingBoth()
+    {
+        var services = new ServiceCollection();
+        services.AddWorkerPool("cpu", o => o.Name = "compute");
+        using ServiceProvider provider = services.BuildServiceProvider();
+
+        InvalidOperationException error = Assert.Throws<InvalidOperationException>(() => provider.GetRequiredKeyedService<WorkerPool>("cpu"));
+        Assert.Contains("Worker pool 'cpu'", error.Message, StringComparison.Ordinal);
+        Assert.Contains("'compute'", error.Message, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public void NameOfOptionsThatAreNotARegisteredPool_IsLeftAlone()
+    {
+        var services = new ServiceCollection();
+        services.AddWorkerPool("cpu");
+        services.Configure<WorkerPoolOptions>("template", o => o.Name = "something-else");
+        using ServiceProvider provider = services.BuildServiceProvider();
+
+        Assert.Equal("something-else", provider.GetRequiredService<IOptionsMonitor<WorkerPoolOptions>>().Get("template").Name);
+    }
+
     [Fact]
     public async Task ConfigureCallsForThePoolsOptionsName_ApplyToThePool()
     {
@@ -117,7 +159,7 @@ public sealed class WorkerPoolConfigurationTests
         { "MinThreads", "8", "MinThreads" },          // above MaxThreads (2): the pool rejects it
         { "StackSize", "1024", "StackSize" },         // below 64 KiB: the pool rejects it
         { "StuckItemThreshold", "00:00:00", "StuckItemThreshold" }, // zero: the pool rejects it
-        { "Name", "", "name" },                       // empty: the pool rejects it
+        { "Name", "", "Name is ''" },                 // empty: not the registration name
         { "MaxThreads", "lots", "Pools:bad:MaxThreads" }, // not an integer: the binder rejects it
         { "ExceptionPolicy", "Ignore", "Pools:bad:ExceptionPolicy" }, // not a policy: the binder rejects it
         { "MaxThread", "4", "'MaxThread'" },          // not an option: the binder rejects it

@@ -1,10 +1,12 @@
 using System;
 using System.Collections.Generic;
 using System.Linq;
+using System.Threading;
 using System.Threading.Tasks;
 using Microsoft.Extensions.Configuration;
 using Microsoft.Extensions.DependencyInjection;
 using Microsoft.Extensions.Hosting;
+using Microsoft.Extensions.Primitives;
 using Xunit;
 
 namespace Spindle.Extensions.Hosting.Tests;
@@ -96,6 +98,80 @@ public sealed class WorkerPoolRegistrationTests
 
         InvalidOperationException error = Assert.Throws<InvalidOperationException>(() => services.AddWorkerPool("manual"));
         Assert.Contains("'manual'", error.Message, StringComparison.Ordinal);
+        Assert.Single(services); // nothing was added before the check failed
+    }
+
+    private static IConfiguration Configuration(params (string Key, string Value)[] values) =>
+        new ConfigurationBuilder()
+            .AddInMemoryCollection(values.Select(v => new KeyValuePair<string, string?>(v.Key, v.Value)))
+            .Build();
+
+    [Fact]
+    public void AddWorkerPools_ALaterChildThatIsAPlainValue_ThrowsBeforeRegisteringAnyPool()
+    {
+        // Children come in key order: "a" and "b" are valid sections, "c" is not.
+        IConfiguration configuration = Configuration(("Pools:a:MaxThreads", "2"), ("Pools:b:MaxThreads", "2"), ("Pools:c", "4"));
+        var services = new ServiceCollection();
+
+        InvalidOperationException error = Assert.Throws<InvalidOperationException>(() => services.AddWorkerPools(configuration.GetSection("Pools")));
+        Assert.Contains("Pools:c", error.Message, StringComparison.Ordinal);
+        Assert.Empty(services);
+
+        // Nothing is half-registered: the valid children can still be registered.
+        services.AddWorkerPool("a").AddWorkerPool("b");
+    }
+
+    [Fact]
+    public void AddWorkerPools_ALaterChildNamingARegisteredPool_ThrowsBeforeRegisteringAnyPool()
+    {
+        IConfiguration configuration = Configuration(("Pools:ingest:MaxThreads", "2"), ("Pools:render:MaxThreads", "2"));
+        var services = new ServiceCollection();
+        services.AddWorkerPool("render");
+        ServiceDescriptor[] before = [.. services];
+
+        InvalidOperationException error = Assert.Throws<InvalidOperationException>(() => services.AddWorkerPools(configuration.GetSection("Pools")));
+        Assert.Contains("'render'", error.Message, StringComparison.Ordinal);
+        Assert.Equal(before, services);
+
+        using ServiceProvider provider = services.BuildServiceProvider();
+        Assert.Equal(["render"], provider.GetRequiredService<IWorkerPoolProvider>().Names);
+        Assert.Null(provider.GetKeyedService<WorkerPool>("ingest"));
+    }
+
+    /// <summary>A configuration whose children are given sections, even two with the same key (no provider merges them).</summary>
+    private sealed class FixedChildren(params IConfigurationSection[] children) : IConfiguration
+    {
+        public string? this[string key] { get => null; set => throw new NotSupportedException(); }
+
+        public IEnumerable<IConfigurationSection> GetChildren() => children;
+
+        public IChangeToken GetReloadToken() => new CancellationChangeToken(CancellationToken.None);
+
+        public IConfigurationSection GetSection(string key) => throw new NotSupportedException();
+    }
+
+    [Fact]
+    public void AddWorkerPools_TwoChildrenWithTheSameKey_ThrowBeforeRegisteringAnyPool()
+    {
+        IConfiguration source = Configuration(("One:ingest:MaxThreads", "2"), ("Two:ingest:MaxThreads", "3"));
+        var services = new ServiceCollection();
+
+        InvalidOperationException error = Assert.Throws<InvalidOperationException>(() => services.AddWorkerPools(
+            new FixedChildren(source.GetSection("One:ingest"), source.GetSection("Two:ingest"))));
+        Assert.Contains("'ingest'", error.Message, StringComparison.Ordinal);
+        Assert.Contains("Two:ingest", error.Message, StringComparison.Ordinal);
+        Assert.Empty(services);
+    }
+
+    [Fact]
+    public void AddWorkerPools_AChildWithABlankKey_ThrowsBeforeRegisteringAnyPool()
+    {
+        IConfiguration configuration = Configuration(("Pools:a:MaxThreads", "2"), ("Pools: :MaxThreads", "2"));
+        var services = new ServiceCollection();
+
+        InvalidOperationException error = Assert.Throws<InvalidOperationException>(() => services.AddWorkerPools(configuration.GetSection("Pools")));
+        Assert.Contains("Pools: ", error.Message, StringComparison.Ordinal);
+        Assert.Empty(services);
     }
 
     [Fact]
