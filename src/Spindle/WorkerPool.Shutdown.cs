@@ -226,7 +226,9 @@ public sealed partial class WorkerPool
     /// on the built-in pool until they are disposed (so <c>Task.Delay</c>, <c>CancelAfter</c> and <c>PeriodicTimer</c>
     /// on <see cref="TimeProvider"/> always complete). The timer thread exits once no timer is scheduled.</item>
     /// <item>Shutdown ends every wait registration, as <see cref="RegisteredWait.Unregister(WaitHandle?)"/> does: no
-    /// wait callback starts after shutdown has begun (one that is running finishes).</item>
+    /// wait callback starts after shutdown has begun (one that is running finishes). A registration's owner may still
+    /// call <see cref="RegisteredWait.Unregister(WaitHandle?)"/>: its first call returns true and signals the wait
+    /// object once the registration's callback is not running.</item>
     /// </list>
     /// </remarks>
     /// <exception cref="ArgumentOutOfRangeException"><paramref name="mode"/> is not a defined value.</exception>

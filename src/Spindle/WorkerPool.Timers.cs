@@ -42,6 +42,10 @@ public sealed partial class WorkerPool
     /// kernels) is measured from the kernel's coarse clock, which is several times cheaper to read, plus a margin of five
     /// kernel ticks and 1 ms (21 ms at 250 Hz): the timer may fire up to that much later than requested (under 0.5% of
     /// the delay), never earlier.</para>
+    /// <para>A scheduled timer needs the pool's timer thread, which starts with the first timer. If it cannot be started
+    /// (the system refuses a thread), a call that would schedule a timer throws what the thread start threw, and nothing
+    /// is scheduled: this method with a finite <paramref name="dueTime"/> creates no timer, and
+    /// <see cref="ITimer.Change(TimeSpan, TimeSpan)"/> leaves the timer as it was.</para>
     /// </remarks>
     /// <exception cref="ArgumentNullException"><paramref name="callback"/> is null.</exception>
     /// <exception cref="ArgumentOutOfRangeException"><paramref name="dueTime"/> or <paramref name="period"/> is negative

@@ -123,7 +123,9 @@ public sealed partial class WorkerPool
     /// <param name="timeout">See <see cref="RegisterWaitForSingleObject(WaitHandle, WaitOrTimerCallback, object?, TimeSpan, bool)"/>.
     /// The timeout is an entry of the pool's millisecond timing wheel: the first comes at the first wheel tick at or
     /// after the full timeout (fractions of a millisecond included), and a repeating registration's later timeouts come
-    /// every timeout rounded up to whole milliseconds (at least one), so none comes early.</param>
+    /// every timeout rounded up to whole milliseconds (at least one), so none comes early. A finite timeout needs the
+    /// pool's timer thread: if it cannot be started, the call throws what the thread start threw, having registered
+    /// nothing.</param>
     /// <param name="executeOnlyOnce">Stop after the first callback.</param>
     /// <returns>The registration; call <see cref="RegisteredWait.Unregister(WaitHandle?)"/> to end it.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="signal"/> or <paramref name="callBack"/> is null.</exception>

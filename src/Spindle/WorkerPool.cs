@@ -253,26 +253,8 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
     }
 
     /// <summary>Traces a handler that threw, without letting the trace itself throw (its text calls the user's ToString).</summary>
-    private void TraceHandlerFailure(string handlerKind, Exception handlerException)
-    {
-        try
-        {
-            string text;
-            try
-            {
-                text = handlerException.ToString();
-            }
-            catch (Exception)
-            {
-                text = handlerException.GetType().FullName ?? handlerException.GetType().Name;
-            }
-            Trace.TraceError($"Spindle: {handlerKind} handler of pool '{Name}' threw: {text}");
-        }
-        catch (Exception)
-        {
-            // A trace listener that throws must not end the process either: the failure is dropped.
-        }
-    }
+    private void TraceHandlerFailure(string handlerKind, Exception handlerException) =>
+        FailureTrace.Write($"{handlerKind} handler of pool '{Name}' threw", handlerException);
 
     /// <summary>Whether anyone handles <see cref="StuckWorkItemDetected"/> (the detector builds no report otherwise).</summary>
     internal bool HasStuckWorkItemHandlers => StuckWorkItemDetected is not null;

@@ -82,6 +82,15 @@ public sealed class WorkerPoolOptions
     /// <summary>Test seam: creates (but does not start) a worker thread. May throw to simulate creation failure.</summary>
     internal Func<ThreadStart, int, Thread>? ThreadFactory { get; set; }
 
+    /// <summary>Test seam: creates (but does not start) the pool's timer thread. May throw to simulate creation failure.</summary>
+    internal Func<ThreadStart, Thread>? TimerThreadFactory { get; set; }
+
+    /// <summary>
+    /// Test seam: called under the pool's timer lock just before the firings of expired timers are handed over (by the
+    /// timer thread or by a worker expiring timers). May throw to simulate a fault in the pool's own timer code.
+    /// </summary>
+    internal Action? OnTimerFiringsHandOver { get; set; }
+
     /// <summary>Test seam: the blocker parked workers sleep on (null: the platform's best, see <see cref="Parking.ThreadBlocker.PlatformKind"/>).</summary>
     internal Parking.BlockerKind? BlockerKind { get; set; }
 

@@ -469,6 +469,72 @@ public sealed class WorkerPoolRegisteredWaitTests
 
     [Theory]
     [MemberData(nameof(Kinds))]
+    public void Unregister_AfterShutdownEndedTheRegistration_ReturnsTrue_AndSignalsTheWaitObject(string kind)
+    {
+        var pool = NewPool();
+        using Source source = Source.Create(kind);
+        int count = 0;
+        RegisteredWait registration = source.Register(pool, (_, _) => Interlocked.Increment(ref count), null, Timeout.InfiniteTimeSpan, once: false);
+        pool.Dispose();
+        Assert.True(registration.IsUnregistered);
+        using var done = new ManualResetEvent(false);
+        Assert.True(registration.Unregister(done));
+        Assert.True(done.WaitOne(Waits.MustHappen), "the wait object was not signalled");
+        using var second = new Semaphore(0, 1);
+        Assert.False(registration.Unregister(second));
+        Assert.False(second.WaitOne(Waits.MustNotHappen), "a second Unregister signalled its wait object");
+        Assert.Equal(0, Volatile.Read(ref count));
+    }
+
+    [Theory]
+    [MemberData(nameof(Kinds))]
+    public void Unregister_AfterShutdownBegan_WhileTheCallbackRuns_SignalsTheWaitObjectOnlyAfterItReturns(string kind)
+    {
+        var pool = NewPool();
+        using Source source = Source.Create(kind);
+        using var inside = new ManualResetEventSlim();
+        using var release = new ManualResetEventSlim();
+        RegisteredWait registration = source.Register(pool, (_, _) =>
+        {
+            inside.Set();
+            release.Wait(Waits.MustHappen);
+        }, null, Timeout.InfiniteTimeSpan, once: false);
+        source.Set();
+        Waits.For(inside, "the callback to start");
+        // Dispose ends the registration at once, then waits for the running callback.
+        TestThread disposer = Waits.Start(pool.Dispose, "dispose");
+        Waits.Until(() => registration.IsUnregistered, "shutdown to end the registration");
+        using var done = new ManualResetEvent(false);
+        Assert.True(registration.Unregister(done));
+        Assert.False(done.WaitOne(Waits.MustNotHappen), "the wait object was signalled while the callback still ran");
+        release.Set();
+        Assert.True(done.WaitOne(Waits.MustHappen), "the wait object was not signalled after the callback returned");
+        disposer.Join();
+    }
+
+    [Fact]
+    public void Unregister_AfterADisposedHandleEndedTheRegistration_ReturnsTrue_AndSignalsTheWaitObject()
+    {
+        using var pool = NewPool();
+        var doomed = new AutoResetEvent(false);
+        using var survivor = new AutoResetEvent(false);
+        RegisteredWait lost = pool.RegisterWaitForSingleObject(doomed, (_, _) => { }, null, Timeout.Infinite, executeOnlyOnce: false);
+        pool.RegisterWaitForSingleObject(survivor, (_, _) => { }, null, Timeout.Infinite, executeOnlyOnce: false);
+        Thread.Sleep(20);
+        doomed.Dispose();
+        Waits.Until(() =>
+        {
+            survivor.Set(); // makes the wait thread wait again, which finds the disposed handle
+            return lost.IsUnregistered;
+        }, "the disposed handle's registration to end");
+        using var done = new ManualResetEvent(false);
+        Assert.True(lost.Unregister(done));
+        Assert.True(done.WaitOne(Waits.MustHappen), "the wait object was not signalled");
+        Assert.False(lost.Unregister(null));
+    }
+
+    [Theory]
+    [MemberData(nameof(Kinds))]
     public void Unregister_FromInsideItsOwnCallback_SignalsAfterTheCallbackReturns(string kind)
     {
         using var pool = NewPool();
@@ -711,6 +777,9 @@ public sealed class WorkerPoolRegisteredWaitTests
             e.Set();
         }
         Waits.Never(() => Volatile.Read(ref count) != atDispose, "a callback after Dispose returned");
+        // Shutdown ended them, and the owner's first Unregister still succeeds (it would signal a wait object); later
+        // ones do nothing.
+        Assert.All(registrations, r => Assert.True(r.Unregister(null)));
         Assert.All(registrations, r => Assert.False(r.Unregister(null)));
         Assert.Throws<ObjectDisposedException>(() => pool.RegisterWait(signals[0], (_, _) => { }, null, Timeout.InfiniteTimeSpan, false));
         Assert.Throws<ObjectDisposedException>(() => pool.RegisterWaitForSingleObject(events[0], (_, _) => { }, null, Timeout.Infinite, false));

@@ -114,7 +114,9 @@ public sealed class WorkerPoolShutdownCountTests
 
         Assert.Equal(1, CancelPendingWhileBlocked(pool, gate)); // the work item, not the firing
         Assert.Equal(0, called);
-        Assert.False(registration.Unregister(null)); // shutdown ended it already
+        Assert.True(registration.IsUnregistered); // shutdown ended it already
+        Assert.True(registration.Unregister(null)); // the owner's first call still succeeds
+        Assert.False(registration.Unregister(null));
     }
 
     [Fact]

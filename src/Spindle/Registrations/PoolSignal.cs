@@ -343,7 +343,7 @@ public sealed class PoolSignal
                 long period = Repeating ? Math.Max(_timeoutTicks, TimerService.s_ticksPerWheelTick) : -1;
                 var timer = new PoolTimer(_timers, s_onTimeout, this, null);
                 Volatile.Write(ref _timeoutTimer, timer);
-                timer.Change(_timeoutTicks, period);
+                timer.ChangeWithThreadStarted(_timeoutTicks, period); // the registry started the timer thread
                 if (_registration.IsUnregistered)
                 {
                     timer.Dispose(); // an Unregister that ran before the timer was published

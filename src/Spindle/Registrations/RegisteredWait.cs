@@ -18,13 +18,23 @@ namespace Spindle;
 /// <para>After <see cref="Unregister(WaitHandle?)"/> returns no callback of the registration starts; firings that were
 /// queued and had not started are dropped. One that had started finishes, and the wait object passed to
 /// <see cref="Unregister(WaitHandle?)"/> is signalled once it has.</para>
+/// <para>The pool also ends a registration by itself: when it shuts down, and when a registered handle is disposed. The
+/// first <see cref="Unregister(WaitHandle?)"/> call still succeeds then: it returns <see langword="true"/> and signals
+/// its wait object once no callback is running, as <see cref="RegisteredWaitHandle.Unregister(WaitHandle?)"/> does when
+/// it succeeds, so code that waits for that signal never waits forever.</para>
 /// </remarks>
 public sealed class RegisteredWait : IShutdownAware, Telemetry.ICallbackWrapper
 {
-    // _state: the running-callback count in the low bits and the Unregistered flag. Callbacks enter with a CAS that
-    // refuses once the flag is set, so after the flag is set the count only falls, and exactly one thread sees it reach
-    // "flag set, nothing running": Unregister itself (if nothing ran) or the callback that leaves last. That thread
-    // signals the unregister wait object, which Unregister wrote before setting the flag (the atomic orders it).
+    // _callbackState: the running-callback count in the low bits and the Unregistered flag. Callbacks enter with a CAS
+    // that refuses once the flag is set, so after the flag is set the count only falls. The flag is set by whoever ends
+    // the registration first (End): the user's Unregister, or the pool (shutdown, a disposed handle); the one that sets
+    // it detaches the registration. The user's wait object is independent of who ended it: Unregister writes it, then
+    // sets the flag (again, perhaps) with an atomic that also reads the count. A callback leaving decrements the count
+    // (an atomic) and then reads the wait object. Both sides write, fence, then read what the other wrote, so either
+    // Unregister reads a count of zero, or the callback that leaves last reads the wait object; whoever does signals it,
+    // and the exchange to null in SignalUnregisterWaitObject makes that exactly once. A callback that leaves last before
+    // any Unregister finds no wait object and signals nothing; the Unregister that comes later then reads a zero count.
+    // _unregisterCalled (an exchange) lets only the user's first call do this: internal ends never touch it.
     private const int UnregisteredFlag = 1 << 30;
 
     private static readonly Action<object?> s_run = static registration => ((RegisteredWait)registration!).RunFiring();
@@ -75,7 +85,10 @@ public sealed class RegisteredWait : IShutdownAware, Telemetry.ICallbackWrapper
     /// <summary>The timeout as given at registration, or <see cref="Timeout.InfiniteTimeSpan"/>.</summary>
     public TimeSpan Timeout { get; }
 
-    /// <summary>Whether <see cref="Unregister(WaitHandle?)"/> has been called (or the pool has shut down).</summary>
+    /// <summary>
+    /// Whether the registration has ended: <see cref="Unregister(WaitHandle?)"/> has been called, the pool has begun to
+    /// shut down, or the registered handle was disposed.
+    /// </summary>
     public bool IsUnregistered => (Volatile.Read(ref _callbackState) & UnregisteredFlag) != 0;
 
     /// <summary>The timeout in Stopwatch ticks, rounded up (so never shorter than <see cref="Timeout"/>); -1 for none.</summary>
@@ -92,12 +105,13 @@ public sealed class RegisteredWait : IShutdownAware, Telemetry.ICallbackWrapper
 
     /// <summary>
     /// Cancels the registration: no callback starts after this call returns. If <paramref name="waitObject"/> is not
-    /// null it is signalled once no callback of the registration is running (at once if none is).
+    /// null it is signalled once no callback of the registration is running (at once if none is). This holds also when
+    /// the pool has already ended the registration (its shutdown, or a disposed handle): see the remarks.
     /// </summary>
     /// <param name="waitObject">An <see cref="EventWaitHandle"/> to set or a <see cref="Semaphore"/> to release by one,
     /// or null.</param>
-    /// <returns><see langword="true"/> on the first call; <see langword="false"/> (doing nothing, and not signalling
-    /// <paramref name="waitObject"/>) on later calls.</returns>
+    /// <returns><see langword="true"/> on the first call, including when the pool had already ended the registration;
+    /// <see langword="false"/> (doing nothing, and not signalling <paramref name="waitObject"/>) on later calls.</returns>
     /// <exception cref="ArgumentException"><paramref name="waitObject"/> is neither an <see cref="EventWaitHandle"/> nor a
     /// <see cref="Semaphore"/>.</exception>
     public bool Unregister(WaitHandle? waitObject)
@@ -106,24 +120,34 @@ public sealed class RegisteredWait : IShutdownAware, Telemetry.ICallbackWrapper
         {
             throw new ArgumentException("The wait object must be an EventWaitHandle or a Semaphore.", nameof(waitObject));
         }
-        return UnregisterCore(waitObject);
-    }
-
-    internal bool UnregisterCore(WaitHandle? waitObject)
-    {
         if (Interlocked.Exchange(ref _unregisterCalled, 1) != 0)
         {
             return false;
         }
-        _unregisterWaitObject = waitObject;
-        int previous = Interlocked.Or(ref _callbackState, UnregisteredFlag);
-        Detach();
-        _registry.ForgetRegistration(this);
-        if (previous == 0)
+        _unregisterWaitObject = waitObject; // before End's atomic, which orders it (see the protocol above)
+        int previous = End();
+        if ((previous & ~UnregisteredFlag) == 0)
         {
-            SignalUnregisterWaitObject();
+            SignalUnregisterWaitObject(); // nothing runs, and with the flag set nothing starts
         }
         return true;
+    }
+
+    /// <summary>
+    /// Ends the registration, for the user's <see cref="Unregister(WaitHandle?)"/> or for the pool (its shutdown, a
+    /// disposed handle): no callback starts afterwards. Idempotent: the call that sets the flag detaches the
+    /// registration. Returns the callback state as it was just before (the count of running callbacks, and the flag if
+    /// the registration had already ended).
+    /// </summary>
+    internal int End()
+    {
+        int previous = Interlocked.Or(ref _callbackState, UnregisteredFlag);
+        if ((previous & UnregisteredFlag) == 0)
+        {
+            Detach();
+            _registry.ForgetRegistration(this);
+        }
+        return previous;
     }
 
     private void Detach()

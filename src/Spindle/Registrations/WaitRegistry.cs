@@ -92,6 +92,12 @@ internal sealed class WaitRegistry
         var registration = new RegisteredWait(this, callBack, state, context, timeout, executeOnlyOnce);
         var waiter = new PoolSignal.RegistrationWaiter(signal, registration, _timers, registration.TimeoutTicks);
         registration.SignalWaiter = waiter;
+        if (registration.TimeoutTicks >= 0)
+        {
+            // The timeout is a timer of the pool: its thread must run before anything is recorded, so that a failure to
+            // start it reaches the caller with nothing registered (the timer itself is scheduled after the link).
+            _timers.StartTimerThread();
+        }
         lock (_waitLock)
         {
             ThrowIfStoppedLocked();
@@ -204,7 +210,7 @@ internal sealed class WaitRegistry
         }
         foreach (RegisteredWait registration in live)
         {
-            registration.UnregisterCore(null);
+            registration.End();
         }
         foreach (WaitThread thread in threads)
         {

@@ -334,7 +334,10 @@ internal sealed class WaitThread : IDisposable
         }
     }
 
-    /// <summary>A handle was disposed while registered: its registration is unregistered (no callback, no signal).</summary>
+    /// <summary>
+    /// A handle was disposed while registered: its registration ends (no callback; the user's first Unregister still
+    /// returns true and signals its wait object).
+    /// </summary>
     private void RemoveDisposedHandles()
     {
         for (int i = _count - 1; i >= 0; i--)
@@ -352,7 +355,7 @@ internal sealed class WaitThread : IDisposable
             if (disposed)
             {
                 DropLocal(i, registration);
-                registration.UnregisterCore(null);
+                registration.End();
             }
         }
     }

@@ -41,15 +41,16 @@ internal sealed class UrgentQueue
     /// <summary>Appends <paramref name="entries"/> in order; false, having appended nothing, once the queue is closed.</summary>
     public bool TryAppend(ReadOnlySpan<WorkItemEntry> entries)
     {
-        Interlocked.Add(ref _pending.Value, entries.Length); // before the entries become visible: never below the length
         lock (_lock)
         {
             if (!_closed)
             {
                 if (_count + entries.Length > _ring.Length)
                 {
-                    GrowLocked(_count + entries.Length);
+                    GrowLocked(_count + entries.Length); // may throw (out of memory): nothing appended, nothing counted
                 }
+                // Before the entries become visible (a taker needs the lock to see them): never below the length.
+                Interlocked.Add(ref _pending.Value, entries.Length);
                 int mask = _ring.Length - 1;
                 for (int i = 0; i < entries.Length; i++)
                 {
@@ -59,7 +60,6 @@ internal sealed class UrgentQueue
                 return true;
             }
         }
-        Interlocked.Add(ref _pending.Value, -entries.Length);
         return false;
     }
 

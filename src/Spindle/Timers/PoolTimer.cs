@@ -70,7 +70,9 @@ internal sealed class PoolTimer : TimerNode, ITimer, IShutdownAware, Telemetry.I
     /// </summary>
     /// <remarks>Periodic firings fall on the pool's millisecond wheel ticks: a period is rounded up to whole milliseconds.
     /// On Linux a long due time (about 4 s or more) is measured from the kernel's coarse clock and may fire up to about
-    /// 21 ms late, never early (see <see cref="WorkerPool.CreateTimer"/>).</remarks>
+    /// 21 ms late, never early (see <see cref="WorkerPool.CreateTimer"/>). A timer needs the pool's timer thread: if it
+    /// has exited (it does once the pool has stopped and no timer is scheduled) and a new one cannot be started, the call
+    /// throws what starting a thread threw, and the timer is left as it was.</remarks>
     public bool Change(TimeSpan dueTime, TimeSpan period)
     {
         long due = ToStopwatchTicks(dueTime, nameof(dueTime));
@@ -78,27 +80,84 @@ internal sealed class PoolTimer : TimerNode, ITimer, IShutdownAware, Telemetry.I
         return Change(due, interval);
     }
 
-    /// <summary>Stopwatch ticks; -1 for infinite.</summary>
-    internal bool Change(long dueTicks, long periodTicks) => Change(dueTicks, periodTicks, clockUnderLock: false);
+    /// <summary>
+    /// Stopwatch ticks; -1 for infinite. Starts the pool's timer thread first if none runs, so that a failure to start
+    /// it throws before anything has changed.
+    /// </summary>
+    internal bool Change(long dueTicks, long periodTicks) => Change(dueTicks, periodTicks, clockUnderLock: false, threadFirst: true);
+
+    /// <summary>
+    /// As <see cref="Change(long, long)"/>, for a caller that has started the pool's timer thread itself before it
+    /// recorded anything (a signal registration's timeout, see <c>WaitRegistry.RegisterSignal</c>), and so must not
+    /// throw now. Should the thread have exited meanwhile (the pool stopped, which also ends the registration), the
+    /// timer is scheduled all the same and a new thread started if the system allows (see
+    /// <see cref="TimerService.EnsureTimerThread"/>).
+    /// </summary>
+    internal bool ChangeWithThreadStarted(long dueTicks, long periodTicks) =>
+        Change(dueTicks, periodTicks, clockUnderLock: false, threadFirst: false);
 
     /// <summary>
     /// Restarts the timer with the delay counted from a clock read under the timer lock (Stopwatch ticks): the new due time
     /// is then at least <paramref name="dueTicks"/> after every expiry of this timer that came before the restart. A
     /// plain <see cref="Change(long, long)"/> counts from the call, so an expiry that slips in between the clock read
     /// and the lock is followed by the restarted firing less than a delay later: a registered wait's timeout restarted
-    /// by a signal would then time out twice within one timeout.
+    /// by a signal would then time out twice within one timeout. Never throws, as
+    /// <see cref="ChangeWithThreadStarted"/>: the timer it restarts is a repeating timeout, in the wheel since its
+    /// registration started the timer thread, and the thread does not exit while the wheel holds a timer.
     /// </summary>
     internal bool Restart(long dueTicks, long periodTicks)
     {
         Debug.Assert(dueTicks >= 0);
-        return Change(dueTicks, periodTicks, clockUnderLock: true);
+        return Change(dueTicks, periodTicks, clockUnderLock: true, threadFirst: false);
     }
 
-    private bool Change(long dueTicks, long periodTicks, bool clockUnderLock)
+    /// <summary>Restarts the timer (see <see cref="Change(TimeSpan, TimeSpan)"/>).</summary>
+    /// <param name="dueTicks">Stopwatch ticks; -1 stops the timer.</param>
+    /// <param name="periodTicks">Stopwatch ticks; zero or negative: none.</param>
+    /// <param name="clockUnderLock">Count the delay from a clock read under the timer lock (see <see cref="Restart"/>).</param>
+    /// <param name="threadFirst">
+    /// Make sure the timer thread runs before changing anything, throwing if it cannot be started: the timer is then
+    /// scheduled only while the thread runs, which it keeps doing while the timer is in the wheel (see TimerService).
+    /// Otherwise the timer is scheduled in any case, and a missing thread started afterwards if the system allows.
+    /// </param>
+    private bool Change(long dueTicks, long periodTicks, bool clockUnderLock, bool threadFirst)
     {
-        // The clock is read before the lock: the delay counts from the call. A long delay is placed with the coarse
-        // clock (see CoarseClock): due from an upper bound of now, so never early, while the wheel catches up only to a
-        // lower bound of now, so no other timer is pushed back.
+        if (!threadFirst || dueTicks < 0)
+        {
+            TryChange(dueTicks, periodTicks, clockUnderLock, requireThread: false, out bool changed);
+            return changed;
+        }
+        while (true)
+        {
+            if ((_timers.HasTimerThread || IsDisposed)
+                && TryChange(dueTicks, periodTicks, clockUnderLock, requireThread: true, out bool changed))
+            {
+                return changed;
+            }
+            // No thread. Start one and schedule while holding the start lock: the new thread's first pass waits for that
+            // lock, so it finds this timer in the wheel and stays. Only a thread another caller started can be gone by
+            // the time the timer lock is taken (it exits once the pool has stopped and the wheel is empty): then again.
+            lock (_timers.ThreadStartLock)
+            {
+                _timers.StartTimerThreadHoldingStartLock(); // throws with nothing changed yet
+                if (TryChange(dueTicks, periodTicks, clockUnderLock, requireThread: true, out changed))
+                {
+                    return changed;
+                }
+            }
+        }
+    }
+
+    /// <summary>
+    /// The body of <see cref="Change(long, long, bool, bool)"/>: false, changing nothing, when
+    /// <paramref name="requireThread"/> is set and no timer thread runs; otherwise true, with <paramref name="changed"/>
+    /// the result for the caller (false once the timer is disposed).
+    /// </summary>
+    private bool TryChange(long dueTicks, long periodTicks, bool clockUnderLock, bool requireThread, out bool changed)
+    {
+        // The clock is read before the lock, and after any thread start: the delay counts from the call. A long delay is
+        // placed with the coarse clock (see CoarseClock): due from an upper bound of now, so never early, while the
+        // wheel catches up only to a lower bound of now, so no other timer is pushed back.
         long now = 0, due = 0;
         if (dueTicks >= 0 && !clockUnderLock)
         {
@@ -117,10 +176,17 @@ internal sealed class PoolTimer : TimerNode, ITimer, IShutdownAware, Telemetry.I
         {
             if (IsDisposed)
             {
+                changed = false;
+                return true;
+            }
+            if (requireThread && !_timers.HasTimerThreadLocked)
+            {
+                changed = false;
                 return false;
             }
             _timers.UnscheduleLocked(this);
             SetPeriodLocked(PeriodToMilliseconds(periodTicks));
+            changed = true;
             if (dueTicks < 0)
             {
                 return true;
@@ -132,9 +198,10 @@ internal sealed class PoolTimer : TimerNode, ITimer, IShutdownAware, Telemetry.I
             }
             startThread = _timers.ScheduleLocked(this, due, now);
         }
+        Debug.Assert(!(startThread && requireThread), "With a thread required, the timer was scheduled while one ran.");
         if (startThread)
         {
-            _timers.StartTimerThread();
+            _timers.EnsureTimerThread();
         }
         return true;
     }
@@ -198,6 +265,12 @@ internal sealed class PoolTimer : TimerNode, ITimer, IShutdownAware, Telemetry.I
             _timers.ScheduleLocked(this, next, nowTimestamp);
         }
     }
+
+    /// <summary>
+    /// Caller holds the timer lock, after <see cref="TryMarkFirePendingLocked"/>: takes the claim back, for a firing that
+    /// could not be handed over. It was never queued, so no worker clears the flag meanwhile.
+    /// </summary>
+    internal void ClearFirePendingLocked() => ClearOwnerFlagsLocked(FirePendingFlag);
 
     /// <summary>
     /// Caller holds the timer lock: claims the right to queue a firing; false once disposed, or while a previous firing

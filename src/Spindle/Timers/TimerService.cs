@@ -38,11 +38,37 @@ namespace Spindle.Timers;
 // left (the next worker added plans one again). Checks change nothing for timers: they only bring the thread's
 // deadline forward. The thread still exits once the pool has stopped and the wheel is empty, since a stopped pool has no
 // worker to watch.
+//
+// Starting the thread: _timerThread names a thread that has started and not yet decided to exit. The starter holds
+// _threadStartLock across the start and publishes the thread (under _timerLock) only once the start has succeeded, so a
+// failed start has changed nothing that anyone saw, and two starters never start two threads. The new thread takes
+// _threadStartLock once before its first pass, so it never decides to exit before it has been published, nor before a
+// caller that started it while holding the lock has scheduled its timer. PoolTimer.Change (the public Change and
+// CreateTimer) schedules only while _timerThread is set, checked under _timerLock after starting the thread if needed,
+// and the thread exits only under _timerLock with the wheel empty: so such a timer always has a thread to fire it, or
+// its caller saw the start fail before anything changed. The other schedules (a periodic timer's next period, a retry
+// after a fault, a signal registration's timeout, whose registration started the thread first) happen while the thread
+// runs, unless it has exited with the pool stopped or a start failed. Then the registration's timeout starts a thread
+// if the system allows, the next Change starts one, and until one runs workers expire due timers between items
+// (AssistTimers).
+//
+// Faults: the pool's own code on the timer thread (the expiry, the hand-over, the stuck-item check, the wait) is not
+// expected to throw, but could (out of memory, or a bug). A fault is written to Trace (FailureTrace) and the thread goes
+// on: after a stuck-item check that threw, with the next check a period later; after any other fault, with a fresh pass
+// after a short pause (doubling while faults repeat, so that a fault that recurs at every pass does not spin a core). A
+// fault in the middle of an advance loses no firing: the wheel gives expired timers up one at a time (TimingWheel.Advance),
+// and a timer whose firing was not handed over is put back in the wheel due at once (RetryLocked), so the next pass, or
+// a worker, tries again. A worker that expires timers handles a fault the same way instead of letting it end the process.
 internal sealed class TimerService
 {
     private readonly Lock _timerLock = new();
+    // Held across a start of the timer thread, and taken once by the new thread before its first pass (see above).
+    private readonly Lock _threadStartLock = new();
     private readonly TimingWheel _wheel = new();
+    private readonly string _poolName;
     private readonly string _threadName;
+    private readonly Func<ThreadStart, Thread>? _threadFactory; // test seam (WorkerPoolOptions.TimerThreadFactory)
+    private readonly Action? _onFiringsHandOver; // test seam (WorkerPoolOptions.OnTimerFiringsHandOver)
     private readonly Scheduler _scheduler;
     private readonly ItemRunner _runner;
     // The firings of one advance, handed to the scheduler in one call. Under _timerLock; grows to the most timers that
@@ -50,6 +76,8 @@ internal sealed class TimerService
     private WorkItemEntry[] _firings = new WorkItemEntry[16];
     private readonly long _timerEpoch = Stopwatch.GetTimestamp();
     private ThreadBlocker? _timerBlocker;
+    // Written under _timerLock: set by the starter once the thread has started (holding _threadStartLock as well),
+    // cleared by the thread as it exits. Read without a lock only as a hint (HasTimerThread).
     private Thread? _timerThread;
     private long _timerThreadDeadline = long.MaxValue;
     // Set (under _timerLock) when the pool has stopped: the timer thread then exits as soon as the wheel is empty, and
@@ -69,7 +97,10 @@ internal sealed class TimerService
 
     public TimerService(WorkerPoolOptions options, Scheduler scheduler, ItemRunner runner)
     {
+        _poolName = options.Name;
         _threadName = $"{options.ThreadNamePrefix ?? options.Name} timer";
+        _threadFactory = options.TimerThreadFactory;
+        _onFiringsHandOver = options.OnTimerFiringsHandOver;
         _scheduler = scheduler;
         _runner = runner;
     }
@@ -149,6 +180,16 @@ internal sealed class TimerService
     /// <summary>Whether the pool's timer thread exists (it starts with the first timer; tests and diagnostics).</summary>
     internal bool HasTimerThread => Volatile.Read(ref _timerThread) is not null;
 
+    /// <summary>Whether the pool's timer thread exists; the caller holds the timer lock, so it cannot exit meanwhile.</summary>
+    internal bool HasTimerThreadLocked
+    {
+        get
+        {
+            Debug.Assert(_timerLock.IsHeldByCurrentThread);
+            return _timerThread is not null;
+        }
+    }
+
     /// <summary>Whether the pool's timer thread is running (tests: shutdown joins it).</summary>
     internal bool TimerThreadIsAlive => Volatile.Read(ref _timerThread)?.IsAlive == true;
 
@@ -166,7 +207,8 @@ internal sealed class TimerService
 
     /// <summary>
     /// Schedules or reschedules <paramref name="timer"/> (caller holds <see cref="_timerLock"/>): due at the Stopwatch
-    /// timestamp <paramref name="dueTimestamp"/>. Returns whether the timer thread must be started.
+    /// timestamp <paramref name="dueTimestamp"/>. Returns whether the timer thread must be started (there is none:
+    /// a caller that started it first never sees true, see PoolTimer.Change).
     /// </summary>
     internal bool ScheduleLocked(PoolTimer timer, long dueTimestamp, long nowTimestamp)
     {
@@ -179,13 +221,13 @@ internal sealed class TimerService
         {
             Volatile.Write(ref _nextExpiry.Value, start);
         }
+        if (_timerThread is null)
+        {
+            return true; // the thread that starts next finds the timer on its first pass
+        }
         if (timer.When < _timerThreadDeadline)
         {
             _timerThreadDeadline = timer.When;
-            if (_timerThread is null)
-            {
-                return true;
-            }
             _timerBlocker!.Signal();
         }
         return false;
@@ -214,99 +256,152 @@ internal sealed class TimerService
         }
     }
 
-    /// <summary>Starts the timer thread (once); called outside <see cref="_timerLock"/>, because a thread start waits a scheduling round.</summary>
+    /// <summary>
+    /// Starts the timer thread unless one runs; called outside <see cref="_timerLock"/>, because a thread start waits a
+    /// scheduling round. Throws what creating or starting the thread throws, having published nothing (see the start
+    /// protocol above); a caller that has not yet changed anything can let the exception reach its own caller.
+    /// </summary>
     internal void StartTimerThread()
     {
-        var thread = new Thread(static state => ((TimerService)state!).TimerThreadMain(), 256 * 1024)
+        lock (_threadStartLock)
         {
-            IsBackground = true,
-            Name = _threadName,
-        };
+            StartTimerThreadHoldingStartLock();
+        }
+    }
+
+    /// <summary>
+    /// Held across a start of the timer thread; a new thread takes it before its first pass. A caller that holds it
+    /// while it schedules a timer (PoolTimer.Change) knows that a thread it has just started sees the timer.
+    /// </summary>
+    internal Lock ThreadStartLock => _threadStartLock;
+
+    /// <summary>As <see cref="StartTimerThread"/>, for a caller that holds <see cref="ThreadStartLock"/> (and not the timer lock).</summary>
+    internal void StartTimerThreadHoldingStartLock()
+    {
+        Debug.Assert(_threadStartLock.IsHeldByCurrentThread && !_timerLock.IsHeldByCurrentThread);
+        if (Volatile.Read(ref _timerThread) is not null)
+        {
+            return; // if it is exiting right now, a scheduler sees that under the timer lock and comes back here
+        }
+        ThreadStart start = TimerThreadMain;
+        Thread thread = _threadFactory is { } factory ? factory(start) : new Thread(start, 256 * 1024);
+        thread.IsBackground = true;
+        thread.Name = _threadName;
         lock (_timerLock)
         {
-            if (_timerThread is not null)
-            {
-                return;
-            }
             _timerBlocker ??= ThreadBlocker.Create(); // one blocker for every timer thread this pool ever runs
+        }
+        thread.UnsafeStart(); // throws: nothing published, the next schedule tries again
+        lock (_timerLock)
+        {
             _timerThread = thread;
-        }
-        try
-        {
-            thread.UnsafeStart(this);
-        }
-        catch
-        {
-            // No thread: forget it, so that shutdown does not join it and the next schedule tries again (the wheel
-            // keeps the timers; workers between items still expire them, see AssistTimers).
-            lock (_timerLock)
-            {
-                _timerThread = null;
-                _timerThreadDeadline = long.MaxValue;
-            }
-            throw;
         }
     }
 
     private void TimerThreadMain()
     {
+        // Wait for the starter to publish this thread: before that, a pass could find the wheel empty and exit, and the
+        // starter would then publish a thread that no longer runs.
+        _threadStartLock.Enter();
+        _threadStartLock.Exit();
         var expired = new List<TimerNode>();
         long plannedWake = long.MaxValue;
+        int unwoken = 0;
+        int faultPauseMs = 0;
         while (true)
         {
-            // Stuck-item check, when its tick has come: outside the lock (it reads the workers and may write an event).
-            StuckItemDetector? detector = _stuckDetector;
-            bool checkedWorkers = false;
-            if (detector is not null && FloorTick(Stopwatch.GetTimestamp()) >= Volatile.Read(ref _stuckCheckTick))
+            try
             {
-                detector.Check(Stopwatch.GetTimestamp());
-                checkedWorkers = true;
-            }
-            long deadline;
-            int readied;
-            lock (_timerLock)
-            {
-                _timerThreadDeadline = long.MinValue; // awake: periodic reschedules below need no signal
-                CoarseClock.Verify(); // the bound that long timers are placed with still holds (two clock reads per wake)
-                long nowTimestamp = Stopwatch.GetTimestamp();
-                readied = AdvanceLocked(nowTimestamp, expired);
-                if (_timerThreadMayExit && _wheel.Count == 0)
+                if (!RunTimerThreadPass(expired, ref plannedWake, ref unwoken))
                 {
-                    // The pool has stopped and no timer is left (what fired ran elsewhere, so nothing is readied): exit.
-                    // The next schedule finds no thread and starts one.
-                    Debug.Assert(readied == 0);
-                    _timerThread = null;
-                    _timerThreadDeadline = long.MaxValue;
-                    Volatile.Write(ref _stuckCheckTick, long.MaxValue);
                     return;
                 }
-                long now = FloorTick(nowTimestamp);
-                if (checkedWorkers)
-                {
-                    // Read under the lock: a worker added after this read finds no check planned and plans one.
-                    Volatile.Write(ref _stuckCheckTick, detector!.HasWorkers ? now + detector.CheckPeriodMs : long.MaxValue);
-                }
-                // Never postpone a planned wake-up that is still ahead: when the timer that set it was cancelled, keeping
-                // it costs one spurious wake, while dropping it would make the next scheduler of a later timer signal
-                // this thread again (a schedule-cancel loop would otherwise pay a wake-up system call per timer).
-                deadline = Math.Min(_wheel.NextDeadline(), plannedWake > now ? plannedWake : long.MaxValue);
-                deadline = Math.Min(deadline, _stuckCheckTick);
-                plannedWake = deadline;
-                _timerThreadDeadline = deadline;
+                faultPauseMs = 0;
             }
-            if (readied > 0)
+            catch (Exception exception)
             {
-                _scheduler.WakeForUrgent(readied);
-            }
-            if (deadline == long.MaxValue)
-            {
-                _timerBlocker!.Wait();
-            }
-            else
-            {
-                _timerBlocker!.WaitUntil(TickStart(deadline));
+                // Not a timer callback's exception (callbacks run on workers): the pool's own code failed. Report it and
+                // go on with a fresh pass after a pause. Until then the thread's deadline may still read long.MinValue
+                // ("awake"), so schedulers do not signal it; the pause bounds how late that makes their timers.
+                FailureTrace.Write($"the timer thread of pool '{_poolName}' caught an exception and goes on", exception);
+                faultPauseMs = Math.Clamp(faultPauseMs * 2, 1, MaxFaultPauseMs);
+                Thread.Sleep(faultPauseMs);
             }
         }
+    }
+
+    /// <summary>The longest pause of the timer thread between passes that keep failing (see the faults paragraph above).</summary>
+    private const int MaxFaultPauseMs = 64;
+
+    /// <summary>
+    /// One pass of the timer thread: the stuck-item check if due, an advance of the wheel, then a wait until the next
+    /// deadline or a signal. Returns false when the thread must exit (the pool has stopped and no timer is left).
+    /// <paramref name="unwoken"/> counts firings handed over whose workers have not been woken yet: a pass that failed
+    /// before waking them leaves the count for the next one.
+    /// </summary>
+    private bool RunTimerThreadPass(List<TimerNode> expired, ref long plannedWake, ref int unwoken)
+    {
+        // Stuck-item check, when its tick has come: outside the lock (it reads the workers and may write an event).
+        StuckItemDetector? detector = _stuckDetector;
+        bool checkedWorkers = false;
+        if (detector is not null && FloorTick(Stopwatch.GetTimestamp()) >= Volatile.Read(ref _stuckCheckTick))
+        {
+            checkedWorkers = true; // even if it throws: the next check comes a period later, not at once
+            try
+            {
+                detector.Check(Stopwatch.GetTimestamp());
+            }
+            catch (Exception exception)
+            {
+                FailureTrace.Write($"the stuck-item check of pool '{_poolName}' caught an exception and goes on", exception);
+            }
+        }
+        long deadline;
+        lock (_timerLock)
+        {
+            _timerThreadDeadline = long.MinValue; // awake: periodic reschedules below need no signal
+            CoarseClock.Verify(); // the bound that long timers are placed with still holds (two clock reads per wake)
+            long nowTimestamp = Stopwatch.GetTimestamp();
+            int readied = AdvanceLocked(nowTimestamp, expired);
+            if (_timerThreadMayExit && _wheel.Count == 0)
+            {
+                // The pool has stopped and no timer is left (what fired ran elsewhere, so nothing is readied): exit.
+                // The next schedule finds no thread and starts one.
+                Debug.Assert(readied == 0);
+                _timerThread = null;
+                _timerThreadDeadline = long.MaxValue;
+                Volatile.Write(ref _stuckCheckTick, long.MaxValue);
+                return false;
+            }
+            unwoken += readied;
+            long now = FloorTick(nowTimestamp);
+            if (checkedWorkers)
+            {
+                // Read under the lock: a worker added after this read finds no check planned and plans one.
+                Volatile.Write(ref _stuckCheckTick, detector!.HasWorkers ? now + detector.CheckPeriodMs : long.MaxValue);
+            }
+            // Never postpone a planned wake-up that is still ahead: when the timer that set it was cancelled, keeping
+            // it costs one spurious wake, while dropping it would make the next scheduler of a later timer signal
+            // this thread again (a schedule-cancel loop would otherwise pay a wake-up system call per timer).
+            deadline = Math.Min(_wheel.NextDeadline(), plannedWake > now ? plannedWake : long.MaxValue);
+            deadline = Math.Min(deadline, _stuckCheckTick);
+            plannedWake = deadline;
+            _timerThreadDeadline = deadline;
+        }
+        if (unwoken > 0)
+        {
+            _scheduler.WakeForUrgent(unwoken);
+            unwoken = 0;
+        }
+        if (deadline == long.MaxValue)
+        {
+            _timerBlocker!.Wait();
+        }
+        else
+        {
+            _timerBlocker!.WaitUntil(TickStart(deadline));
+        }
+        return true;
     }
 
     /// <summary>
@@ -319,18 +414,59 @@ internal sealed class TimerService
     /// or in the hands of the lock's holder. If the holder is descheduled, a worker that sees the deadline overdue blocks on
     /// the lock (<see cref="AssistTimers"/>), giving its core to the holder, instead of finding nothing to do while the
     /// fired timers sit in a list only the descheduled thread can see.
+    /// <para>If anything here throws, every expired timer whose firing was not handed over is back in the wheel, due at
+    /// once (<see cref="RetryLocked"/>), before the exception leaves: a fault delays a firing, never loses one. The
+    /// steps before the hand-over change nothing outside the wheel, so a fault there retries every expired timer; the
+    /// hand-over retries what it did not deliver itself.</para>
     /// </remarks>
     private int AdvanceLocked(long nowTimestamp, List<TimerNode> expired)
     {
-        _wheel.Advance(FloorTick(nowTimestamp), expired);
-        for (int i = 0; i < expired.Count; i++)
+        Debug.Assert(_timerLock.IsHeldByCurrentThread && expired.Count == 0);
+        bool handingOver = false;
+        try
         {
-            ((PoolTimer)expired[i]).OnExpiredLocked(nowTimestamp);
+            _wheel.Advance(FloorTick(nowTimestamp), expired);
+            if (expired.Count == 0)
+            {
+                return 0;
+            }
+            for (int i = 0; i < expired.Count; i++)
+            {
+                ((PoolTimer)expired[i]).OnExpiredLocked(nowTimestamp);
+            }
+            if (_firings.Length < expired.Count)
+            {
+                // Room for every firing before any timer is marked fire-pending (the hand-over itself allocates nothing).
+                Array.Resize(ref _firings, Math.Max(expired.Count, _firings.Length * 2));
+            }
+            handingOver = true;
+            return HandOverLocked(expired, nowTimestamp);
         }
-        int readied = expired.Count > 0 ? AppendReady(expired) : 0;
-        expired.Clear();
-        PublishNextExpiryLocked();
-        return readied;
+        catch (Exception) when (!handingOver)
+        {
+            for (int i = 0; i < expired.Count; i++)
+            {
+                RetryLocked((PoolTimer)expired[i], nowTimestamp);
+            }
+            throw;
+        }
+        finally
+        {
+            expired.Clear(); // a later advance must not see these again: each is in the wheel or handed over
+            PublishNextExpiryLocked();
+        }
+    }
+
+    /// <summary>
+    /// Caller holds the timer lock, after a fault: puts back in the wheel, due at once, a timer that expired but whose
+    /// firing was not handed over. A periodic timer's next period, already scheduled, gives way to it (the period then
+    /// counts from the retry).
+    /// </summary>
+    private void RetryLocked(PoolTimer timer, long nowTimestamp)
+    {
+        _wheel.Remove(timer);
+        // If no timer thread runs, the next schedule starts one and workers expire due timers meanwhile (AssistTimers).
+        _ = ScheduleLocked(timer, nowTimestamp, nowTimestamp);
     }
 
     private void PublishNextExpiryLocked()
@@ -359,6 +495,7 @@ internal sealed class TimerService
         {
             return now;
         }
+        buffer ??= [];
         // Slightly overdue: only if the lock is free (the timer thread may be expiring right now). Overdue by more than
         // a millisecond: wait for the lock, so that a descheduled holder gets this core.
         if (overdue < AssistBlockTicks)
@@ -372,19 +509,28 @@ internal sealed class TimerService
         {
             _timerLock.Enter();
         }
-        buffer ??= [];
-        int readied = 0;
         try
         {
-            readied = AdvanceLocked(Stopwatch.GetTimestamp(), buffer);
+            int readied;
+            try
+            {
+                readied = AdvanceLocked(Stopwatch.GetTimestamp(), buffer);
+            }
+            finally
+            {
+                _timerLock.Exit();
+            }
+            if (readied > 0)
+            {
+                _scheduler.WakeForUrgent(readied);
+            }
         }
-        finally
+        catch (Exception exception)
         {
-            _timerLock.Exit();
-        }
-        if (readied > 0)
-        {
-            _scheduler.WakeForUrgent(readied);
+            // The pool's own code failed (see the faults paragraph above): an exception escaping here would end the
+            // worker, and the process with it. The due timers are back in the wheel; the timer thread or a later look
+            // tries again.
+            FailureTrace.Write($"a worker of pool '{_poolName}' caught an exception while expiring timers and goes on", exception);
         }
         return now;
     }
@@ -396,23 +542,20 @@ internal sealed class TimerService
     private static readonly long AssistBlockTicks = Stopwatch.Frequency / 1000;
 
     /// <summary>
-    /// Caller holds the timer lock: hands the expired timers' firings to the scheduler (ahead of all ordinary work),
-    /// skipping those whose previous firing has not started. Returns how many it handed over (the caller wakes workers
-    /// for them once it has let the lock go).
+    /// Caller holds the timer lock and has made room in <see cref="_firings"/> for every expired timer: hands their
+    /// firings to the scheduler (ahead of all ordinary work), skipping those whose previous firing has not started.
+    /// Returns how many it handed over (the caller wakes workers for them once it has let the lock go). If it throws,
+    /// every firing it had not delivered has its timer unmarked and back in the wheel (see <see cref="AdvanceLocked"/>).
     /// </summary>
-    private int AppendReady(List<TimerNode> expired)
+    private int HandOverLocked(List<TimerNode> expired, long nowTimestamp)
     {
-        Debug.Assert(_timerLock.IsHeldByCurrentThread);
+        Debug.Assert(_timerLock.IsHeldByCurrentThread && _firings.Length >= expired.Count);
         int count = 0;
         for (int i = 0; i < expired.Count; i++)
         {
             var timer = (PoolTimer)expired[i];
             if (timer.TryMarkFirePendingLocked())
             {
-                if (count == _firings.Length)
-                {
-                    Array.Resize(ref _firings, _firings.Length * 2);
-                }
                 _firings[count++] = timer.CreateFireEntry();
             } // otherwise its previous firing has not started yet: this one merges into it
         }
@@ -421,17 +564,38 @@ internal sealed class TimerService
             return 0;
         }
         Span<WorkItemEntry> firings = _firings.AsSpan(0, count);
-        bool accepted = _scheduler.TrySubmitUrgent(firings);
-        if (!accepted)
+        int delivered = 0;
+        try
         {
-            // The pool has stopped: its timers outlive it, and their callbacks run on the built-in pool.
-            foreach (ref readonly WorkItemEntry firing in firings)
+            _onFiringsHandOver?.Invoke();
+            if (_scheduler.TrySubmitUrgent(firings)) // all or nothing
             {
-                _runner.RunElsewhere(firing);
+                delivered = count;
+                return count;
             }
+            // The pool has stopped: its timers outlive it, and their callbacks run on the built-in pool.
+            for (; delivered < count; delivered++)
+            {
+                _runner.RunElsewhere(firings[delivered]);
+            }
+            return 0;
         }
-        firings.Clear(); // keep no timer alive through the buffer
-        return accepted ? count : 0;
+        catch (Exception)
+        {
+            // What was not delivered was never visible to a worker, so nobody else clears its mark: take it back, or
+            // the timer would never fire again (a marked timer is not queued twice), and let the next advance retry.
+            for (int i = delivered; i < count; i++)
+            {
+                var timer = (PoolTimer)firings[i].State!;
+                timer.ClearFirePendingLocked();
+                RetryLocked(timer, nowTimestamp);
+            }
+            throw;
+        }
+        finally
+        {
+            firings.Clear(); // keep no timer alive through the buffer
+        }
     }
 
     /// <summary>The pool has stopped: the timer thread may exit once no timer is scheduled (woken now to look).</summary>

@@ -87,6 +87,13 @@ internal abstract class TimerNode
         StoreLocked(~0L, flags);
     }
 
+    /// <summary>Under the lock: clears owner flags (<see cref="OwnerFlagA"/>, <see cref="OwnerFlagB"/>).</summary>
+    internal void ClearOwnerFlagsLocked(long flags)
+    {
+        Debug.Assert((flags & ~(OwnerFlagA | OwnerFlagB)) == 0, "Only owner flags.");
+        StoreLocked(~flags, 0);
+    }
+
     /// <summary>The owner's count in a word read with <see cref="ReadWord"/>.</summary>
     internal static int OwnerCount(long word) => (int)((ulong)word >> CountShift);
 
@@ -193,7 +200,8 @@ internal abstract class TimerNode
 
 /// <summary>
 /// A hierarchical timing wheel with millisecond ticks: 6 levels of 64 slots, so level <c>L</c> slots span
-/// <c>64^L</c> ms and the wheel covers 2^36 ms (about 2.2 years); the longest delay accepted is 2^32 ms.
+/// <c>64^L</c> ms and the wheel covers 2^36 ms (about 2.2 years). An entry may be due any time later: see
+/// <see cref="MaxPlacementDelay"/>.
 /// </summary>
 /// <remarks>
 /// <para>Not thread-safe: the owner serializes every call (the pool does it under its timer lock).</para>
@@ -205,14 +213,26 @@ internal abstract class TimerNode
 /// <para>Schedule and cancel are O(1): link or unlink in a doubly linked slot list and set or clear one bit of the
 /// level's occupancy word. Finding the next deadline is one rotate and one trailing-zero count per level. When time
 /// reaches a slot above level 0, its entries are re-placed relative to the new elapsed tick (they cascade to lower
-/// levels); each entry cascades at most 5 times in its life.</para>
+/// levels); each entry cascades at most 5 times in its life, or a few more if it is due beyond
+/// <see cref="MaxPlacementDelay"/>.</para>
+/// <para>An entry's due tick (<see cref="TimerNode.When"/>) is never changed to fit the wheel: an entry due more than
+/// <see cref="MaxPlacementDelay"/> after <see cref="Elapsed"/> is placed at that distance, and placed again from there
+/// when time reaches its slot, as any cascading entry is. <see cref="Elapsed"/> may trail the caller's clock by a long
+/// way (it moves only when the wheel is advanced, and the owner advances at deadlines), so a delay that fits from the
+/// caller's present may not fit from <see cref="Elapsed"/>: clamping the due tick instead would make the entry expire
+/// early by up to that lag.</para>
 /// </remarks>
 internal sealed class TimingWheel
 {
     internal const int LevelBits = 6;
     internal const int SlotsPerLevel = 1 << LevelBits;
     internal const int Levels = 6;
-    internal const long MaxDelay = 1L << 32;
+
+    /// <summary>
+    /// The farthest from <see cref="Elapsed"/> an entry is placed (2^32 ms, four top-level slots): the top level wraps,
+    /// so a placement must stay within 63 of its slots ahead (see <see cref="TryFindNextSlot"/>).
+    /// </summary>
+    internal const long MaxPlacementDelay = 1L << 32;
 
     // Each slot's list, head and tail side by side (an array of structs: storing a node needs no covariance check, which
     // an array of the abstract node type would cost on every link and unlink).
@@ -247,12 +267,8 @@ internal sealed class TimingWheel
         {
             when = _elapsed; // already due: it expires on the next advance
         }
-        else if (when - _elapsed > MaxDelay)
-        {
-            when = _elapsed + MaxDelay;
-        }
         node.When = when;
-        Link(node, SlotIndexFor(when));
+        Link(node, SlotIndexFor(PlacementTick(when)));
         _count++;
     }
 
@@ -279,32 +295,32 @@ internal sealed class TimingWheel
     /// Advances the wheel to tick <paramref name="now"/>: every entry due at or before it leaves the wheel and is added
     /// to <paramref name="expired"/> in due order (entries due in the same millisecond in the order they were placed).
     /// </summary>
+    /// <remarks>
+    /// If <paramref name="expired"/> cannot grow (out of memory), the exception leaves every entry either still in the
+    /// wheel or in <paramref name="expired"/>, and <see cref="Count"/> right: entries leave their slot one at a time, each
+    /// only once it is in the list or linked elsewhere. A later call goes on from there.
+    /// </remarks>
     public void Advance(long now, List<TimerNode> expired)
     {
         while (TryFindNextSlot(out int slotIndex, out long deadline) && deadline <= now)
         {
             Debug.Assert(deadline >= _elapsed, "The wheel never moves backwards.");
             _elapsed = deadline;
-            TimerNode? node = _slots[slotIndex].Head;
-            _slots[slotIndex].Head = null;
-            _slots[slotIndex].Tail = null;
-            _occupied[slotIndex >> LevelBits] &= ~(1UL << (slotIndex & (SlotsPerLevel - 1)));
-            while (node is not null)
+            // Unlink clears the slot's occupancy bit with its last entry. A re-placed entry never lands in this slot
+            // again: it is due after the slot's start, which is now Elapsed, so it goes to a slot that starts later.
+            while (_slots[slotIndex].Head is TimerNode node)
             {
-                TimerNode? next = node.Next;
-                node.Previous = null;
-                node.Next = null;
-                node.SlotIndex = -1;
                 if (node.When <= deadline)
                 {
-                    _count--;
                     expired.Add(node);
+                    Unlink(node);
+                    _count--;
                 }
                 else
                 {
-                    Link(node, SlotIndexFor(node.When)); // cascades to a lower level
+                    Unlink(node);
+                    Link(node, SlotIndexFor(PlacementTick(node.When))); // cascades to a lower level, or moves on
                 }
-                node = next;
             }
         }
         if (now > _elapsed)
@@ -357,6 +373,9 @@ internal sealed class TimingWheel
         deadline = long.MaxValue;
         return false;
     }
+
+    /// <summary>Where an entry due at <paramref name="when"/> is placed now: its tick, or the farthest placement if that is sooner.</summary>
+    private long PlacementTick(long when) => Math.Min(when, _elapsed + MaxPlacementDelay);
 
     private int SlotIndexFor(long when)
     {

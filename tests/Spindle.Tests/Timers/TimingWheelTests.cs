@@ -123,6 +123,50 @@ public sealed class TimingWheelTests
     }
 
     [Fact]
+    public void TheLongestDueTime_PlacedFromAnUpperBoundOfNow_ExpiresAtItsTick_NotBefore()
+    {
+        // A pool places a long timer from an upper bound of the present (the coarse clock plus its margin, at most
+        // 51 ms) and catches an empty wheel up to a lower bound, so the largest due time Timer accepts, 0xFFFFFFFE ms,
+        // lands a few dozen ticks beyond 2^32 ticks after Elapsed.
+        var wheel = new TimingWheel();
+        wheel.CatchUpIfEmpty(1_000);
+        long due = 1_000 + 0xFFFFFFFEL + 52;
+        var node = new Node(1);
+        wheel.Insert(node, due);
+        Assert.Equal(due, node.When);
+        Assert.True(wheel.NextDeadline() <= due);
+        Assert.Empty(Advance(wheel, due - 1));
+        Assert.Same(node, Assert.Single(Advance(wheel, due)));
+    }
+
+    [Fact]
+    public void ALongDueTime_InsertedWhileElapsedTrails_ExpiresAtItsTick_NotBefore()
+    {
+        // Elapsed moves only when the wheel is advanced: with an entry an hour away its owner sleeps until then, so an
+        // entry inserted ten minutes in is placed relative to a tick ten minutes old. Walking deadline to deadline, as
+        // the pool's timer thread does, each entry expires exactly at its own tick.
+        var wheel = new TimingWheel();
+        var hour = new Node(1);
+        wheel.Insert(hour, 3_600_000);
+        long due = 600_000 + 0xFFFFFFFEL;
+        var longest = new Node(2);
+        wheel.Insert(longest, due);
+        Assert.Equal(due, longest.When);
+        var expiries = new List<(int Id, long At)>();
+        int steps = 0;
+        while (wheel.Count > 0)
+        {
+            long next = wheel.NextDeadline();
+            foreach (Node node in Advance(wheel, next))
+            {
+                expiries.Add((node.Id, next));
+            }
+            Assert.True(++steps < 100, "the wheel keeps cascading");
+        }
+        Assert.Equal(new[] { (1, 3_600_000L), (2, due) }, expiries);
+    }
+
+    [Fact]
     public void RemoveAll_EmptiesTheWheel()
     {
         var wheel = new TimingWheel();
