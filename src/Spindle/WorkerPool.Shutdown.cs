@@ -72,9 +72,17 @@ public sealed partial class WorkerPool
         Debug.Assert(IsShutdownStarted);
         if (Interlocked.CompareExchange(ref _disposeLeavesRunningItems, 1, 0) == 0)
         {
-            _ = FinishShutdownUnwatchedAsync();
+            // Started elsewhere: if the pool has stopped already, the finisher would otherwise sweep leftovers (run user
+            // items) on the owner's thread, inside its stop. Published before anyone can read it: the flag above is
+            // what Dispose reads, and ShutdownAsync only looks for the task after the pool has stopped.
+            Volatile.Write(ref _unwatchedFinish, Task.Run(FinishShutdownUnwatchedAsync));
         }
     }
+
+    // The background finisher started by LeaveRunningItemsOnDispose (null until then; written once). An explicit
+    // ShutdownAsync waits for it after the pool has stopped, so that it does not return while the finisher still
+    // releases threads or runs leftovers.
+    private Task? _unwatchedFinish;
 
     /// <summary>
     /// What a waiting <see cref="Dispose"/> does once the pool has stopped (the last worker out has stopped it), done
@@ -85,7 +93,7 @@ public sealed partial class WorkerPool
     {
         try
         {
-            await FinishShutdownAsync(ShutdownMode.Drain, CancellationToken.None).ConfigureAwait(false);
+            await FinishShutdownAsync(ShutdownMode.Drain, CancellationToken.None, isUnwatchedFinisher: true).ConfigureAwait(false);
         }
         catch (Exception exception)
         {
@@ -148,7 +156,7 @@ public sealed partial class WorkerPool
         return FinishShutdownAsync(whenCancelled, cancellationToken);
     }
 
-    private async Task<int> FinishShutdownAsync(ShutdownMode whenCancelled, CancellationToken cancellationToken)
+    private async Task<int> FinishShutdownAsync(ShutdownMode whenCancelled, CancellationToken cancellationToken, bool isUnwatchedFinisher = false)
     {
         try
         {
@@ -162,7 +170,13 @@ public sealed partial class WorkerPool
             }
             throw;
         }
-        // Wait for the threads on their way out without blocking, then sweep as Shutdown does.
+        // Wait for the threads on their way out without blocking, then sweep as Shutdown does. A background finisher
+        // (a shutdown an owner stopped waiting for) releases the same threads and sweeps the same queues: wait for it
+        // first, or this call could return while it still runs a leftover.
+        if (!isUnwatchedFinisher && Volatile.Read(ref _unwatchedFinish) is Task unwatched)
+        {
+            await unwatched.ConfigureAwait(false);
+        }
         await WhenExited(ReleaseThreadsAfterStop()).ConfigureAwait(false);
         _scheduler.SweepLeftovers();
         return (int)_runner.CancelledCount;

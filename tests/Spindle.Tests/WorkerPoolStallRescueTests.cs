@@ -1,3 +1,4 @@
+using System;
 using System.Threading;
 using Xunit;
 
@@ -51,5 +52,50 @@ public sealed class WorkerPoolStallRescueTests
         Assert.True(sawItRun,
             $"An item a worker queued to itself before blocking did not run within {Waits.MustHappen.TotalSeconds} s " +
             $"although the pool may run two threads (threads: {pool.ThreadCount}).");
+    }
+
+    [Fact]
+    public void ItemQueuedLocallyByAWorkerThatThenBlocks_IsStolenByAWorkerThatKeepsFeedingItself()
+    {
+        // The pool is at its thread limit and nobody is parked, so queueing the item wakes nobody; the other worker
+        // runs a chain that re-queues itself to its own queue for ever, so it never runs out of work and never goes
+        // looking in the blocked worker's queue on its own. Its items keep completing, so the pool is not stalled
+        // either: the monitor must notice the blocked worker's stranded item and have it stolen.
+        using var pool = new WorkerPool(new WorkerPoolOptions
+        {
+            Name = nameof(ItemQueuedLocallyByAWorkerThatThenBlocks_IsStolenByAWorkerThatKeepsFeedingItself),
+            MinThreads = 2,
+            MaxThreads = 2,
+            ExceptionPolicy = UnhandledExceptionPolicy.Report,
+        });
+        using var chainRunning = new ManualResetEventSlim();
+        bool stop = false;
+        Action<object?>? link = null;
+        link = _ =>
+        {
+            chainRunning.Set();
+            Thread.SpinWait(200);
+            if (!Volatile.Read(ref stop))
+            {
+                pool.UnsafeQueueUserWorkItem(link!, null, preferLocal: true);
+            }
+        };
+        pool.UnsafeQueueUserWorkItem(link, null, preferLocal: false);
+        Waits.For(chainRunning, "the chain");
+
+        using var ran = new ManualResetEventSlim();
+        using var producerDone = new ManualResetEventSlim();
+        bool sawItRun = false;
+        pool.QueueUserWorkItem(_ =>
+        {
+            pool.QueueUserWorkItem(static state => ((ManualResetEventSlim)state!).Set(), ran, preferLocal: true);
+            sawItRun = ran.Wait(Waits.MustHappen);
+            producerDone.Set();
+        }, null);
+        Waits.For(producerDone, "the producing item");
+        Volatile.Write(ref stop, true);
+        Assert.True(sawItRun,
+            $"An item a worker queued to itself before blocking did not run within {Waits.MustHappen.TotalSeconds} s " +
+            "while the pool's other worker kept feeding itself.");
     }
 }

@@ -95,7 +95,12 @@ internal sealed class WaitRegistry
         if (registration.TimeoutTicks >= 0)
         {
             // The timeout is a timer of the pool: its thread must run before anything is recorded, so that a failure to
-            // start it reaches the caller with nothing registered (the timer itself is scheduled after the link).
+            // start it reaches the caller with nothing registered (the timer itself is scheduled after the link). A pool
+            // that is shutting down refuses first, without starting a thread that would exit at once.
+            if (_scheduler.IsShutdownStarted)
+            {
+                _pool.ThrowShutDown();
+            }
             _timers.StartTimerThread();
         }
         lock (_waitLock)

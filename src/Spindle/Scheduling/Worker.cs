@@ -116,6 +116,18 @@ internal sealed class Worker
     // a look cleared it) costs one early look, never a missed one.
     public volatile bool LookOutsideRequested;
 
+    // Set by the stall monitor when this worker has held local work (its LIFO slot or ring) through two of the monitor's
+    // ticks without completing an item: it is blocked or running a long item, and the work it queued to itself waits
+    // for it. Other workers that keep feeding themselves never run out of work and so never steal on their own (the
+    // pool is at its thread target and nobody is parked, so the queueing woke nobody); the monitor therefore also asks
+    // every worker to look outside, and a requested look steals from a stranded worker (LookOutside). Cleared by the
+    // monitor once the worker completes an item or its local queues are empty. StrandWatchCount and StrandSeenTicks: the
+    // monitor's own record (the completed count it last saw with local work present, -1 when none; how many consecutive
+    // ticks it has seen that count).
+    public volatile bool Stranded;
+    public long StrandWatchCount = -1;
+    public int StrandSeenTicks;
+
     // Thread controller, on this thread only: nesting depth of blocking regions.
     public int RegionDepth;
 
@@ -672,7 +684,8 @@ internal sealed class Worker
     [MethodImpl(MethodImplOptions.NoInlining)]
     private bool LookOutside(out WorkItemEntry item)
     {
-        if (LookOutsideRequested)
+        bool requested = LookOutsideRequested;
+        if (requested)
         {
             LookOutsideRequested = false; // before the look: a request made after it is kept for the next dispatch
         }
@@ -706,6 +719,34 @@ internal sealed class Worker
         else if (TryTakeGlobalBatch(out item))
         {
             return true;
+        }
+        if (requested && TryStealFromStranded(out item))
+        {
+            return true;
+        }
+        item = default;
+        return false;
+    }
+
+    /// <summary>
+    /// A look the stall monitor asked for found no outside work: takes work another worker queued to itself before it
+    /// blocked or began a long item (see <see cref="Stranded"/>): its LIFO slot first (the item it queued last, typically
+    /// the one it waits for), then half its ring.
+    /// </summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private bool TryStealFromStranded(out WorkItemEntry item)
+    {
+        foreach (Worker victim in Threads.Workers)
+        {
+            if (victim == this || !victim.Stranded || victim.HasNoLocalWork || !victim.MayStealFrom())
+            {
+                continue;
+            }
+            if (victim.TryTakeLifoSlot(out item) || (!victim.Ring.IsEmpty && victim.Ring.StealHalfInto(Ring, out item) > 0))
+            {
+                CountSteal();
+                return true;
+            }
         }
         item = default;
         return false;

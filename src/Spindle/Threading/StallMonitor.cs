@@ -271,6 +271,10 @@ internal sealed class StallMonitor
             RequestLooksOutside();
         }
         _outsideWaitingAtLastTick = outsideWaiting;
+        if (idle == 0 && MarkStrandedWorkers())
+        {
+            RequestLooksOutside();
+        }
         bool starving = pending && !progress && idle == 0 && _idle.SearchingCount == 0;
         bool saturated = false;
         bool judged = true;
@@ -395,6 +399,51 @@ internal sealed class StallMonitor
                 worker.LookOutsideRequested = true;
             }
         }
+    }
+
+    /// <summary>
+    /// Marks the workers that have held local work through two ticks running without completing an item (see
+    /// <see cref="Worker.Stranded"/>) and clears the mark of those that completed one or have none left. Returns whether
+    /// some worker is marked: its work waits for it while the others keep busy with their own, and (nobody being parked,
+    /// the caller's condition) no wake-up or deferral will bring anyone to it, so the caller asks for looks at every tick
+    /// until the mark clears (a look steals half a ring at most). Monitor thread only.
+    /// </summary>
+    private bool MarkStrandedWorkers()
+    {
+        bool marked = false;
+        foreach (Worker worker in _threads.Workers)
+        {
+            if (worker.HasNoLocalWork)
+            {
+                worker.StrandWatchCount = -1;
+                if (worker.Stranded)
+                {
+                    worker.Stranded = false;
+                }
+                continue;
+            }
+            long completed = worker.CompletedCount;
+            if (completed != worker.StrandWatchCount)
+            {
+                worker.StrandWatchCount = completed;
+                worker.StrandSeenTicks = 1;
+                if (worker.Stranded)
+                {
+                    worker.Stranded = false;
+                }
+                continue;
+            }
+            if (++worker.StrandSeenTicks >= 3)
+            {
+                // Seen at three ticks with the same count: no item completed for at least two ticks.
+                if (!worker.Stranded)
+                {
+                    worker.Stranded = true;
+                }
+                marked = true;
+            }
+        }
+        return marked;
     }
 
     /// <summary>Settles finished deferrals, rescues stalled ones. Returns whether any deferral is still open.</summary>

@@ -159,19 +159,23 @@ internal sealed partial class ThreadController
 
     /// <summary>
     /// Like <see cref="WaitUntilStopped"/> without blocking a thread: completes when the pool has stopped, or is
-    /// cancelled by <paramref name="cancellationToken"/>. Looks every 10 ms for leftovers no worker exists to run.
+    /// cancelled by <paramref name="cancellationToken"/>. Looks for leftovers no worker exists to run after 10 ms, and
+    /// then at intervals that double up to 160 ms, so that a wait for an item that never ends (a host that gave up on
+    /// it finishes its shutdown in the background) costs a few looks a second, not a hundred.
     /// </summary>
     public async Task WaitUntilStoppedAsync(CancellationToken cancellationToken)
     {
         Task stopped = _stoppedSource.Task;
+        int intervalMs = 10;
         while (!stopped.IsCompleted)
         {
             try
             {
-                await stopped.WaitAsync(TimeSpan.FromMilliseconds(10), cancellationToken).ConfigureAwait(false);
+                await stopped.WaitAsync(TimeSpan.FromMilliseconds(intervalMs), cancellationToken).ConfigureAwait(false);
             }
             catch (TimeoutException)
             {
+                intervalMs = Math.Min(intervalMs * 2, 160);
                 if (Volatile.Read(ref _threadCount) == 0 && _scheduler.HasLeftovers)
                 {
                     _scheduler.SweepLeftovers();

@@ -263,6 +263,10 @@ internal sealed class TimerService
     /// </summary>
     internal void StartTimerThread()
     {
+        if (Volatile.Read(ref _timerThread) is not null)
+        {
+            return; // the common case: no start lock (see StartTimerThreadHoldingStartLock for a thread exiting now)
+        }
         lock (_threadStartLock)
         {
             StartTimerThreadHoldingStartLock();
