@@ -70,19 +70,28 @@ public sealed partial class WorkerPool
     internal void LeaveRunningItemsOnDispose()
     {
         Debug.Assert(IsShutdownStarted);
-        if (Interlocked.CompareExchange(ref _disposeLeavesRunningItems, 1, 0) == 0)
+        // The finisher is published before the flag and started after both: a ShutdownAsync that finds the pool
+        // stopped and reads the flag set cannot miss the finisher (it waits for it), and one CAS picks the only one.
+        var finish = new Task<Task>(FinishShutdownUnwatchedAsync);
+        if (Interlocked.CompareExchange(ref _unwatchedFinish, finish, null) is null)
         {
+            Volatile.Write(ref _disposeLeavesRunningItems, 1);
             // Started elsewhere: if the pool has stopped already, the finisher would otherwise sweep leftovers (run user
-            // items) on the owner's thread, inside its stop. Published before anyone can read it: the flag above is
-            // what Dispose reads, and ShutdownAsync only looks for the task after the pool has stopped.
-            Volatile.Write(ref _unwatchedFinish, Task.Run(FinishShutdownUnwatchedAsync));
+            // items) on the owner's thread, inside its stop.
+            finish.Start(System.Threading.Tasks.TaskScheduler.Default);
         }
     }
 
-    // The background finisher started by LeaveRunningItemsOnDispose (null until then; written once). An explicit
+    // The background finisher made by LeaveRunningItemsOnDispose (null until then; set once, by CAS). An explicit
     // ShutdownAsync waits for it after the pool has stopped, so that it does not return while the finisher still
-    // releases threads or runs leftovers.
-    private Task? _unwatchedFinish;
+    // releases threads or runs leftovers, except on the thread where the finisher itself runs a leftover (see
+    // t_finishingUnwatched).
+    private Task<Task>? _unwatchedFinish;
+
+    // The pool whose background finisher is sweeping leftovers on this thread: a leftover that calls ShutdownAsync and
+    // blocks on it there must not wait for the very sweep that runs it.
+    [ThreadStatic]
+    private static WorkerPool? t_finishingUnwatched;
 
     /// <summary>
     /// What a waiting <see cref="Dispose"/> does once the pool has stopped (the last worker out has stopped it), done
@@ -173,12 +182,27 @@ public sealed partial class WorkerPool
         // Wait for the threads on their way out without blocking, then sweep as Shutdown does. A background finisher
         // (a shutdown an owner stopped waiting for) releases the same threads and sweeps the same queues: wait for it
         // first, or this call could return while it still runs a leftover.
-        if (!isUnwatchedFinisher && Volatile.Read(ref _unwatchedFinish) is Task unwatched)
+        if (!isUnwatchedFinisher && t_finishingUnwatched != this && Volatile.Read(ref _unwatchedFinish) is Task<Task> unwatched)
         {
-            await unwatched.ConfigureAwait(false);
+            await (await unwatched.ConfigureAwait(false)).ConfigureAwait(false);
         }
         await WhenExited(ReleaseThreadsAfterStop()).ConfigureAwait(false);
-        _scheduler.SweepLeftovers();
+        if (isUnwatchedFinisher)
+        {
+            t_finishingUnwatched = this;
+            try
+            {
+                _scheduler.SweepLeftovers();
+            }
+            finally
+            {
+                t_finishingUnwatched = null;
+            }
+        }
+        else
+        {
+            _scheduler.SweepLeftovers();
+        }
         return (int)_runner.CancelledCount;
     }
 

@@ -116,17 +116,17 @@ internal sealed class Worker
     // a look cleared it) costs one early look, never a missed one.
     public volatile bool LookOutsideRequested;
 
-    // Set by the stall monitor when this worker has held local work (its LIFO slot or ring) through two of the monitor's
-    // ticks without completing an item: it is blocked or running a long item, and the work it queued to itself waits
+    // Set by the stall monitor when this worker has held local work (its LIFO slot or ring) for StrandedAfterMs without
+    // completing an item: it is blocked or running a long item, and the work it queued to itself waits
     // for it. Other workers that keep feeding themselves never run out of work and so never steal on their own (the
     // pool is at its thread target and nobody is parked, so the queueing woke nobody); the monitor therefore also asks
     // every worker to look outside, and a requested look steals from a stranded worker (LookOutside). Cleared by the
-    // monitor once the worker completes an item or its local queues are empty. StrandWatchCount and StrandSeenTicks: the
-    // monitor's own record (the completed count it last saw with local work present, -1 when none; how many consecutive
-    // ticks it has seen that count).
+    // monitor once the worker completes an item or its local queues are empty. StrandWatchCount and StrandWatchSince:
+    // the monitor's own record (the completed count it last saw with local work present, -1 when none; the Stopwatch
+    // timestamp when it first saw that count).
     public volatile bool Stranded;
     public long StrandWatchCount = -1;
-    public int StrandSeenTicks;
+    public long StrandWatchSince;
 
     // Thread controller, on this thread only: nesting depth of blocking regions.
     public int RegionDepth;
@@ -703,6 +703,12 @@ internal sealed class Worker
         _fairnessInterval = interval;
         _fairnessCountdown = interval;
         _lastFairnessLook = now;
+        // A look the monitor asked for serves a stranded worker's work first: it has waited longest (two ticks and
+        // more), and under a steady inflow from outside it would never be reached after the global queue.
+        if (requested && TryStealFromStranded(out item))
+        {
+            return true;
+        }
         if (TakeAgedBottom(out item))
         {
             return true;
@@ -720,18 +726,16 @@ internal sealed class Worker
         {
             return true;
         }
-        if (requested && TryStealFromStranded(out item))
-        {
-            return true;
-        }
         item = default;
         return false;
     }
 
     /// <summary>
-    /// A look the stall monitor asked for found no outside work: takes work another worker queued to itself before it
-    /// blocked or began a long item (see <see cref="Stranded"/>): its LIFO slot first (the item it queued last, typically
-    /// the one it waits for), then half its ring.
+    /// A look the stall monitor asked for: takes one item another worker queued to itself before it blocked or began a
+    /// long item (see <see cref="Stranded"/>): its LIFO slot first (the item it queued last, typically the one it waits
+    /// for), else the oldest of its ring. One item, run now: this worker is busy with work of its own, and more items
+    /// pushed into its ring would wait there behind its own chain; the monitor asks again at its next tick while the
+    /// victim stays stranded.
     /// </summary>
     [MethodImpl(MethodImplOptions.NoInlining)]
     private bool TryStealFromStranded(out WorkItemEntry item)
@@ -742,7 +746,7 @@ internal sealed class Worker
             {
                 continue;
             }
-            if (victim.TryTakeLifoSlot(out item) || (!victim.Ring.IsEmpty && victim.Ring.StealHalfInto(Ring, out item) > 0))
+            if (victim.TryTakeLifoSlot(out item) || (!victim.Ring.IsEmpty && victim.Ring.TrySteal(out item)))
             {
                 CountSteal();
                 return true;

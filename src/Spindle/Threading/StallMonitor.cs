@@ -266,15 +266,13 @@ internal sealed class StallMonitor
         // Outside work seen waiting at two ticks running (so it has waited at least a tick, not just arrived): every
         // worker looks outside at its next dispatch.
         bool outsideWaiting = idle == 0 && pending && !_scheduler.GlobalQueueIsEmpty;
-        if (outsideWaiting && _outsideWaitingAtLastTick)
+        // The marks first, so that the looks requested below never act on a stale one.
+        bool stranded = MarkStrandedWorkers(now);
+        if ((outsideWaiting && _outsideWaitingAtLastTick) || (stranded && idle == 0))
         {
             RequestLooksOutside();
         }
         _outsideWaitingAtLastTick = outsideWaiting;
-        if (idle == 0 && MarkStrandedWorkers())
-        {
-            RequestLooksOutside();
-        }
         bool starving = pending && !progress && idle == 0 && _idle.SearchingCount == 0;
         bool saturated = false;
         bool judged = true;
@@ -402,13 +400,20 @@ internal sealed class StallMonitor
     }
 
     /// <summary>
-    /// Marks the workers that have held local work through two ticks running without completing an item (see
-    /// <see cref="Worker.Stranded"/>) and clears the mark of those that completed one or have none left. Returns whether
-    /// some worker is marked: its work waits for it while the others keep busy with their own, and (nobody being parked,
-    /// the caller's condition) no wake-up or deferral will bring anyone to it, so the caller asks for looks at every tick
-    /// until the mark clears (a look steals half a ring at most). Monitor thread only.
+    /// How long a worker must hold local work without completing an item before its work counts as stranded: long
+    /// enough that a worker running one ordinary long item (a partition step that forked its halves) keeps its children,
+    /// short enough that a blocked one's wait is a rescue, not a hang.
     /// </summary>
-    private bool MarkStrandedWorkers()
+    internal const int StrandedAfterMs = 10;
+
+    /// <summary>
+    /// Marks the workers that have held local work for <see cref="StrandedAfterMs"/> without completing an item (see
+    /// <see cref="Worker.Stranded"/>) and clears the mark of those that completed one or have none left. Returns whether
+    /// some worker is marked: its work waits for it while the others keep busy with their own, and when nobody is parked
+    /// (the caller's condition for acting on it) no wake-up or deferral will bring anyone to it, so the caller asks for
+    /// looks at every tick until the mark clears (a look takes one item). Monitor thread only.
+    /// </summary>
+    private bool MarkStrandedWorkers(long now)
     {
         bool marked = false;
         foreach (Worker worker in _threads.Workers)
@@ -426,16 +431,15 @@ internal sealed class StallMonitor
             if (completed != worker.StrandWatchCount)
             {
                 worker.StrandWatchCount = completed;
-                worker.StrandSeenTicks = 1;
+                worker.StrandWatchSince = now;
                 if (worker.Stranded)
                 {
                     worker.Stranded = false;
                 }
                 continue;
             }
-            if (++worker.StrandSeenTicks >= 3)
+            if (Stopwatch.GetElapsedTime(worker.StrandWatchSince, now).TotalMilliseconds >= StrandedAfterMs)
             {
-                // Seen at three ticks with the same count: no item completed for at least two ticks.
                 if (!worker.Stranded)
                 {
                     worker.Stranded = true;

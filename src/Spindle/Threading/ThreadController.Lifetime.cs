@@ -179,6 +179,7 @@ internal sealed partial class ThreadController
                 if (Volatile.Read(ref _threadCount) == 0 && _scheduler.HasLeftovers)
                 {
                     _scheduler.SweepLeftovers();
+                    intervalMs = 10; // what it ran may queue more (an async chain's next step): look again soon
                 }
             }
         }
