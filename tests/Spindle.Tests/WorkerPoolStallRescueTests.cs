@@ -39,6 +39,17 @@ public sealed class WorkerPoolStallRescueTests
             Waits.Until(() => pool.CompletedWorkItemCount == 2, "the warm-up items to finish");
             Assert.Equal(2, pool.ThreadCount);
         }
+        Assert.True(QueueLocallyThenWaitForIt(pool),
+            $"An item a worker queued to itself before blocking did not run within {Waits.MustHappen.TotalSeconds} s " +
+            $"although the pool may run two threads (threads: {pool.ThreadCount}).");
+    }
+
+    /// <summary>
+    /// Runs an item that queues a child to its own worker and then blocks until the child has run; returns whether it
+    /// ran within <see cref="Waits.MustHappen"/>.
+    /// </summary>
+    private static bool QueueLocallyThenWaitForIt(WorkerPool pool)
+    {
         using var ran = new ManualResetEventSlim();
         using var producerDone = new ManualResetEventSlim();
         bool sawItRun = false;
@@ -49,9 +60,7 @@ public sealed class WorkerPoolStallRescueTests
             producerDone.Set();
         }, null);
         Waits.For(producerDone, "the producing item");
-        Assert.True(sawItRun,
-            $"An item a worker queued to itself before blocking did not run within {Waits.MustHappen.TotalSeconds} s " +
-            $"although the pool may run two threads (threads: {pool.ThreadCount}).");
+        return sawItRun;
     }
 
     [Fact]
@@ -83,16 +92,7 @@ public sealed class WorkerPoolStallRescueTests
         pool.UnsafeQueueUserWorkItem(link, null, preferLocal: false);
         Waits.For(chainRunning, "the chain");
 
-        using var ran = new ManualResetEventSlim();
-        using var producerDone = new ManualResetEventSlim();
-        bool sawItRun = false;
-        pool.QueueUserWorkItem(_ =>
-        {
-            pool.QueueUserWorkItem(static state => ((ManualResetEventSlim)state!).Set(), ran, preferLocal: true);
-            sawItRun = ran.Wait(Waits.MustHappen);
-            producerDone.Set();
-        }, null);
-        Waits.For(producerDone, "the producing item");
+        bool sawItRun = QueueLocallyThenWaitForIt(pool);
         Volatile.Write(ref stop, true);
         Assert.True(sawItRun,
             $"An item a worker queued to itself before blocking did not run within {Waits.MustHappen.TotalSeconds} s " +

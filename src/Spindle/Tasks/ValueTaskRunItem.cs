@@ -97,28 +97,21 @@ internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IVa
     /// The pool drops the item's entry without running it: cancels the item if it has not started and was not
     /// cancelled already, and releases the queue's share. Returns whether this call cancelled it.
     /// </summary>
-    public bool CancelByShutdown()
-    {
-        bool cancelled = Interlocked.CompareExchange(ref _state, Cancelled, Queued) == Queued;
-        if (cancelled)
-        {
-            _work = null;
-        }
-        ReleaseTokenShare();
-        if (cancelled)
-        {
-            _core.SetException(new OperationCanceledException("The worker pool shut down before the item started."));
-        }
-        ReleaseShare(); // the queue's
-        return cancelled;
-    }
+    public bool CancelByShutdown() => CancelNotRun(token: null);
 
     /// <summary>
     /// The caller's token was cancelled while the enqueue waited for room in a full lane, so the item was never queued:
     /// completes it as cancelled by the token (unless the token's callback did already) and releases the queue's share,
     /// as <see cref="CancelByShutdown"/> does; the caller's share reads the cancellation.
     /// </summary>
-    public void CancelUnqueued()
+    public void CancelUnqueued() => CancelNotRun(_token);
+
+    /// <summary>
+    /// Drops the item without running it: cancels it if it has not started and was not cancelled already (with
+    /// <paramref name="token"/>, or as cancelled by the pool's shutdown when null), then releases the token callback's
+    /// share if the callback can no longer run, and the queue's share. Returns whether this call cancelled it.
+    /// </summary>
+    private bool CancelNotRun(CancellationToken? token)
     {
         bool cancelled = Interlocked.CompareExchange(ref _state, Cancelled, Queued) == Queued;
         if (cancelled)
@@ -128,9 +121,12 @@ internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IVa
         ReleaseTokenShare();
         if (cancelled)
         {
-            _core.SetException(new OperationCanceledException(_token));
+            _core.SetException(token is CancellationToken cancelledBy
+                ? new OperationCanceledException(cancelledBy)
+                : new OperationCanceledException("The worker pool shut down before the item started."));
         }
         ReleaseShare(); // the queue's
+        return cancelled;
     }
 
     private void Cancel()
