@@ -20,11 +20,6 @@ public sealed partial class WorkerPool
     /// </summary>
     public long RedirectedCallbackCount => _runner.RedirectedCount;
 
-    // 1 once an owner whose bounded wait for the stop gave up has handed the rest of the shutdown to the pool
-    // (LeaveRunningItemsOnDispose); read by Dispose and DisposeAsync, which then do not wait. Set by CAS, so that one
-    // finisher starts; the owner sets it on its thread, and a container disposes the pool on another.
-    private int _disposeLeavesRunningItems;
-
     /// <summary>
     /// Stops accepting work, runs every item already accepted, and waits for the workers to exit. Idempotent. Called
     /// from one of this pool's own work items it does not wait for the workers (which would deadlock): it returns at
@@ -38,7 +33,7 @@ public sealed partial class WorkerPool
     /// </remarks>
     public void Dispose()
     {
-        if (Volatile.Read(ref _disposeLeavesRunningItems) != 0)
+        if (Volatile.Read(ref _unwatchedFinish) is not null)
         {
             BeginShutdown(ShutdownMode.Drain); // keeps "stops accepting work" true; nothing changes if shutdown has begun
             return;
@@ -52,7 +47,7 @@ public sealed partial class WorkerPool
     /// </summary>
     public ValueTask DisposeAsync()
     {
-        if (Volatile.Read(ref _disposeLeavesRunningItems) != 0)
+        if (Volatile.Read(ref _unwatchedFinish) is not null)
         {
             BeginShutdown(ShutdownMode.Drain);
             return ValueTask.CompletedTask;
@@ -70,21 +65,22 @@ public sealed partial class WorkerPool
     internal void LeaveRunningItemsOnDispose()
     {
         Debug.Assert(IsShutdownStarted);
-        // The finisher is published before the flag and started after both: a ShutdownAsync that finds the pool
-        // stopped and reads the flag set cannot miss the finisher (it waits for it), and one CAS picks the only one.
+        // Published before it starts, by one CAS that picks the only finisher: whoever reads it set (Dispose,
+        // DisposeAsync, a ShutdownAsync that finds the pool stopped) sees the finisher it is to leave the work to or
+        // wait for.
         var finish = new Task<Task>(FinishShutdownUnwatchedAsync);
         if (Interlocked.CompareExchange(ref _unwatchedFinish, finish, null) is null)
         {
-            Volatile.Write(ref _disposeLeavesRunningItems, 1);
             // Started elsewhere: if the pool has stopped already, the finisher would otherwise sweep leftovers (run user
             // items) on the owner's thread, inside its stop.
             finish.Start(System.Threading.Tasks.TaskScheduler.Default);
         }
     }
 
-    // The background finisher made by LeaveRunningItemsOnDispose (null until then; set once, by CAS). An explicit
-    // ShutdownAsync waits for it after the pool has stopped, so that it does not return while the finisher still
-    // releases threads or runs leftovers, except on the thread where the finisher itself runs a leftover (see
+    // The background finisher made by LeaveRunningItemsOnDispose (null until then; set once, by CAS; the owner sets it
+    // on its thread, and a container disposes the pool on another). Set, it tells Dispose and DisposeAsync not to wait.
+    // An explicit ShutdownAsync waits for it after the pool has stopped, so that it does not return while the finisher
+    // still releases threads or runs leftovers, except on the thread where the finisher itself runs a leftover (see
     // t_finishingUnwatched).
     private Task<Task>? _unwatchedFinish;
 
@@ -187,21 +183,15 @@ public sealed partial class WorkerPool
             await (await unwatched.ConfigureAwait(false)).ConfigureAwait(false);
         }
         await WhenExited(ReleaseThreadsAfterStop()).ConfigureAwait(false);
-        if (isUnwatchedFinisher)
-        {
-            t_finishingUnwatched = this;
-            try
-            {
-                _scheduler.SweepLeftovers();
-            }
-            finally
-            {
-                t_finishingUnwatched = null;
-            }
-        }
-        else
+        WorkerPool? sweeping = t_finishingUnwatched;
+        t_finishingUnwatched = isUnwatchedFinisher ? this : sweeping;
+        try
         {
             _scheduler.SweepLeftovers();
+        }
+        finally
+        {
+            t_finishingUnwatched = sweeping;
         }
         return (int)_runner.CancelledCount;
     }

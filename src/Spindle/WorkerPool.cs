@@ -35,8 +35,8 @@ namespace Spindle;
 public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposable
 {
     // The components, created by the constructor and never replaced. Each owns its state and lock; the façade holds
-    // no mutable state of its own besides the lazily created TimeProvider, the event's handler list and the flag that
-    // makes disposal stop waiting (WorkerPool.Shutdown.cs).
+    // no mutable state of its own besides the lazily created TimeProvider, the event's handler list and the background
+    // finisher that makes disposal stop waiting (WorkerPool.Shutdown.cs).
     private readonly WorkerPoolOptions _options;
     private readonly ItemRunner _runner;
     private readonly Scheduler _scheduler;

@@ -509,19 +509,7 @@ public sealed class PoolSocket : IDisposable
     /// Holds the descriptor open for one system call (a <see cref="Dispose"/> meanwhile closes it after the call, so the
     /// number is never reused under it). Throws the closed error when the socket is already closed.
     /// </summary>
-    private bool AcquireHandle()
-    {
-        bool added = false;
-        try
-        {
-            _handle.DangerousAddRef(ref added);
-        }
-        catch (ObjectDisposedException)
-        {
-            throw ClosedError();
-        }
-        return added;
-    }
+    private bool AcquireHandle() => TryHoldHandle() ? true : throw ClosedError();
 
     /// <summary>Like <see cref="AcquireHandle"/>, but answers false instead of throwing when the descriptor is closed.</summary>
     private bool TryHoldHandle()

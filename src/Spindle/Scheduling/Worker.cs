@@ -703,8 +703,8 @@ internal sealed class Worker
         _fairnessInterval = interval;
         _fairnessCountdown = interval;
         _lastFairnessLook = now;
-        // A look the monitor asked for serves a stranded worker's work first: it has waited longest (two ticks and
-        // more), and under a steady inflow from outside it would never be reached after the global queue.
+        // A look the monitor asked for serves a stranded worker's work first: it has waited longest (StrandedAfterMs
+        // and more), and under a steady inflow from outside it would never be reached after the global queue.
         if (requested && TryStealFromStranded(out item))
         {
             return true;

@@ -68,7 +68,19 @@ internal sealed class RunWorkItem<TResult> : TaskCompletionSource<TResult>, IShu
     /// The pool drops the item's entry without running it (shutdown, or an enqueue refused by a pool that is shutting
     /// down): cancels the item if it has not started and was not cancelled already. Returns whether this call cancelled it.
     /// </summary>
-    public bool CancelByShutdown()
+    public bool CancelByShutdown() => CancelNotRun(byToken: false);
+
+    /// <summary>
+    /// The caller's token was cancelled while the enqueue waited for room in a full lane, so the item was never queued:
+    /// cancels its task with the token, unless the token's callback did already.
+    /// </summary>
+    public void CancelUnqueued() => CancelNotRun(byToken: true);
+
+    /// <summary>
+    /// Drops the item without running it: cancels its task (with the token when <paramref name="byToken"/>) unless it
+    /// started or was cancelled already. Returns whether this call cancelled it.
+    /// </summary>
+    private bool CancelNotRun(bool byToken)
     {
         if (Interlocked.CompareExchange(ref _state, Cancelled, Queued) != Queued)
         {
@@ -76,22 +88,15 @@ internal sealed class RunWorkItem<TResult> : TaskCompletionSource<TResult>, IShu
         }
         _registration.Unregister();
         _work = null;
-        TrySetCanceled();
-        return true;
-    }
-
-    /// <summary>
-    /// The caller's token was cancelled while the enqueue waited for room in a full lane, so the item was never queued:
-    /// cancels its task with the token, unless the token's callback did already.
-    /// </summary>
-    public void CancelUnqueued()
-    {
-        if (Interlocked.CompareExchange(ref _state, Cancelled, Queued) == Queued)
+        if (byToken)
         {
-            _registration.Unregister();
-            _work = null;
             TrySetCanceled(_token);
         }
+        else
+        {
+            TrySetCanceled();
+        }
+        return true;
     }
 
     private void Cancel()
