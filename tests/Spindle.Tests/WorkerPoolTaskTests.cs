@@ -1,5 +1,6 @@
 using System;
 using System.Collections.Generic;
+using System.Diagnostics.Metrics;
 using System.IO;
 using System.Net;
 using System.Net.Sockets;
@@ -142,6 +143,37 @@ public sealed class WorkerPoolTaskTests
             () => new HashSet<Task>((IEnumerable<Task>)method.Invoke(pool.TaskScheduler, null)!).IsSupersetOf(queued),
             "the debugger snapshot to list both queued tasks");
         Assert.All(queued, task => Assert.Equal(TaskStatus.WaitingToRun, task.Status));
+        gate.Set();
+        Assert.True(Task.WaitAll(queued, Waits.MustHappen));
+    }
+
+    [Fact]
+    public void TaskScheduler_GetScheduledTasks_ListsTasksTheQueueWaitHistogramSampled()
+    {
+        // While a listener has the queue-wait histogram on, a sampled enqueue queues the task inside a timing wrapper;
+        // the snapshot must look through it. A thread outside the pool samples its first enqueue after a pause of
+        // 10 ms or more, so each task here is sampled.
+        using var listener = new MeterListener();
+        listener.InstrumentPublished = (instrument, l) =>
+        {
+            if (instrument.Meter.Name == "Spindle" && instrument.Name == "spindle.pool.work_item.wait.duration")
+            {
+                l.EnableMeasurementEvents(instrument);
+            }
+        };
+        listener.SetMeasurementEventCallback<double>((_, _, _, _) => { });
+        listener.Start();
+        using var pool = NewPool(maxThreads: 1);
+        using ManualResetEventSlim gate = Occupy(pool, 1);
+        var queued = new Task[2];
+        for (int i = 0; i < queued.Length; i++)
+        {
+            Thread.Sleep(20);
+            queued[i] = Task.Factory.StartNew(() => { }, CancellationToken.None, TaskCreationOptions.None, pool.TaskScheduler);
+        }
+        MethodInfo method = typeof(TaskScheduler).GetMethod("GetScheduledTasks", BindingFlags.Instance | BindingFlags.NonPublic)!;
+        var listed = new HashSet<Task>((IEnumerable<Task>)method.Invoke(pool.TaskScheduler, null)!);
+        Assert.True(listed.IsSupersetOf(queued), $"the snapshot listed {listed.Count} of the {queued.Length} queued tasks");
         gate.Set();
         Assert.True(Task.WaitAll(queued, Waits.MustHappen));
     }

@@ -444,11 +444,7 @@ internal sealed partial class GlobalQueue
         {
             foreach (Slot slot in segment.Slots)
             {
-                WorkItemEntry item = slot.Item;
-                if (ReferenceEquals(item.Callback, callback))
-                {
-                    visit(item.State);
-                }
+                slot.Item.VisitStateIf(callback, visit);
             }
             if (Volatile.Read(ref _retireStamp) != stamp)
             {

@@ -58,6 +58,24 @@ internal struct WorkItemEntry
             : null;
     }
 
+    /// <summary>
+    /// Debugger walks: visits this entry's state when its callback is <paramref name="callback"/>, looking through the
+    /// library's wrappers of a whole entry (a queue-wait sample, a lane's long-running item), which a listener or a lane
+    /// may have put around it. Cold path.
+    /// </summary>
+    public readonly void VisitStateIf(object callback, Action<object?> visit)
+    {
+        WorkItemEntry entry = this;
+        while (ReferenceEquals(entry.State, WorkItemMarker) && entry.Callback is Telemetry.IEntryWrapper wrapper)
+        {
+            entry = wrapper.WrappedEntry;
+        }
+        if (entry.Callback is not null && ReferenceEquals(entry.Callback, callback))
+        {
+            visit(entry.State);
+        }
+    }
+
     /// <summary>Runs the entry on the current thread, in whatever ExecutionContext the thread is in.</summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public readonly void Invoke()

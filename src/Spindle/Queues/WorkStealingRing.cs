@@ -232,11 +232,7 @@ internal sealed class WorkStealingRing
         long bottom = Volatile.Read(ref _bottom.Value);
         for (long i = top; i < bottom && i - top < _slots.Length; i++)
         {
-            WorkItemEntry item = _slots[i & _mask];
-            if (ReferenceEquals(item.Callback, callback))
-            {
-                visit(item.State);
-            }
+            _slots[i & _mask].VisitStateIf(callback, visit);
         }
     }
 

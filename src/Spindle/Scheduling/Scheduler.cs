@@ -339,6 +339,11 @@ internal sealed class Scheduler
         foreach (Worker worker in _threads.Workers)
         {
             worker.Ring.VisitStates(callback, visit);
+            if (Volatile.Read(ref worker.LifoSlot.Value) is object slotItem)
+            {
+                // The LIFO slot holds only work items: a task gets there inside a queue-wait sample.
+                new WorkItemEntry(slotItem, WorkItemEntry.WorkItemMarker, null).VisitStateIf(callback, visit);
+            }
         }
     }
 
