@@ -15,8 +15,10 @@ namespace Spindle.IO;
 /// <remarks>
 /// <para>Why a dedicated poller thread, not workers that wait on epoll instead of their futex when they park (Tokio's
 /// model): the poller costs one mostly-blocked thread per pool that uses sockets, and leaves the workers' parking
-/// protocol (LIFO futex parking, the wake rules, the stall monitor) exactly as it is. Folding the driver into parking is
-/// the faster design for I/O-heavy pools (one fewer thread hop per event) and is left for later; the seam is this class.</para>
+/// protocol (LIFO futex parking, the wake rules, the stall monitor) exactly as it is. Folding the driver into parking saves
+/// that hop (the poller's wake of a parked worker: a few microseconds per event at the median when the pool is lightly
+/// loaded, README "Sockets") at the price of an <c>epoll_wait</c> in every park and of busy workers polling the
+/// driver; it is left for later, and the seam is this class.</para>
 /// <para>State. <see cref="_sockets"/> maps a registration's token (never reused, so a late event for a closed socket
 /// finds nothing) to its socket: written by registering and unregistering threads, read by the poller.
 /// <see cref="_stopping"/> is written once by <see cref="Stop"/>, then the event fd wakes the poller, which closes the
