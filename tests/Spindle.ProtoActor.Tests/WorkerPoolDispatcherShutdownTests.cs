@@ -1,0 +1,126 @@
+using System.Threading;
+using System.Threading.Tasks;
+using Proto;
+using Xunit;
+
+namespace Spindle.ProtoActor.Tests;
+
+/// <summary>
+/// A mailbox scheduled after its target began shutting down is never refused and never stranded: it runs on the pool
+/// while the pool drains, in the pool's own queue once its lane has stopped, and on the built-in thread pool once the
+/// pool has stopped; every such schedule is counted.
+/// </summary>
+public sealed class WorkerPoolDispatcherShutdownTests
+{
+    [Fact]
+    public async Task AfterThePoolHasStopped_MessagesAreProcessedOnTheBuiltInThreadPool_AndCounted()
+    {
+        const int Messages = 10;
+        WorkerPool pool = Pools.Fixed(2, "stopped");
+        await using var system = new ActorSystem();
+        var dispatcher = new WorkerPoolDispatcher(pool);
+        int onPool = 0;
+        using var started = new ManualResetEventSlim();
+        using var received = new CountdownEvent(Messages);
+        PID actor = system.Root.Spawn(Props.FromFunc(context =>
+        {
+            switch (context.Message)
+            {
+                case Started:
+                    started.Set();
+                    break;
+                case int:
+                    if (WorkerPool.Current is not null)
+                    {
+                        Interlocked.Increment(ref onPool);
+                    }
+                    received.Signal();
+                    break;
+            }
+            return Task.CompletedTask;
+        }).WithDispatcher(dispatcher));
+        Waits.For(started, "the actor started");
+        Waits.Until(() => pool.PendingWorkItemCount == 0, "the Started run finished");
+        pool.Dispose(); // drains, and waits for the workers to exit
+
+        for (int i = 0; i < Messages; i++)
+        {
+            system.Root.Send(actor, i);
+        }
+
+        Waits.For(received, "every message received after the pool stopped");
+        Assert.Equal(0, Volatile.Read(ref onPool));
+        Assert.True(dispatcher.RedirectedScheduleCount >= 1);
+        Assert.Equal(dispatcher.RedirectedScheduleCount, pool.RedirectedCallbackCount);
+    }
+
+    [Fact]
+    public async Task DuringTheDrain_AMailboxScheduledRunsOnThePool()
+    {
+        using WorkerPool pool = Pools.Fixed(1, "draining");
+        await using var system = new ActorSystem();
+        var dispatcher = new WorkerPoolDispatcher(pool);
+        using var started = new ManualResetEventSlim();
+        var receivedOnPool = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
+        PID actor = system.Root.Spawn(Props.FromFunc(context =>
+        {
+            switch (context.Message)
+            {
+                case Started:
+                    started.Set();
+                    break;
+                case int:
+                    receivedOnPool.TrySetResult(WorkerPool.Current == pool);
+                    break;
+            }
+            return Task.CompletedTask;
+        }).WithDispatcher(dispatcher));
+        Waits.For(started, "the actor started");
+        ManualResetEventSlim release = Pools.Block(pool);
+        Task<int> drain = pool.ShutdownAsync(ShutdownMode.Drain);
+        Assert.True(pool.IsShutdownStarted);
+
+        system.Root.Send(actor, 1); // the pool refuses new work now
+        release.Set();
+
+        Assert.True(await Waits.For(receivedOnPool.Task, "the message received"), "the message was processed off the pool");
+        await Waits.For(drain, "the drain");
+        release.Dispose();
+        Assert.Equal(1, dispatcher.RedirectedScheduleCount);
+        Assert.Equal(0, pool.RedirectedCallbackCount);
+    }
+
+    [Fact]
+    public async Task AfterTheLaneHasStopped_MessagesAreProcessedOnThePoolsOwnQueue()
+    {
+        using WorkerPool pool = Pools.Fixed(2, "lane-stopped");
+        WorkerPoolLane lane = pool.CreateLane(new LaneOptions { Name = "actors" });
+        await using var system = new ActorSystem();
+        var dispatcher = new WorkerPoolDispatcher(lane);
+        using var started = new ManualResetEventSlim();
+        var where = new TaskCompletionSource<(bool OnPool, bool InLane)>(TaskCreationOptions.RunContinuationsAsynchronously);
+        PID actor = system.Root.Spawn(Props.FromFunc(context =>
+        {
+            switch (context.Message)
+            {
+                case Started:
+                    started.Set();
+                    break;
+                case int:
+                    where.TrySetResult((WorkerPool.Current == pool, WorkerPoolLane.Current == lane));
+                    break;
+            }
+            return Task.CompletedTask;
+        }).WithDispatcher(dispatcher));
+        Waits.For(started, "the actor started");
+        Waits.Until(() => lane.PendingWorkItemCount == 0 && lane.RunningWorkItemCount == 0, "the Started run finished");
+        lane.Dispose();
+
+        system.Root.Send(actor, 1);
+
+        (bool onPool, bool inLane) = await Waits.For(where.Task, "the message received");
+        Assert.True(onPool, "the message was processed off the pool");
+        Assert.False(inLane, "the message was processed in the stopped lane");
+        Assert.Equal(1, dispatcher.RedirectedScheduleCount);
+    }
+}
