@@ -22,6 +22,9 @@ internal interface IPoolUnderTest : IDisposable
     /// <summary>Which pool this is.</summary>
     PoolKind Kind { get; }
 
+    /// <summary>The Spindle pool itself, for the integrations that take one (the actor dispatchers); null for the built-in pool.</summary>
+    WorkerPool? SpindleTarget => null;
+
     /// <summary>Threads the pool has right now (for Spindle, workers plus dedicated long-running threads).</summary>
     int ThreadCount { get; }
 

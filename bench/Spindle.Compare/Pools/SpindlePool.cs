@@ -30,6 +30,8 @@ internal sealed class SpindlePool : IPoolUnderTest
 
     public PoolKind Kind => PoolKind.Spindle;
 
+    public WorkerPool SpindleTarget => _pool;
+
     public int ThreadCount => _pool.ThreadCount + _pool.DedicatedThreadCount;
 
     public long PendingWorkItemCount => _pool.PendingWorkItemCount;

@@ -34,9 +34,9 @@ internal sealed class IdleCpuScenario : IScenario
 
     public string HeadlineMetric => "pool cpu";
 
-    // Each run lasts seconds and the effect is large and stable (spreads within 15 % of the medians): three runs keep
+    // Each run lasts seconds and the effect is large and stable (spreads within 15 % of the medians): two runs keep
     // the quick comparison under its time budget.
-    public int? MaxDefaultRuns => 3;
+    public int? MaxDefaultRuns => 2;
 
     public Measurement Run(IPoolUnderTest pool, string variant, bool full)
     {

@@ -24,6 +24,7 @@ internal static class ScenarioCatalog
         new ForkJoinScenario(),
         new AsyncServerScenario(),
         new MailboxScenario(),
+        new ActorsScenario(),
         new SocketEchoScenario(),
         new IsolationScenario(),
         new RegisteredWaitsScenario(),
