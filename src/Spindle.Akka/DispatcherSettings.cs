@@ -11,7 +11,7 @@ internal sealed record DispatcherSettings(string Pool, int MinThreads, int MaxTh
     public static DispatcherSettings Parse(Config dispatcher)
     {
         ArgumentNullException.ThrowIfNull(dispatcher);
-        Config section = dispatcher.HasPath("spindle") ? dispatcher.GetConfig("spindle") : Config.Empty;
+        Config section = Section(dispatcher, "spindle", "spindle");
         string pool = Read(section, "pool", static (c, p) => c.GetString(p, DefaultPool)) ?? DefaultPool;
         if (string.IsNullOrWhiteSpace(pool))
         {
@@ -23,15 +23,11 @@ internal sealed record DispatcherSettings(string Pool, int MinThreads, int MaxTh
         {
             throw Invalid("min-threads", $"is {min}, above max-threads ({max})");
         }
-        if (max == 0 && min > WorkerPoolOptions.MaxThreadLimit)
-        {
-            throw Invalid("min-threads", $"is {min}, above {WorkerPoolOptions.MaxThreadLimit}");
-        }
         bool preferLocal = Read(section, "prefer-local", static (c, p) => c.GetBoolean(p, false));
         LaneSettings? lane = null;
         if (section.HasPath("lane"))
         {
-            Config laneSection = section.GetConfig("lane") ?? Config.Empty;
+            Config laneSection = Section(section, "lane", "spindle.lane");
             string priorityText = Read(laneSection, "priority", static (c, p) => c.GetString(p, "normal")) ?? "normal";
             if (!Enum.TryParse(priorityText, ignoreCase: true, out LanePriority priority) || !Enum.IsDefined(priority)
                 || int.TryParse(priorityText, out _))
@@ -47,6 +43,27 @@ internal sealed record DispatcherSettings(string Pool, int MinThreads, int MaxTh
             lane = new LaneSettings(priority, share, cap == 0 ? null : cap);
         }
         return new DispatcherSettings(pool, min, max, preferLocal, lane);
+    }
+
+    /// <summary>The object at <paramref name="path"/> (empty when absent); anything else there is a configuration error.</summary>
+    private static Config Section(Config parent, string path, string fullPath)
+    {
+        if (!parent.HasPath(path))
+        {
+            return Config.Empty;
+        }
+        try
+        {
+            if (parent.GetValue(path) is { } value && !value.IsObject())
+            {
+                throw new ConfigurationException($"The dispatcher setting '{fullPath}' must be an object ({{ ... }}), not '{value}'.");
+            }
+            return parent.GetConfig(path) ?? Config.Empty;
+        }
+        catch (Exception e) when (e is FormatException or InvalidCastException or InvalidOperationException)
+        {
+            throw new ConfigurationException($"The dispatcher setting '{fullPath}' could not be read: {e.Message}", e);
+        }
     }
 
     private static int ReadCount(Config section, string path, int limit, string prefix = "")

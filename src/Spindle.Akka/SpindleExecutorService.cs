@@ -5,28 +5,24 @@ using Akka.Dispatch;
 namespace Spindle.Akka;
 
 /// <summary>
-/// A dispatcher's executor: queues each scheduled mailbox on the dispatcher's pool or lane, without allocating and
-/// without flowing <see cref="ExecutionContext"/> (as Akka.NET's own executors).
+/// A dispatcher's executor: queues each scheduled mailbox on the dispatcher's pool or lane as a continuation (never
+/// refused or dropped), without allocating and without flowing <see cref="ExecutionContext"/>, as Akka.NET's own
+/// executors; on the built-in pool when the dispatcher has no target.
 /// </summary>
 internal sealed class SpindleExecutorService(string id, SpindleExecutorTarget target) : ExecutorService(id)
 {
     private static readonly Action<IRunnable> s_run = static runnable => runnable.Run();
 
-    /// <summary>The pool or lane this executor queues to.</summary>
-    public WorkTarget Target => target.Target;
-
     public override void Execute(IRunnable run)
     {
-        try
+        WorkTarget? spindle = target.Target;
+        if (spindle is null)
         {
-            target.Target.UnsafeQueueUserWorkItem(s_run, run, target.PreferLocal);
+            ThreadPool.UnsafeQueueUserWorkItem(run, preferLocal: false);
+            return;
         }
-        catch (ObjectDisposedException)
-        {
-            // The pool or lane has shut down under a live actor system: the mailbox still runs (see the configurator).
-            target.OnRedirected();
-            ThreadPool.UnsafeQueueUserWorkItem(s_run, run, preferLocal: false);
-        }
+        spindle.UnsafeQueueContinuation(s_run, run, target.PreferLocal);
+        target.CheckStillOpen();
     }
 
     /// <summary>Shuts nothing down: the target outlives the dispatcher's idle periods (see the configurator).</summary>

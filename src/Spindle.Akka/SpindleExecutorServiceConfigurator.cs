@@ -2,6 +2,7 @@ using System;
 using System.Threading;
 using Akka.Configuration;
 using Akka.Dispatch;
+using Akka.Event;
 
 namespace Spindle.Akka;
 
@@ -29,44 +30,72 @@ namespace Spindle.Akka;
 /// messages can keep the others of its worker waiting until a thief takes them). Off, every mailbox goes to the
 /// pool's global queue, first in first out, as the default dispatcher's do on the built-in thread pool.</item>
 /// </list>
-/// <para>Scheduling a mailbox allocates nothing: it is queued with its runnable as the state of one static callback.
-/// A mailbox scheduled after its pool or lane has shut down (the application disposed it before terminating the actor
-/// system) runs on the built-in <see cref="System.Threading.ThreadPool"/> instead, with a warning on the event stream,
-/// so no message is stranded.</para>
+/// <para>Settings are read from the dispatcher's own section only (not from the default dispatcher's, which Akka.NET
+/// gives every dispatcher as a fallback): a dispatcher without a <c>spindle</c> section runs on the pool
+/// <c>"akka"</c>, without a lane. Mistakes are reported where the dispatcher is first looked up (the actor system's
+/// start for the default dispatcher, <c>ActorOf</c> for others) as a <see cref="ConfigurationException"/>.</para>
+/// <para>Scheduling a mailbox allocates nothing: it is queued with its runnable as the state of one static callback,
+/// as a continuation of accepted work (<see cref="WorkTarget.UnsafeQueueContinuation{TState}(Action{TState}, TState, bool)"/>),
+/// so it is never refused, cancelled by <see cref="ShutdownMode.CancelPending"/> or held back by a lane's bound: a
+/// mailbox with messages always runs. After its pool has stopped (the application disposed it before terminating the
+/// actor system) it runs on the built-in <see cref="System.Threading.ThreadPool"/>, with a warning on the event stream.</para>
 /// <para>The executor's own <c>Shutdown</c>, which Akka.NET calls when a dispatcher has had no actors for its
 /// <c>shutdown-timeout</c>, shuts nothing down: the dispatcher may come back, and the pool's lifetime is the actor
 /// system's (or the application's, for a pool it supplied).</para>
 /// </remarks>
 public sealed class SpindleExecutorServiceConfigurator : ExecutorServiceConfigurator
 {
+    private readonly string _dispatcherId;
     private readonly DispatcherSettings _settings;
-    private readonly IDispatcherPrerequisites _prerequisites;
+    private readonly SpindleSetup? _setup;
+    private readonly SystemTargets _targets;
+    private readonly EventStream _events;
     private readonly Lock _lock = new();
     private SpindleExecutorTarget? _target; // set once, under _lock, at the first Produce
 
-    /// <summary>Called by Akka.NET with the dispatcher's configuration.</summary>
+    /// <summary>Called by Akka.NET with the dispatcher's configuration, when the dispatcher is first looked up.</summary>
     /// <param name="config">The dispatcher's HOCON section.</param>
     /// <param name="prerequisites">The actor system's dispatcher prerequisites.</param>
-    /// <exception cref="ConfigurationException">The <c>spindle</c> section has a value out of range or of the wrong kind.</exception>
+    /// <exception cref="ConfigurationException">The dispatcher's <c>spindle</c> section has a value out of range or of
+    /// the wrong kind, or conflicts with the <see cref="SpindleSetup"/> or with another dispatcher's settings for the
+    /// same pool.</exception>
     public SpindleExecutorServiceConfigurator(Config config, IDispatcherPrerequisites prerequisites)
         : base(config, prerequisites)
     {
+        ArgumentNullException.ThrowIfNull(config);
         ArgumentNullException.ThrowIfNull(prerequisites);
-        _settings = DispatcherSettings.Parse(config);
-        _prerequisites = prerequisites;
+        // Akka.NET hands a dispatcher its own section with the default dispatcher's as a fallback, so a 'spindle'
+        // section there would reach every dispatcher; only the dispatcher's own section counts.
+        _dispatcherId = config.HasPath("id") ? config.GetString("id") : "(unnamed dispatcher)";
+        Config own = config.HasPath("id") && prerequisites.Settings.Config.HasPath(_dispatcherId)
+            ? prerequisites.Settings.Config.GetConfig(_dispatcherId)
+            : config;
+        _settings = DispatcherSettings.Parse(own);
+        var setup = prerequisites.Settings.Setup.Get<SpindleSetup>();
+        _setup = setup.HasValue ? setup.Value : null;
+        _events = prerequisites.EventStream;
+        _targets = SystemTargets.For(prerequisites.Settings.System);
+        _targets.Declare(_dispatcherId, _settings, _setup);
     }
 
-    /// <summary>An executor over the dispatcher's pool or lane (the same one every time).</summary>
+    /// <summary>
+    /// An executor over the dispatcher's pool or lane (the same one every time). Never throws: Akka.NET calls it while
+    /// scheduling a mailbox, which an exception would leave stuck; a target it cannot provide (the actor system has
+    /// terminated, the application's pool was disposed) becomes the built-in thread pool, with an error on the event
+    /// stream.
+    /// </summary>
     /// <param name="id">The dispatcher's id.</param>
     /// <returns>The executor.</returns>
-    /// <exception cref="ConfigurationException">The settings conflict with another dispatcher's, or with the setup's target.</exception>
     public override ExecutorService Produce(string id)
     {
-        // Resolved here, not in the constructor: the actor system is still being built when dispatchers are configured.
         lock (_lock)
         {
-            _target ??= SystemTargets.For(_prerequisites.Settings.System).Resolve(id, _settings, _prerequisites);
+            _target ??= new SpindleExecutorTarget(
+                _targets.Resolve(_dispatcherId, _settings, _setup, ReportError), _settings.PreferLocal, _dispatcherId, _events, _targets);
             return new SpindleExecutorService(id, _target);
         }
     }
+
+    private void ReportError(string message, Exception? cause) =>
+        _events.Publish(new Error(cause, _dispatcherId, typeof(SpindleExecutorServiceConfigurator), message));
 }

@@ -4,19 +4,25 @@ using System.Runtime.CompilerServices;
 using System.Threading;
 using Akka.Actor;
 using Akka.Configuration;
-using Akka.Dispatch;
 
 namespace Spindle.Akka;
 
 /// <summary>
-/// One actor system's Spindle targets: the pools it created (by name, shared between its dispatchers) and the lanes it
-/// created (one per dispatcher that asks for a lane), all shut down when the system terminates; plus the targets the
-/// application supplied through <see cref="SpindleSetup"/>, which it never shuts down.
+/// One actor system's Spindle targets: the pools it creates (by name, shared between its dispatchers) and the lanes it
+/// creates (one per dispatcher that asks for a lane), all shut down when the system terminates; the targets the
+/// application supplies through <see cref="SpindleSetup"/> are never shut down here.
 /// </summary>
 /// <remarks>
-/// State: everything below is guarded by <see cref="_lock"/>; dispatchers resolve their target at their first executor,
-/// from any thread. The termination callback marks the registry terminated under the lock, then shuts down what it
-/// created outside it, without blocking (it may run on a worker of the very pool it shuts down).
+/// <para>Two steps, so that a configuration mistake is an exception where the dispatcher is looked up (the actor
+/// system's start for the default dispatcher, <c>ActorOf</c> for the others), never a mailbox that cannot run:
+/// <see cref="Declare"/>, from a dispatcher's configurator, checks its settings against the setup and against what the
+/// other dispatchers declared for the same pool, and throws; <see cref="Resolve"/>, at the dispatcher's first executor
+/// (inside Akka.NET's scheduling of a mailbox, where an exception would leave the mailbox marked scheduled for ever),
+/// creates what was declared and never throws: what it cannot provide (the system has terminated, a supplied pool was
+/// disposed) becomes a target on the built-in pool, reported on the event stream.</para>
+/// <para>State: everything below is guarded by <see cref="_lock"/>; configurators and executors come from any thread.
+/// The termination callback marks the registry terminated under the lock, then shuts down what it created outside it,
+/// without waiting.</para>
 /// </remarks>
 internal sealed class SystemTargets
 {
@@ -24,7 +30,7 @@ internal sealed class SystemTargets
 
     private readonly Lock _lock = new();
     private readonly ActorSystem _system;
-    private readonly Dictionary<string, (WorkerPool Pool, int MinThreads, int MaxThreads)> _createdPools = new(StringComparer.Ordinal);
+    private readonly Dictionary<string, PoolDeclaration> _declared = new(StringComparer.Ordinal);
     private readonly List<WorkerPoolLane> _createdLanes = [];
     private bool _hooked;
     private bool _terminated;
@@ -33,89 +39,110 @@ internal sealed class SystemTargets
 
     public static SystemTargets For(ActorSystem system) => s_systems.GetValue(system, static s => new SystemTargets(s));
 
-    /// <summary>The target of one dispatcher (the same one for every executor it produces).</summary>
-    public SpindleExecutorTarget Resolve(string dispatcherId, DispatcherSettings settings, IDispatcherPrerequisites prerequisites)
+    /// <summary>Whether the actor system has terminated (its targets are being shut down or have been).</summary>
+    public bool Terminated
     {
-        var found = prerequisites.Settings.Setup.Get<SpindleSetup>();
-        SpindleSetup? setup = found.HasValue ? found.Value : null;
-        lock (_lock)
+        get
         {
-            ObjectDisposedException.ThrowIf(_terminated, _system);
-            HookTermination();
-            WorkTarget target;
-            if (setup is not null && setup.Targets.TryGetValue(settings.Pool, out WorkTarget? supplied))
+            lock (_lock)
             {
-                if (settings.MinThreads != 0 || settings.MaxThreads != 0)
-                {
-                    throw new ConfigurationException(
-                        $"The Spindle pool '{settings.Pool}' is the application's (SpindleSetup): its thread limits are set in code, not by 'spindle.min-threads' or 'spindle.max-threads'.");
-                }
-                target = supplied;
+                return _terminated;
             }
-            else
-            {
-                target = CreatedPool(settings);
-            }
-            if (settings.Lane is not null)
-            {
-                target = CreateLane(target, dispatcherId, settings);
-            }
-            return new SpindleExecutorTarget(target, settings.PreferLocal, dispatcherId, prerequisites.EventStream);
         }
     }
 
-    private WorkerPool CreatedPool(DispatcherSettings settings)
+    /// <summary>
+    /// A dispatcher's configurator: checks <paramref name="settings"/> against the setup's targets and the other
+    /// dispatchers' declarations for the same pool, and records them.
+    /// </summary>
+    /// <exception cref="ConfigurationException">The settings conflict.</exception>
+    public void Declare(string dispatcherId, DispatcherSettings settings, SpindleSetup? setup)
     {
-        if (_createdPools.TryGetValue(settings.Pool, out var created))
+        if (setup is not null && setup.Targets.TryGetValue(settings.Pool, out WorkTarget? supplied))
         {
-            if ((settings.MinThreads != 0 && settings.MinThreads != created.MinThreads)
-                || (settings.MaxThreads != 0 && settings.MaxThreads != created.MaxThreads))
+            if (settings.MinThreads != 0 || settings.MaxThreads != 0)
             {
                 throw new ConfigurationException(
-                    $"The Spindle pool '{settings.Pool}' is shared by dispatchers that give it different thread limits: min-threads {settings.MinThreads} and max-threads {settings.MaxThreads} against {created.MinThreads} and {created.MaxThreads}.");
+                    $"Dispatcher '{dispatcherId}': the Spindle pool '{settings.Pool}' is the application's (SpindleSetup), so its thread limits are set in code; remove 'spindle.min-threads' and 'spindle.max-threads'.");
             }
-            return created.Pool;
+            if (settings.Lane is not null && supplied is not WorkerPool)
+            {
+                throw new ConfigurationException(
+                    $"Dispatcher '{dispatcherId}': the Spindle target '{settings.Pool}' is a lane (SpindleSetup), so the dispatcher cannot have a lane of its own; remove 'spindle.lane'.");
+            }
+            return;
         }
-        var options = new WorkerPoolOptions { Name = $"{_system.Name}/{settings.Pool}" };
-        if (settings.MaxThreads != 0)
+        lock (_lock)
         {
-            options.MaxThreads = settings.MaxThreads;
-            options.MinThreads = Math.Min(options.MinThreads, settings.MaxThreads);
+            if (!_declared.TryGetValue(settings.Pool, out PoolDeclaration? declaration))
+            {
+                _declared.Add(settings.Pool, new PoolDeclaration(settings.MinThreads, settings.MaxThreads, dispatcherId));
+                return;
+            }
+            declaration.Merge(dispatcherId, settings);
         }
-        if (settings.MinThreads != 0)
-        {
-            options.MinThreads = settings.MinThreads;
-        }
-        var pool = new WorkerPool(options);
-        _createdPools.Add(settings.Pool, (pool, settings.MinThreads, settings.MaxThreads));
-        return pool;
     }
 
-    private WorkerPoolLane CreateLane(WorkTarget target, string dispatcherId, DispatcherSettings settings)
+    /// <summary>The target of a dispatcher at its first executor. Never throws (see the class remarks).</summary>
+    public WorkTarget? Resolve(string dispatcherId, DispatcherSettings settings, SpindleSetup? setup, Action<string, Exception?> reportError)
     {
-        if (target is not WorkerPool pool)
+        try
         {
-            throw new ConfigurationException(
-                $"The Spindle target '{settings.Pool}' is a lane already (SpindleSetup): a dispatcher on it cannot ask for a lane of its own ('spindle.lane').");
+            lock (_lock)
+            {
+                if (_terminated)
+                {
+                    reportError($"Dispatcher '{dispatcherId}' started after its actor system terminated: its mailboxes run on the built-in thread pool.", null);
+                    return null;
+                }
+                if (!_hooked)
+                {
+                    _system.RegisterOnTermination(OnTerminated);
+                    _hooked = true;
+                }
+                WorkTarget target = setup is not null && setup.Targets.TryGetValue(settings.Pool, out WorkTarget? supplied)
+                    ? supplied
+                    : CreatedPool(settings.Pool);
+                if (settings.Lane is not null)
+                {
+                    WorkerPoolLane lane = ((WorkerPool)target).CreateLane(new LaneOptions
+                    {
+                        Name = dispatcherId,
+                        Priority = settings.Lane.Priority,
+                        Share = settings.Lane.Share,
+                        MaxConcurrency = settings.Lane.MaxConcurrency,
+                    });
+                    _createdLanes.Add(lane);
+                    target = lane;
+                }
+                return target;
+            }
         }
-        WorkerPoolLane lane = pool.CreateLane(new LaneOptions
+        catch (Exception e) when (e is ObjectDisposedException or ArgumentException or InvalidOperationException)
         {
-            Name = dispatcherId,
-            Priority = settings.Lane!.Priority,
-            Share = settings.Lane.Share,
-            MaxConcurrency = settings.Lane.MaxConcurrency,
-        });
-        _createdLanes.Add(lane);
-        return lane;
+            reportError($"Dispatcher '{dispatcherId}' could not get its Spindle target '{settings.Pool}': its mailboxes run on the built-in thread pool.", e);
+            return null;
+        }
     }
 
-    private void HookTermination()
+    private WorkerPool CreatedPool(string name)
     {
-        if (!_hooked)
+        PoolDeclaration declaration = _declared[name];
+        if (declaration.Pool is null)
         {
-            _system.RegisterOnTermination(OnTerminated);
-            _hooked = true;
+            var options = new WorkerPoolOptions { Name = $"{_system.Name}/{name}" };
+            if (declaration.MaxThreads != 0)
+            {
+                options.MaxThreads = declaration.MaxThreads;
+                options.MinThreads = Math.Min(options.MinThreads, declaration.MaxThreads);
+            }
+            if (declaration.MinThreads != 0)
+            {
+                options.MinThreads = declaration.MinThreads;
+            }
+            declaration.Pool = new WorkerPool(options);
         }
+        return declaration.Pool;
     }
 
     private void OnTerminated()
@@ -126,13 +153,16 @@ internal sealed class SystemTargets
         {
             _terminated = true;
             lanes = [.. _createdLanes];
-            foreach (var created in _createdPools.Values)
+            foreach (PoolDeclaration declaration in _declared.Values)
             {
-                pools.Add(created.Pool);
+                if (declaration.Pool is not null)
+                {
+                    pools.Add(declaration.Pool);
+                }
             }
         }
-        // Not waited for: this callback may run on a worker of these pools. Lanes first (a lane of a supplied pool
-        // would otherwise live on); a pool's shutdown covers its own lanes anyway.
+        // Not waited for. Lanes first: a lane of a supplied pool would otherwise live on (a created pool's shutdown
+        // covers its lanes anyway).
         foreach (WorkerPoolLane lane in lanes)
         {
             _ = lane.ShutdownAsync(ShutdownMode.Drain);
@@ -141,5 +171,52 @@ internal sealed class SystemTargets
         {
             _ = pool.ShutdownAsync(ShutdownMode.Drain);
         }
+    }
+
+    /// <summary>
+    /// What the dispatchers naming one created pool asked of it: the limits any of them set (0: not set), who set each
+    /// first, and the pool once made (under the registry's lock).
+    /// </summary>
+    private sealed class PoolDeclaration(int minThreads, int maxThreads, string dispatcherId)
+    {
+        public int MinThreads { get; private set; } = minThreads;
+
+        public int MaxThreads { get; private set; } = maxThreads;
+
+        private string? _minSetBy = minThreads != 0 ? dispatcherId : null;
+        private string? _maxSetBy = maxThreads != 0 ? dispatcherId : null;
+
+        public WorkerPool? Pool { get; set; }
+
+        public void Merge(string dispatcherId, DispatcherSettings settings)
+        {
+            int min = settings.MinThreads != 0 ? settings.MinThreads : MinThreads;
+            int max = settings.MaxThreads != 0 ? settings.MaxThreads : MaxThreads;
+            if (settings.MinThreads != 0 && MinThreads != 0 && settings.MinThreads != MinThreads)
+            {
+                throw Conflict(dispatcherId, settings.Pool, "min-threads", settings.MinThreads, MinThreads, _minSetBy!);
+            }
+            if (settings.MaxThreads != 0 && MaxThreads != 0 && settings.MaxThreads != MaxThreads)
+            {
+                throw Conflict(dispatcherId, settings.Pool, "max-threads", settings.MaxThreads, MaxThreads, _maxSetBy!);
+            }
+            if (max != 0 && min > max)
+            {
+                throw new ConfigurationException(
+                    $"Dispatcher '{dispatcherId}': the Spindle pool '{settings.Pool}' would have min-threads {min} above max-threads {max} (set by dispatchers '{_minSetBy ?? dispatcherId}' and '{_maxSetBy ?? dispatcherId}').");
+            }
+            if (Pool is not null && (min != MinThreads || max != MaxThreads))
+            {
+                throw new ConfigurationException(
+                    $"Dispatcher '{dispatcherId}': the Spindle pool '{settings.Pool}' is running already, so its thread limits can no longer be set; set them on the dispatcher that is looked up first.");
+            }
+            _minSetBy ??= settings.MinThreads != 0 ? dispatcherId : null;
+            _maxSetBy ??= settings.MaxThreads != 0 ? dispatcherId : null;
+            MinThreads = min;
+            MaxThreads = max;
+        }
+
+        private static ConfigurationException Conflict(string dispatcherId, string pool, string setting, int value, int existing, string setBy) =>
+            new($"Dispatcher '{dispatcherId}' sets 'spindle.{setting}' of the Spindle pool '{pool}' to {value}, but dispatcher '{setBy}' set it to {existing}: dispatchers that share a pool must agree on its limits.");
     }
 }

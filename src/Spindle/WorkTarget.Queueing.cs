@@ -3,6 +3,7 @@ using System.Runtime.CompilerServices;
 using System.Threading;
 using Spindle.Lanes;
 using Spindle.Queues;
+using Spindle.Scheduling;
 
 namespace Spindle;
 
@@ -158,6 +159,39 @@ public abstract partial class WorkTarget
             Enqueue(entry, preferLocal: (options & WorkItemOptions.PreferLocal) != 0);
         }
     }
+
+    /// <summary>
+    /// Queues <paramref name="callBack"/> with <paramref name="state"/> as a continuation of work this target has
+    /// already accepted (an actor's mailbox that holds messages, the next step of an operation under way): it is never
+    /// refused, never cancelled and never held back by a lane's bound. While the pool runs, and during its drain in
+    /// both shutdown modes, it runs on the pool (a lane's continuation goes to the pool's own queue once the lane has
+    /// stopped); after the pool has stopped it runs on the built-in <see cref="ThreadPool"/>, counted by
+    /// <see cref="WorkerPool.RedirectedCallbackCount"/>. This is the path for integrations whose work must not be
+    /// dropped once accepted (actor dispatchers); ordinary work belongs in <c>UnsafeQueueUserWorkItem</c>, which a
+    /// shutdown refuses and <see cref="ShutdownMode.CancelPending"/> cancels.
+    /// </summary>
+    /// <remarks>
+    /// Never flows the caller's <see cref="ExecutionContext"/>. Allocates nothing when <paramref name="callBack"/> is
+    /// the delegate of an earlier call (keep it in a field: a static lambda, or one delegate per dispatcher): the
+    /// library wraps each delegate once, for as long as the delegate lives.
+    /// </remarks>
+    /// <typeparam name="TState">A reference type (a value-typed state would have to be boxed).</typeparam>
+    /// <param name="callBack">The work.</param>
+    /// <param name="state">Passed to <paramref name="callBack"/>.</param>
+    /// <param name="preferLocal"><see langword="true"/> to use the calling worker's local queue when called from one of
+    /// the pool's workers (ignored by a lane, whose items always go to its queue).</param>
+    /// <exception cref="ArgumentNullException"><paramref name="callBack"/> is null.</exception>
+    public void UnsafeQueueContinuation<TState>(Action<TState> callBack, TState state, bool preferLocal)
+        where TState : class?
+    {
+        ArgumentNullException.ThrowIfNull(callBack);
+        // A reference-typed TState makes Action<TState> an Action<object?> at the ABI level; see WorkItemEntry.
+        ContinuationCallback wrapper = ContinuationCallback.ForShared(ref _lastContinuation, Unsafe.As<Action<object?>>(callBack));
+        Bridge.EnqueueContinuation(new WorkItemEntry(wrapper.Run, state, null), preferLocal);
+    }
+
+    // The wrapper of the last delegate given to UnsafeQueueContinuation (a one-entry cache in front of the shared table).
+    private ContinuationCallback? _lastContinuation;
 
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     private static WorkItemEntry CreateEntry<TState>(Action<TState> callBack, TState state, ExecutionContext? context)

@@ -155,6 +155,8 @@ public sealed class SpindleDispatcherTests
     [InlineData("spindle.lane.max-concurrency = -1", "spindle.lane.max-concurrency")]
     [InlineData("spindle { min-threads = 8, max-threads = 4 }", "spindle.min-threads")]
     [InlineData("spindle.max-threads = lots", "spindle.max-threads")]
+    [InlineData("spindle = 5", "spindle")]
+    [InlineData("spindle.lane = fast", "spindle.lane")]
     public async Task BadSettings_AreRefusedWithTheSettingNamed(string setting, string named)
     {
         ActorSystem system = NewSystem($$"""
@@ -172,17 +174,114 @@ public sealed class SpindleDispatcherTests
     }
 
     [Fact]
-    public async Task DispatchersGivingASharedPoolDifferentLimits_AreRefused()
+    public async Task DispatchersGivingASharedPoolDifferentLimits_AreRefusedWhenLookedUp()
     {
         ActorSystem system = NewSystem($$"""
             one { type = Dispatcher, executor = {{Executor}}, spindle { pool = p, max-threads = 4 } }
             two { type = Dispatcher, executor = {{Executor}}, spindle { pool = p, max-threads = 6 } }
+            three { type = Dispatcher, executor = {{Executor}}, spindle { pool = p } }
             """);
         try
         {
-            await AskWhere(system, "one");
-            Exception error = Assert.ThrowsAny<Exception>(() => system.Dispatchers.Lookup("two").Schedule(new NoRunnable()));
-            Assert.Contains("different thread limits", Flatten(error), StringComparison.Ordinal);
+            Where one = await AskWhere(system, "one");
+            Exception error = Assert.ThrowsAny<Exception>(() => system.Dispatchers.Lookup("two"));
+            Assert.Contains("must agree on its limits", Flatten(error), StringComparison.Ordinal);
+            Where three = await AskWhere(system, "three"); // no limits of its own: shares the pool as it is
+            Assert.Same(one.Pool, three.Pool);
+            Assert.Equal(4, three.Pool!.MaxThreads);
+        }
+        finally
+        {
+            await system.Terminate().WaitAsync(s_mustHappen);
+        }
+    }
+
+    [Fact]
+    public async Task TheDefaultDispatchersSpindleSection_IsNotInheritedByOtherDispatchers()
+    {
+        using var blocking = new WorkerPool(new WorkerPoolOptions { Name = "blocking", MinThreads = 1, MaxThreads = 8 });
+        ActorSystem system = NewSystem($$"""
+            akka.actor.default-dispatcher {
+              executor = {{Executor}}
+              spindle { pool = actors, max-threads = 16, lane.priority = normal }
+            }
+            blocking-dispatcher { type = Dispatcher, executor = {{Executor}}, spindle.pool = blocking }
+            plain-dispatcher { type = Dispatcher, executor = {{Executor}} }
+            """, new SpindleSetup().WithTarget("blocking", blocking));
+        try
+        {
+            Where actors = await AskWhere(system, "akka.actor.default-dispatcher");
+            Assert.Equal($"{system.Name}/actors", actors.Pool!.Name);
+            Assert.Equal(16, actors.Pool.MaxThreads);
+            Assert.Equal(LanePriority.Normal, actors.Lane!.Priority);
+
+            Where onBlocking = await AskWhere(system, "blocking-dispatcher");
+            Assert.Same(blocking, onBlocking.Pool);
+            Assert.Null(onBlocking.Lane);
+
+            Where plain = await AskWhere(system, "plain-dispatcher");
+            Assert.Equal($"{system.Name}/akka", plain.Pool!.Name);
+            Assert.Null(plain.Lane);
+        }
+        finally
+        {
+            await system.Terminate().WaitAsync(s_mustHappen);
+        }
+    }
+
+    [Fact]
+    public async Task ACancellingShutdownOfTheApplicationsPool_StrandsNoMailbox()
+    {
+        var pool = new WorkerPool(new WorkerPoolOptions { Name = "cancelled", MinThreads = 1, MaxThreads = 1 });
+        ActorSystem system = NewSystem($$"""
+            cancelled-dispatcher { type = Dispatcher, executor = {{Executor}}, spindle.pool = cancelled }
+            """, new SpindleSetup().WithTarget("cancelled", pool));
+        try
+        {
+            IActorRef actor = system.ActorOf(Props.Create<WhereActor>().WithDispatcher("cancelled-dispatcher"));
+            Assert.Same(pool, (await actor.Ask<Where>("where", s_mustHappen)).Pool);
+
+            // The pool's only worker is held while the actor's mailbox is queued behind it; then the pool is shut down
+            // cancelling what has not started. The mailbox holds a message: it must still run.
+            using var gate = new System.Threading.ManualResetEventSlim();
+            using var held = new System.Threading.ManualResetEventSlim();
+            pool.QueueUserWorkItem(_ =>
+            {
+                held.Set();
+                gate.Wait(s_mustHappen);
+            });
+            Assert.True(held.Wait(s_mustHappen));
+            Task<Where> reply = actor.Ask<Where>("where", s_mustHappen);
+            Task<int> shutdown = pool.ShutdownAsync(ShutdownMode.CancelPending);
+            gate.Set();
+            await shutdown.WaitAsync(s_mustHappen);
+            await reply.WaitAsync(s_mustHappen);
+            Assert.Null((await actor.Ask<Where>("where", s_mustHappen)).Pool); // after the stop: the built-in pool
+        }
+        finally
+        {
+            await system.Terminate().WaitAsync(s_mustHappen);
+            pool.Dispose();
+        }
+    }
+
+    [Fact]
+    public async Task ATargetThatCannotBeHad_FallsBackToTheBuiltInPool_WithAnError()
+    {
+        var pool = new WorkerPool(new WorkerPoolOptions { Name = "gone", MinThreads = 1, MaxThreads = 1 });
+        ActorSystem system = NewSystem($$"""
+            gone-dispatcher { type = Dispatcher, executor = {{Executor}}, spindle { pool = gone, lane.priority = high } }
+            """, new SpindleSetup().WithTarget("gone", pool));
+        try
+        {
+            var errors = new System.Collections.Concurrent.ConcurrentQueue<string>();
+            IActorRef listener = system.ActorOf(Props.Create(() => new ErrorCollector(errors)));
+            system.EventStream.Subscribe(listener, typeof(Error));
+            pool.Dispose(); // before the dispatcher's first mailbox: its lane cannot be made any more
+            IActorRef actor = system.ActorOf(Props.Create<WhereActor>().WithDispatcher("gone-dispatcher"));
+            Where where = await actor.Ask<Where>("where", s_mustHappen);
+            Assert.Null(where.Pool);
+            Assert.True(SpinUntil(() => errors.Any(e => e.Contains("gone-dispatcher", StringComparison.Ordinal))), "no error on the event stream");
         }
         finally
         {
@@ -215,13 +314,10 @@ public sealed class SpindleDispatcherTests
 
     private static bool SpinUntil(Func<bool> condition) => System.Threading.SpinWait.SpinUntil(condition, s_mustHappen);
 
-    private sealed class NoRunnable : global::Akka.Dispatch.IRunnable
+    private sealed class ErrorCollector : ReceiveActor
     {
-        public void Run()
-        {
-        }
-
-        public void Execute() => Run();
+        public ErrorCollector(System.Collections.Concurrent.ConcurrentQueue<string> errors) =>
+            Receive<Error>(e => errors.Enqueue(e.Message?.ToString() ?? ""));
     }
 
     private sealed class WarningCollector : ReceiveActor

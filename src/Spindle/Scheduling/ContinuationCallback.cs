@@ -1,4 +1,5 @@
 using System;
+using System.Runtime.CompilerServices;
 using System.Threading;
 using Spindle.Telemetry;
 
@@ -37,6 +38,26 @@ internal sealed class ContinuationCallback : IShutdownAware, ICallbackWrapper
     ShutdownOutcome IShutdownAware.OnCancelPending() => ShutdownOutcome.Run;
 
     private void Invoke(object? state) => Callback(state);
+
+    // One wrapper per delegate handed to the public continuation path, for as long as the delegate lives.
+    private static readonly ConditionalWeakTable<Action<object?>, ContinuationCallback> s_shared = new();
+
+    /// <summary>
+    /// The wrapper for <paramref name="callback"/>, for callbacks that callers may alternate (several dispatchers on one
+    /// pool): the one in <paramref name="cache"/> when it wraps that callback, else the one kept for the delegate (made
+    /// once), which then replaces the cached one.
+    /// </summary>
+    public static ContinuationCallback ForShared(ref ContinuationCallback? cache, Action<object?> callback)
+    {
+        ContinuationCallback? cached = Volatile.Read(ref cache);
+        if (cached is not null && ReferenceEquals(cached.Callback, callback))
+        {
+            return cached;
+        }
+        ContinuationCallback wrapper = s_shared.GetValue(callback, static c => new ContinuationCallback(c));
+        Volatile.Write(ref cache, wrapper);
+        return wrapper;
+    }
 
     /// <summary>
     /// The wrapper for <paramref name="callback"/>: the one in <paramref name="cache"/> when it wraps that callback,
