@@ -15,12 +15,13 @@ namespace Spindle.ProtoActor;
 /// <para>Each <see cref="Schedule"/> queues one work item: a mailbox run, which processes up to <see cref="Throughput"/>
 /// messages and then, when messages remain, schedules the mailbox again. On a lane the run takes one of the lane's
 /// slots, so a lane's <see cref="WorkerPoolLane.MaxConcurrency"/> caps how many of its actors run at once.</para>
-/// <para><b>Locality.</b> A schedule made on one of the pool's workers goes to that worker's local queue, as an
-/// <c>await</c>'s continuation does: a message one actor sends another on the same pool is processed on the worker
-/// whose cache holds it. The exception is a mailbox rescheduling itself at the end of its own run (it used up its
-/// throughput with messages left): that run goes to the pool's shared queue, behind work that is waiting, because the
-/// worker's local queue is newest first and would run the same mailbox again at once, which would defeat the
-/// throughput's purpose of letting other actors run. A lane's items always go to the lane's queue.</para>
+/// <para><b>Locality.</b> A message one actor sends another during its run, on one of the pool's workers, schedules the
+/// receiver's mailbox on that worker's local queue, as an <c>await</c>'s continuation is: it is processed on the worker
+/// whose cache holds it. Every other schedule goes to the pool's shared queue, in order: one from outside the pool,
+/// and a mailbox rescheduling itself, at the end of its own run (it used up its throughput with messages left) or after
+/// an <c>await</c> in an actor, because the worker's local queue is newest first and would run the same mailbox again
+/// at once, which would defeat the throughput's purpose of letting other actors run. A lane's items always go to the
+/// lane's queue.</para>
 /// <para><b>Synchronization context.</b> A run executes with the target's
 /// <see cref="WorkTarget.SynchronizationContext"/> installed (the previous one is put back afterwards), so an
 /// <c>await</c> inside an actor resumes on the pool, or in the lane, unless it uses <c>ConfigureAwait(false)</c>.
@@ -32,15 +33,14 @@ namespace Spindle.ProtoActor;
 /// counted by <see cref="FaultedRunCount"/> and raised through <see cref="RunFaulted"/>, or written to
 /// <see cref="Trace"/> when no handler is attached. It never reaches the pool's
 /// <see cref="WorkerPool.UnhandledException"/> policy, which by default fails the process.</para>
-/// <para><b>Shutdown.</b> A mailbox that could not be scheduled would keep its messages forever, and a refusal would
-/// throw into the sender. So a schedule the target refuses because it is shutting down or has shut down goes through
-/// the target's <see cref="WorkTarget.SynchronizationContext"/> instead, which refuses nothing: the mailbox runs on the
-/// pool while it drains, and on the built-in <see cref="ThreadPool"/> once it has stopped (counted by
-/// <see cref="WorkerPool.RedirectedCallbackCount"/>). Both are counted by <see cref="RedirectedScheduleCount"/>.</para>
-/// <para><b>Bounded lanes.</b> A lane's <see cref="WorkerPoolLane.QueueLimit"/> does not apply to mailbox runs: a
-/// mailbox is queued at most once at a time whatever its backlog, a rejected run would strand the mailbox's messages,
-/// and waiting for room would block the sender, possibly an actor of the same lane. On a bounded lane the runs are
-/// queued as continuations, past the bound; bound the actor's mailbox instead (<c>BoundedMailbox</c>).</para>
+/// <para><b>Shutdown and bounds.</b> A mailbox that could not be scheduled would keep its messages forever, and a
+/// refusal would throw into the sender. So every run is queued as a continuation of accepted work
+/// (<see cref="WorkTarget.UnsafeQueueContinuation{TState}(Action{TState}, TState, bool)"/>): never refused, never
+/// cancelled by <see cref="ShutdownMode.CancelPending"/>, and past a lane's <see cref="WorkerPoolLane.QueueLimit"/>
+/// (a mailbox is queued at most once at a time whatever its backlog; bound the actor's mailbox instead,
+/// <c>BoundedMailbox</c>). The mailbox runs on the pool while the pool runs and drains (a lane's, once the lane has
+/// stopped, on the pool's own queue), and on the built-in <see cref="ThreadPool"/> once the pool has stopped, counted
+/// by <see cref="WorkerPool.RedirectedCallbackCount"/>.</para>
 /// </remarks>
 public sealed class WorkerPoolDispatcher : IDispatcher
 {
@@ -50,8 +50,8 @@ public sealed class WorkerPoolDispatcher : IDispatcher
     /// </summary>
     public const int DefaultThroughput = 300;
 
-    // The mailbox (the runner's target) whose run this thread is executing, so that Schedule recognises a mailbox
-    // rescheduling itself. Only compared by reference, never dereferenced.
+    // The mailbox (the runner's target) whose run this thread is executing, so that Schedule recognises a message
+    // sent during a run, and a mailbox rescheduling itself. Only compared by reference, never dereferenced.
     [ThreadStatic]
     private static object? t_runningMailbox;
 
@@ -62,14 +62,9 @@ public sealed class WorkerPoolDispatcher : IDispatcher
     // Null for a lane: its items always go to the lane's queue, so there is no local queue to prefer.
     private readonly WorkerPool? _localPool;
 
-    // A bounded lane: every run goes through the context, past the bound (see the remarks).
-    private readonly bool _pastTheBound;
-
-    // Bound once here so that neither queueing path allocates per schedule (the runner is the work item's state).
+    // Bound once here so that queueing does not allocate per schedule (the runner is the work item's state).
     private readonly Action<Func<Task>> _run;
-    private readonly SendOrPostCallback _postedRun;
 
-    private long _redirectedScheduleCount;
     private long _faultedRunCount;
 
     /// <summary>Creates a dispatcher that runs mailboxes on <paramref name="target"/>.</summary>
@@ -88,7 +83,6 @@ public sealed class WorkerPoolDispatcher : IDispatcher
         if (target is WorkerPoolLane lane)
         {
             _pool = lane.Pool;
-            _pastTheBound = lane.QueueLimit is not null;
         }
         else
         {
@@ -97,7 +91,6 @@ public sealed class WorkerPoolDispatcher : IDispatcher
             _localPool = _pool;
         }
         _run = Run;
-        _postedRun = state => Run((Func<Task>)state!);
     }
 
     /// <summary>The pool or lane the mailboxes run on.</summary>
@@ -105,12 +98,6 @@ public sealed class WorkerPoolDispatcher : IDispatcher
 
     /// <summary>How many messages a mailbox processes per run; Proto.Actor's mailbox reads it at every message.</summary>
     public int Throughput { get; }
-
-    /// <summary>
-    /// How many schedules the target refused because it was shutting down or had shut down, and that went through its
-    /// <see cref="WorkTarget.SynchronizationContext"/> instead (see the remarks on <see cref="WorkerPoolDispatcher"/>).
-    /// </summary>
-    public long RedirectedScheduleCount => Interlocked.Read(ref _redirectedScheduleCount);
 
     /// <summary>How many runs threw, returned a null task, or returned a task that faulted or was cancelled.</summary>
     public long FaultedRunCount => Interlocked.Read(ref _faultedRunCount);
@@ -133,23 +120,12 @@ public sealed class WorkerPoolDispatcher : IDispatcher
     public void Schedule(Func<Task> runner)
     {
         ArgumentNullException.ThrowIfNull(runner);
-        if (_pastTheBound)
-        {
-            _context.Post(_postedRun, runner);
-            return;
-        }
+        object? running = t_runningMailbox;
         bool preferLocal = _localPool is not null
-            && WorkerPool.Current == _localPool
-            && !ReferenceEquals(runner.Target, t_runningMailbox);
-        try
-        {
-            _target.UnsafeQueueUserWorkItem(_run, runner, preferLocal);
-        }
-        catch (ObjectDisposedException)
-        {
-            Interlocked.Increment(ref _redirectedScheduleCount);
-            _context.Post(_postedRun, runner);
-        }
+            && running is not null
+            && !ReferenceEquals(runner.Target, running)
+            && WorkerPool.Current == _localPool;
+        _target.UnsafeQueueContinuation(_run, runner, preferLocal);
     }
 
     /// <inheritdoc/>
