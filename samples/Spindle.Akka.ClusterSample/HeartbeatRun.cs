@@ -87,8 +87,16 @@ public static class HeartbeatRun
             using var joining = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken);
             joining.CancelAfter(TimeSpan.FromSeconds(60));
             await Task.WhenAll(Cluster.Get(first).JoinAsync(seed, joining.Token), Cluster.Get(second).JoinAsync(seed, joining.Token));
-            // A few heartbeats before the load, so that both detectors are monitoring.
-            await Task.Delay(2 * HeartbeatInterval, cancellationToken);
+            // Both nodes' detectors made (one per node, for the other) and each with a heartbeat, before the load.
+            long formed = Environment.TickCount64;
+            while (RecordingFailureDetector.All.Skip(detectorsBefore).Count(d => d.Beats > 0) < 2)
+            {
+                if (Environment.TickCount64 - formed > 60_000)
+                {
+                    throw new TimeoutException("The two nodes' failure detectors did not both get a heartbeat within 60 s of the cluster forming.");
+                }
+                await Task.Delay(50, cancellationToken);
+            }
 
             var unreachable = new Counter();
             var roundTrips = new Counter();

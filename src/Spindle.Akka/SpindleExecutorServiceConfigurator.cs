@@ -28,7 +28,8 @@ namespace Spindle.Akka;
 /// <item><c>spindle.prefer-local</c> (default <c>off</c>): <c>on</c> queues a mailbox scheduled from one of the pool's
 /// workers to that worker's local queue (faster for ping-pong between actors, less fair: a mailbox that always has
 /// messages can keep the others of its worker waiting until a thief takes them). Off, every mailbox goes to the
-/// pool's global queue, first in first out, as the default dispatcher's do on the built-in thread pool.</item>
+/// pool's global queue, first in first out, as the default dispatcher's do on the built-in thread pool. A lane ignores
+/// it: a lane's items always go to the lane's queue.</item>
 /// </list>
 /// <para>Settings are read from the dispatcher's own section only (not from the default dispatcher's, which Akka.NET
 /// gives every dispatcher as a fallback): a dispatcher without a <c>spindle</c> section runs on the pool
