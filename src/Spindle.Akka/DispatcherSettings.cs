@@ -23,7 +23,7 @@ internal sealed record DispatcherSettings(string Pool, int MinThreads, int MaxTh
         {
             throw Invalid("min-threads", $"is {min}, above max-threads ({max})");
         }
-        bool preferLocal = Read(section, "prefer-local", static (c, p) => c.GetBoolean(p, false));
+        bool preferLocal = Read(section, "prefer-local", static (c, p) => c.GetBoolean(p, true));
         LaneSettings? lane = null;
         if (section.HasPath("lane"))
         {

@@ -149,6 +149,62 @@ public sealed class SpindleDispatcherTests
         }
     }
 
+    [Fact]
+    public async Task AMailboxThatUsedItsThroughput_GoesBehindTheWaitingMailboxes()
+    {
+        // One worker, throughput 3, two flooded actors: each run takes 3 messages, and the mailbox that still has some
+        // queues itself behind the other one, so the runs alternate (a reschedule to the worker's own queue, newest
+        // first, would run the same mailbox again at once).
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = "turns", MinThreads = 1, MaxThreads = 1 });
+        ActorSystem system = NewSystem($$"""
+            turns { type = Dispatcher, executor = {{Executor}}, throughput = 3, spindle.pool = turns }
+            """, new SpindleSetup().WithTarget("turns", pool));
+        try
+        {
+            var log = new System.Collections.Concurrent.ConcurrentQueue<char>();
+            IActorRef a = system.ActorOf(Props.Create(() => new LoggingActor('A', log, 12)).WithDispatcher("turns"));
+            IActorRef b = system.ActorOf(Props.Create(() => new LoggingActor('B', log, 12)).WithDispatcher("turns"));
+            await AskWhere(system, "turns"); // both actors started
+            using var gate = new System.Threading.ManualResetEventSlim();
+            using var held = new System.Threading.ManualResetEventSlim();
+            pool.QueueUserWorkItem(_ =>
+            {
+                held.Set();
+                gate.Wait(s_mustHappen);
+            });
+            Assert.True(held.Wait(s_mustHappen));
+            for (int i = 0; i < 11; i++)
+            {
+                a.Tell(i, ActorRefs.NoSender);
+                b.Tell(i, ActorRefs.NoSender);
+            }
+            Task<string> aDone = a.Ask<string>(11, s_mustHappen); // the last message: its sender gets the answer
+            Task<string> bDone = b.Ask<string>(11, s_mustHappen);
+            gate.Set();
+            await Task.WhenAll(aDone, bDone);
+            // Runs of one actor's messages, in order: they alternate, each one run's worth (Akka.NET's mailbox counts
+            // its throughput so that a run takes up to one message more), never one actor's whole backlog.
+            string order = new([.. log]);
+            var runs = new System.Collections.Generic.List<string>();
+            foreach (char c in order)
+            {
+                if (runs.Count > 0 && runs[^1][0] == c)
+                {
+                    runs[^1] += c;
+                }
+                else
+                {
+                    runs.Add(c.ToString());
+                }
+            }
+            Assert.True(runs.Count >= 6 && runs.TrueForAll(r => r.Length <= 4), $"the mailboxes did not take turns: {order}");
+        }
+        finally
+        {
+            await system.Terminate().WaitAsync(s_mustHappen);
+        }
+    }
+
     [Theory]
     [InlineData("spindle.lane.priority = urgent", "spindle.lane.priority")]
     [InlineData("spindle.lane.share = 0", "spindle.lane.share")]

@@ -75,3 +75,20 @@ internal sealed class PongActor : ReceiveActor
 {
     public PongActor() => Receive<string>(_ => Sender.Tell("pong"));
 }
+
+/// <summary>Appends its name to a shared log for every message, and tells the sender when it has had its last one.</summary>
+internal sealed class LoggingActor : ReceiveActor
+{
+    public LoggingActor(char name, System.Collections.Concurrent.ConcurrentQueue<char> log, int expected)
+    {
+        int seen = 0;
+        Receive<int>(_ =>
+        {
+            log.Enqueue(name);
+            if (++seen == expected)
+            {
+                Sender.Tell("done");
+            }
+        });
+    }
+}

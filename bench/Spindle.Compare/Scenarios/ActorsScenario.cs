@@ -30,7 +30,7 @@ namespace Spindle.Compare.Scenarios;
 /// </summary>
 internal sealed class ActorsScenario : IScenario
 {
-    private static readonly TimeSpan s_quick = TimeSpan.FromMilliseconds(300);
+    private static readonly TimeSpan s_quick = TimeSpan.FromMilliseconds(500);
     private static readonly TimeSpan s_full = TimeSpan.FromSeconds(3);
     private static readonly TimeSpan s_warmup = TimeSpan.FromMilliseconds(150);
     private static readonly long s_workTicks = Pacer.TicksFromMicroseconds(2);
@@ -93,7 +93,7 @@ internal sealed class ActorsScenario : IScenario
         using ActorSystem system = ActorSystem.Create("actors", ActorSystemSetup.Create(BootstrapSetup.Create().WithConfig(config), setup));
         try
         {
-            Warmup.Repeat(() => AkkaPairs(system, dispatcher, work, s_warmup));
+            Warmup.Repeat(() => AkkaPairs(system, dispatcher, work, s_warmup), TimeSpan.FromSeconds(1));
             return AkkaPairs(system, dispatcher, work, duration);
         }
         finally
@@ -166,7 +166,7 @@ internal sealed class ActorsScenario : IScenario
         var system = new global::Proto.ActorSystem();
         try
         {
-            Warmup.Repeat(() => ProtoPairs(system, dispatcher, s_warmup));
+            Warmup.Repeat(() => ProtoPairs(system, dispatcher, s_warmup), TimeSpan.FromSeconds(1));
             return ProtoPairs(system, dispatcher, duration);
         }
         finally
