@@ -165,14 +165,7 @@ public sealed class SpindleDispatcherTests
             IActorRef a = system.ActorOf(Props.Create(() => new LoggingActor('A', log, 12)).WithDispatcher("turns"));
             IActorRef b = system.ActorOf(Props.Create(() => new LoggingActor('B', log, 12)).WithDispatcher("turns"));
             await AskWhere(system, "turns"); // both actors started
-            using var gate = new System.Threading.ManualResetEventSlim();
-            using var held = new System.Threading.ManualResetEventSlim();
-            pool.QueueUserWorkItem(_ =>
-            {
-                held.Set();
-                gate.Wait(s_mustHappen);
-            });
-            Assert.True(held.Wait(s_mustHappen));
+            using System.Threading.ManualResetEventSlim gate = HoldTheOnlyWorker(pool);
             for (int i = 0; i < 11; i++)
             {
                 a.Tell(i, ActorRefs.NoSender);
@@ -299,14 +292,7 @@ public sealed class SpindleDispatcherTests
 
             // The pool's only worker is held while the actor's mailbox is queued behind it; then the pool is shut down
             // cancelling what has not started. The mailbox holds a message: it must still run.
-            using var gate = new System.Threading.ManualResetEventSlim();
-            using var held = new System.Threading.ManualResetEventSlim();
-            pool.QueueUserWorkItem(_ =>
-            {
-                held.Set();
-                gate.Wait(s_mustHappen);
-            });
-            Assert.True(held.Wait(s_mustHappen));
+            using System.Threading.ManualResetEventSlim gate = HoldTheOnlyWorker(pool);
             Task<Where> reply = actor.Ask<Where>("where", s_mustHappen);
             Task<int> shutdown = pool.ShutdownAsync(ShutdownMode.CancelPending);
             gate.Set();
@@ -356,6 +342,21 @@ public sealed class SpindleDispatcherTests
         Assert.Throws<ArgumentNullException>(() => setup.WithTarget("b", null!));
         Assert.Contains("queue limit", Assert.Throws<ArgumentException>(() => setup.WithTarget("b", bounded)).Message, StringComparison.Ordinal);
         Assert.Single(setup.Targets);
+    }
+
+    /// <summary>Occupies the one worker of <paramref name="pool"/> until the returned gate is set.</summary>
+    private static System.Threading.ManualResetEventSlim HoldTheOnlyWorker(WorkerPool pool)
+    {
+        var gate = new System.Threading.ManualResetEventSlim();
+        // Not disposed here: the holding item may still be inside Set when the wait below returns.
+        var held = new System.Threading.ManualResetEventSlim();
+        pool.QueueUserWorkItem(_ =>
+        {
+            held.Set();
+            gate.Wait(s_mustHappen);
+        });
+        Assert.True(held.Wait(s_mustHappen), "the pool's worker did not start the holding item");
+        return gate;
     }
 
     private static string Flatten(Exception error)
