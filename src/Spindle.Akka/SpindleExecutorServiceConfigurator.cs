@@ -36,7 +36,9 @@ namespace Spindle.Akka;
 /// <para>Settings are read from the dispatcher's own section only (not from the default dispatcher's, which Akka.NET
 /// gives every dispatcher as a fallback): a dispatcher without a <c>spindle</c> section runs on the pool
 /// <c>"akka"</c>, without a lane. Mistakes are reported where the dispatcher is first looked up (the actor system's
-/// start for the default dispatcher, <c>ActorOf</c> for others) as a <see cref="ConfigurationException"/>.</para>
+/// start for the default dispatcher, <c>ActorOf</c> for others) as a <see cref="ConfigurationException"/>, which
+/// Akka.NET, creating the configurator by reflection, wraps in a
+/// <see cref="System.Reflection.TargetInvocationException"/>.</para>
 /// <para>Scheduling a mailbox allocates nothing: it is queued with its runnable as the state of one static callback,
 /// as a continuation of accepted work (<see cref="WorkTarget.UnsafeQueueContinuation{TState}(Action{TState}, TState, bool)"/>),
 /// so it is never refused, cancelled by <see cref="ShutdownMode.CancelPending"/> or held back by a lane's bound: a
@@ -61,7 +63,8 @@ public sealed class SpindleExecutorServiceConfigurator : ExecutorServiceConfigur
     /// <param name="prerequisites">The actor system's dispatcher prerequisites.</param>
     /// <exception cref="ConfigurationException">The dispatcher's <c>spindle</c> section has a value out of range or of
     /// the wrong kind, or conflicts with the <see cref="SpindleSetup"/> or with another dispatcher's settings for the
-    /// same pool.</exception>
+    /// same pool (Akka.NET, which calls this constructor by reflection, passes it on inside a
+    /// <see cref="System.Reflection.TargetInvocationException"/>).</exception>
     public SpindleExecutorServiceConfigurator(Config config, IDispatcherPrerequisites prerequisites)
         : base(config, prerequisites)
     {

@@ -165,7 +165,9 @@ public abstract partial class WorkTarget
     /// already accepted (an actor's mailbox that holds messages, the next step of an operation under way): it is never
     /// refused, never cancelled and never held back by a lane's bound. While the pool runs, and during its drain in
     /// both shutdown modes, it runs on the pool (a lane's continuation goes to the pool's own queue once the lane has
-    /// stopped); after the pool has stopped it runs on the built-in <see cref="ThreadPool"/>, counted by
+    /// stopped), except one accepted while the last worker leaves: the thread that completes the stop (the one in
+    /// <c>Dispose</c> or <c>ShutdownAsync</c>, or that last worker) runs it, as it runs every leftover. After the pool
+    /// has stopped it runs on the built-in <see cref="ThreadPool"/>, counted by
     /// <see cref="WorkerPool.RedirectedCallbackCount"/>. This is the path for integrations whose work must not be
     /// dropped once accepted (actor dispatchers); ordinary work belongs in <c>UnsafeQueueUserWorkItem</c>, which a
     /// shutdown refuses and <see cref="ShutdownMode.CancelPending"/> cancels.

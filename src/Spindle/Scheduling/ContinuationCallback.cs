@@ -45,7 +45,8 @@ internal sealed class ContinuationCallback : IShutdownAware, ICallbackWrapper
     /// <summary>
     /// The wrapper for <paramref name="callback"/>, for callbacks that callers may alternate (several dispatchers on one
     /// pool): the one in <paramref name="cache"/> when it wraps that callback, else the one kept for the delegate (made
-    /// once), which then replaces the cached one.
+    /// once). The cache takes the first delegate only: replacing it on every miss would bounce its line between the
+    /// cores of alternating callers, and a table lookup costs less than that.
     /// </summary>
     public static ContinuationCallback ForShared(ref ContinuationCallback? cache, Action<object?> callback)
     {
@@ -55,7 +56,10 @@ internal sealed class ContinuationCallback : IShutdownAware, ICallbackWrapper
             return cached;
         }
         ContinuationCallback wrapper = s_shared.GetValue(callback, static c => new ContinuationCallback(c));
-        Volatile.Write(ref cache, wrapper);
+        if (cached is null)
+        {
+            Interlocked.CompareExchange(ref cache, wrapper, null);
+        }
         return wrapper;
     }
 
