@@ -203,16 +203,24 @@ public sealed class WorkerPoolDispatcherTests
         release.Set();
 
         Waits.For(received, "every message received");
-        var expected = new List<char>();
-        int perRun = Math.Min(throughput, MessagesEach);
-        for (int done = 0; done < MessagesEach; done += perRun)
-        {
-            expected.AddRange(Enumerable.Repeat('A', perRun));
-            expected.AddRange(Enumerable.Repeat('B', perRun));
-        }
+        string seen;
         lock (order)
         {
-            Assert.Equal(new string(expected.ToArray()), new string(order.ToArray()));
+            seen = new string(order.ToArray());
+        }
+        if (throughput >= MessagesEach)
+        {
+            // One run each, in the order the mailboxes were queued.
+            Assert.Equal(new string('A', MessagesEach) + new string('B', MessagesEach), seen);
+        }
+        else
+        {
+            // Each run ends at the throughput and the mailbox goes behind the other one, so their messages interleave;
+            // a reschedule to the worker's own queue (newest first) would run all of A before any of B. The exact
+            // turns are not asserted: a worker's periodic look at the shared queue may take the rescheduled mailbox
+            // ahead of the other one it had already taken into its own queue, once in a while.
+            Assert.True(seen.IndexOf('B', StringComparison.Ordinal) < seen.LastIndexOf('A'), $"the mailboxes did not take turns: {seen}");
+            Assert.True(seen.Split('A', StringSplitOptions.RemoveEmptyEntries).Length >= 2, $"the mailboxes did not take turns: {seen}");
         }
     }
 
