@@ -56,11 +56,7 @@ public sealed class WorkerPoolDispatcher : IDispatcher
     private static object? t_runningMailbox;
 
     private readonly WorkTarget _target;
-    private readonly WorkerPool _pool;
     private readonly WorkerPoolSynchronizationContext _context;
-
-    // Null for a lane: its items always go to the lane's queue, so there is no local queue to prefer.
-    private readonly WorkerPool? _localPool;
 
     // Bound once here so that queueing does not allocate per schedule (the runner is the work item's state).
     private readonly Action<Func<Task>> _run;
@@ -80,16 +76,6 @@ public sealed class WorkerPoolDispatcher : IDispatcher
         _target = target;
         Throughput = throughput;
         _context = target.SynchronizationContext;
-        if (target is WorkerPoolLane lane)
-        {
-            _pool = lane.Pool;
-        }
-        else
-        {
-            // WorkTarget cannot be derived from outside Spindle: a target that is not a lane is a pool.
-            _pool = (WorkerPool)target;
-            _localPool = _pool;
-        }
         _run = Run;
     }
 
@@ -120,19 +106,17 @@ public sealed class WorkerPoolDispatcher : IDispatcher
     public void Schedule(Func<Task> runner)
     {
         ArgumentNullException.ThrowIfNull(runner);
+        // The local queue is used only when this thread is a worker of the target's pool (the scheduler checks) and
+        // never for a lane (whose items go to its queue).
         object? running = t_runningMailbox;
-        bool preferLocal = _localPool is not null
-            && running is not null
-            && !ReferenceEquals(runner.Target, running)
-            && WorkerPool.Current == _localPool;
-        _target.UnsafeQueueContinuation(_run, runner, preferLocal);
+        _target.UnsafeQueueContinuation(_run, runner, preferLocal: running is not null && !ReferenceEquals(runner.Target, running));
     }
 
     /// <inheritdoc/>
     public override string ToString() =>
         _target is WorkerPoolLane lane
-            ? $"WorkerPoolDispatcher (pool '{_pool.Name}', lane '{lane.Name}', throughput {Throughput})"
-            : $"WorkerPoolDispatcher (pool '{_pool.Name}', throughput {Throughput})";
+            ? $"WorkerPoolDispatcher (pool '{lane.Pool.Name}', lane '{lane.Name}', throughput {Throughput})"
+            : $"WorkerPoolDispatcher (pool '{((WorkerPool)_target).Name}', throughput {Throughput})"; // not a lane: a pool
 
     private void Run(Func<Task> runner)
     {

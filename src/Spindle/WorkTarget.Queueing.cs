@@ -188,7 +188,7 @@ public abstract partial class WorkTarget
     {
         ArgumentNullException.ThrowIfNull(callBack);
         // A reference-typed TState makes Action<TState> an Action<object?> at the ABI level; see WorkItemEntry.
-        ContinuationCallback wrapper = ContinuationCallback.ForShared(ref _lastContinuation, Unsafe.As<Action<object?>>(callBack));
+        ContinuationCallback wrapper = ContinuationCallback.For(ref _lastContinuation, Unsafe.As<Action<object?>>(callBack));
         Bridge.EnqueueContinuation(new WorkItemEntry(wrapper.Run, state, null), preferLocal);
     }
 

@@ -59,22 +59,7 @@ public sealed class WorkerPoolDispatcherShutdownTests
         using WorkerPool pool = Pools.Fixed(1, "draining");
         await using var system = new ActorSystem();
         var dispatcher = new WorkerPoolDispatcher(pool);
-        using var started = new ManualResetEventSlim();
-        var receivedOnPool = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
-        PID actor = system.Root.Spawn(Props.FromFunc(context =>
-        {
-            switch (context.Message)
-            {
-                case Started:
-                    started.Set();
-                    break;
-                case int:
-                    receivedOnPool.TrySetResult(WorkerPool.Current == pool);
-                    break;
-            }
-            return Task.CompletedTask;
-        }).WithDispatcher(dispatcher));
-        Waits.For(started, "the actor started");
+        (PID actor, Task<bool> receivedOnPool) = SpawnStarted(system, dispatcher, pool);
         ManualResetEventSlim release = Pools.Block(pool);
         Task<int> drain = pool.ShutdownAsync(ShutdownMode.Drain);
         Assert.True(pool.IsShutdownStarted);
@@ -82,7 +67,7 @@ public sealed class WorkerPoolDispatcherShutdownTests
         system.Root.Send(actor, 1); // the pool refuses new work now
         release.Set();
 
-        Assert.True(await Waits.For(receivedOnPool.Task, "the message received"), "the message was processed off the pool");
+        Assert.True(await Waits.For(receivedOnPool, "the message received"), "the message was processed off the pool");
         await Waits.For(drain, "the drain");
         release.Dispose();
         Assert.Equal(0, pool.RedirectedCallbackCount);
@@ -127,7 +112,24 @@ public sealed class WorkerPoolDispatcherShutdownTests
         WorkerPool pool = Pools.Fixed(1, "cancelling");
         await using var system = new ActorSystem();
         var dispatcher = new WorkerPoolDispatcher(pool);
-        using var started = new ManualResetEventSlim();
+        (PID actor, Task<bool> received) = SpawnStarted(system, dispatcher, pool);
+        ManualResetEventSlim release = Pools.Block(pool);
+        system.Root.Send(actor, 1); // its mailbox run waits behind the blocked worker
+        Task<int> shutdown = pool.ShutdownAsync(ShutdownMode.CancelPending);
+        release.Set();
+
+        Assert.True(await Waits.For(received, "the message received"), "the message was processed off the pool");
+        Assert.Equal(0, await Waits.For(shutdown, "the shutdown"));
+        release.Dispose();
+    }
+
+    /// <summary>
+    /// Spawns an actor on <paramref name="dispatcher"/> and waits until it has started; the task says whether its first
+    /// <c>int</c> message was processed on <paramref name="pool"/>.
+    /// </summary>
+    private static (PID Actor, Task<bool> ReceivedOnPool) SpawnStarted(ActorSystem system, WorkerPoolDispatcher dispatcher, WorkerPool pool)
+    {
+        var started = new ManualResetEventSlim(); // not disposed: the actor may still be inside Set when the wait returns
         var received = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
         PID actor = system.Root.Spawn(Props.FromFunc(context =>
         {
@@ -143,13 +145,6 @@ public sealed class WorkerPoolDispatcherShutdownTests
             return Task.CompletedTask;
         }).WithDispatcher(dispatcher));
         Waits.For(started, "the actor started");
-        ManualResetEventSlim release = Pools.Block(pool);
-        system.Root.Send(actor, 1); // its mailbox run waits behind the blocked worker
-        Task<int> shutdown = pool.ShutdownAsync(ShutdownMode.CancelPending);
-        release.Set();
-
-        Assert.True(await Waits.For(received.Task, "the message received"), "the message was processed off the pool");
-        Assert.Equal(0, await Waits.For(shutdown, "the shutdown"));
-        release.Dispose();
+        return (actor, received.Task);
     }
 }

@@ -38,7 +38,7 @@ public sealed class WorkerPoolPipeScheduler : PipeScheduler
     {
         ArgumentNullException.ThrowIfNull(action);
         // Wrapped so that shutdown with CancelPending runs it too (a pipe's callback resumes its reader or writer); the
-        // pipe hands in a few static delegates, so the one-entry cache keeps this allocation-free.
+        // pipe hands in a few static delegates, each wrapped once, so this is allocation-free.
         ContinuationCallback callback = ContinuationCallback.For(ref _lastCallback, action);
         _pool.SchedulerCore.EnqueueContinuation(new WorkItemEntry(callback.Run, state, null), preferLocal: false);
     }

@@ -14,8 +14,8 @@ namespace Spindle.Scheduling;
 /// <remarks>
 /// The entry is queued with <see cref="Run"/> as its callback and the wrapped callback's state as its state, so
 /// queueing allocates nothing; the wrapper is found as the delegate's target (see <see cref="IShutdownAware"/>). Make one
-/// per callback and keep it: a static field for a library callback, or <see cref="For"/>'s one-entry cache for
-/// callbacks that others hand in (they are mostly a few static delegates, handed in again and again).
+/// per callback and keep it: a static field for a library callback, or <see cref="For"/> for callbacks that others hand
+/// in (they are mostly a few static delegates, handed in again and again).
 /// </remarks>
 internal sealed class ContinuationCallback : IShutdownAware, ICallbackWrapper
 {
@@ -39,16 +39,16 @@ internal sealed class ContinuationCallback : IShutdownAware, ICallbackWrapper
 
     private void Invoke(object? state) => Callback(state);
 
-    // One wrapper per delegate handed to the public continuation path, for as long as the delegate lives.
+    // One wrapper per delegate handed in (UnsafeQueueContinuation, the pipe scheduler), for as long as the delegate lives.
     private static readonly ConditionalWeakTable<Action<object?>, ContinuationCallback> s_shared = new();
 
     /// <summary>
     /// The wrapper for <paramref name="callback"/>, for callbacks that callers may alternate (several dispatchers on one
-    /// pool): the one in <paramref name="cache"/> when it wraps that callback, else the one kept for the delegate (made
+    /// pool, a pipe's reader and writer callbacks): the one in <paramref name="cache"/> when it wraps that callback, else the one kept for the delegate (made
     /// once). The cache takes the first delegate only: replacing it on every miss would bounce its line between the
     /// cores of alternating callers, and a table lookup costs less than that.
     /// </summary>
-    public static ContinuationCallback ForShared(ref ContinuationCallback? cache, Action<object?> callback)
+    public static ContinuationCallback For(ref ContinuationCallback? cache, Action<object?> callback)
     {
         ContinuationCallback? cached = Volatile.Read(ref cache);
         if (cached is not null && ReferenceEquals(cached.Callback, callback))
@@ -60,22 +60,6 @@ internal sealed class ContinuationCallback : IShutdownAware, ICallbackWrapper
         {
             Interlocked.CompareExchange(ref cache, wrapper, null);
         }
-        return wrapper;
-    }
-
-    /// <summary>
-    /// The wrapper for <paramref name="callback"/>: the one in <paramref name="cache"/> when it wraps that callback,
-    /// else a new one, which replaces it (racing callers may each make one; any of them is correct).
-    /// </summary>
-    public static ContinuationCallback For(ref ContinuationCallback? cache, Action<object?> callback)
-    {
-        ContinuationCallback? cached = Volatile.Read(ref cache);
-        if (cached is not null && ReferenceEquals(cached.Callback, callback))
-        {
-            return cached;
-        }
-        var wrapper = new ContinuationCallback(callback);
-        Volatile.Write(ref cache, wrapper);
         return wrapper;
     }
 }
