@@ -8,10 +8,14 @@ namespace Spindle.ProtoActor;
 
 /// <summary>
 /// A Proto.Actor <see cref="IDispatcher"/> that runs mailboxes on a Spindle <see cref="WorkerPool"/> or on one of its
-/// <see cref="WorkerPoolLane"/>s: give it to an actor with <c>Props.WithDispatcher</c>. One dispatcher may serve any
-/// number of actors.
+/// <see cref="WorkerPoolLane"/>s: give it to an actor with <see cref="PropsExtensions.WithWorkerPool"/>, which also gives
+/// the actor a <see cref="WorkerPoolMailbox"/>, or with <c>Props.WithDispatcher</c>. One dispatcher may serve any number
+/// of actors.
 /// </summary>
 /// <remarks>
+/// <para><b>Allocation.</b> Queueing a run allocates nothing: the runner is the work item's state. Proto.Actor's own
+/// mailbox makes a new runner for every schedule on a dispatcher other than its default one (64 bytes per message); a
+/// <see cref="WorkerPoolMailbox"/> hands over the same runner every time.</para>
 /// <para>Each <see cref="Schedule"/> queues one work item: a mailbox run, which processes up to <see cref="Throughput"/>
 /// messages and then, when messages remain, schedules the mailbox again. On a lane the run takes one of the lane's
 /// slots, so a lane's <see cref="WorkerPoolLane.MaxConcurrency"/> caps how many of its actors run at once.</para>
@@ -38,7 +42,7 @@ namespace Spindle.ProtoActor;
 /// (<see cref="WorkTarget.UnsafeQueueContinuation{TState}(Action{TState}, TState, bool)"/>): never refused, never
 /// cancelled by <see cref="ShutdownMode.CancelPending"/>, and past a lane's <see cref="WorkerPoolLane.QueueLimit"/>
 /// (a mailbox is queued at most once at a time whatever its backlog; bound the actor's mailbox instead,
-/// <c>BoundedMailbox</c>). The mailbox runs on the pool while the pool runs and drains (a lane's, once the lane has
+/// <see cref="WorkerPoolMailbox.CreateBounded"/>). The mailbox runs on the pool while the pool runs and drains (a lane's, once the lane has
 /// stopped, on the pool's own queue), and on the built-in <see cref="ThreadPool"/> once the pool has stopped, counted
 /// by <see cref="WorkerPool.RedirectedCallbackCount"/>.</para>
 /// </remarks>

@@ -21,7 +21,8 @@ namespace Spindle.Compare.Scenarios;
 /// benchmark), for 300 ms (3 s with --full) after a warm-up of the same pairs. On Spindle the actors' dispatcher runs on
 /// the run's pool: Akka.NET's default dispatcher with <c>SpindleExecutorServiceConfigurator</c> (the pool handed in by
 /// <c>SpindleSetup</c>, mailboxes on its global queue, Akka.NET's default throughput of 30), Proto.Actor's actors with a
-/// <c>WorkerPoolDispatcher</c> (Proto.Actor's default throughput of 300). On the built-in side each system keeps its own
+/// <c>WorkerPoolDispatcher</c> (Proto.Actor's default throughput of 300) and a <c>WorkerPoolMailbox</c> (Proto.Actor's own
+/// mailbox allocates a delegate per schedule on any dispatcher but its default one). On the built-in side each system keeps its own
 /// default dispatcher on the built-in pool, except in the <c>-fj</c> variant, where Akka.NET's actors run on its
 /// fork-join dispatcher (a dedicated thread pool of one thread per core): there the second column is that dispatcher,
 /// not the built-in pool. Variants: <c>akka-pingpong</c>, <c>akka-pingpong-fj</c>, <c>akka-work</c> (each message
@@ -162,7 +163,7 @@ internal sealed class ActorsScenario : IScenario
 
     private static Measurement RunProto(IPoolUnderTest pool, TimeSpan duration)
     {
-        global::Proto.Mailbox.IDispatcher? dispatcher = pool.SpindleTarget is WorkerPool spindle ? new WorkerPoolDispatcher(spindle) : null;
+        WorkerPoolDispatcher? dispatcher = pool.SpindleTarget is WorkerPool spindle ? new WorkerPoolDispatcher(spindle) : null;
         var system = new global::Proto.ActorSystem();
         try
         {
@@ -175,7 +176,7 @@ internal sealed class ActorsScenario : IScenario
         }
     }
 
-    private static Measurement ProtoPairs(global::Proto.ActorSystem system, global::Proto.Mailbox.IDispatcher? dispatcher, TimeSpan duration)
+    private static Measurement ProtoPairs(global::Proto.ActorSystem system, WorkerPoolDispatcher? dispatcher, TimeSpan duration)
     {
         var run = new PairRun(Pairs);
         var actors = new global::Proto.PID[2 * Pairs];
@@ -184,7 +185,7 @@ internal sealed class ActorsScenario : IScenario
             global::Proto.Props props = global::Proto.Props.FromProducer(() => new ProtoPingPong(run));
             if (dispatcher is not null)
             {
-                props = props.WithDispatcher(dispatcher);
+                props = props.WithWorkerPool(dispatcher);
             }
             actors[i] = system.Root.Spawn(props);
         }

@@ -1,0 +1,362 @@
+using System;
+using System.Diagnostics;
+using System.Threading;
+using System.Threading.Channels;
+using System.Threading.Tasks;
+using Proto;
+using Proto.Mailbox;
+
+namespace Spindle.ProtoActor;
+
+/// <summary>
+/// A Proto.Actor mailbox that schedules itself without allocating: pair it with a <see cref="WorkerPoolDispatcher"/>
+/// (<see cref="PropsExtensions.WithWorkerPool(Props, WorkerPoolDispatcher)"/> sets both) and an actor's messages cost
+/// the pool no allocation of their own. It processes messages as Proto.Actor's default mailbox does.
+/// </summary>
+/// <remarks>
+/// <para><b>Why it exists.</b> Proto.Actor's default mailbox queues itself on the built-in thread pool directly when it
+/// runs on Proto.Actor's default dispatcher, but on any other dispatcher it makes a new delegate each time it schedules
+/// a run: 64 bytes per message in a ping-pong, whatever the dispatcher does. This mailbox hands every dispatcher the same
+/// delegate, made once with the mailbox. It works with any <see cref="IDispatcher"/>; only a dispatcher that queues that
+/// delegate without wrapping it (as <see cref="WorkerPoolDispatcher"/> does) makes the whole path allocation-free.</para>
+/// <para><b>Processing.</b> A run processes up to the dispatcher's <see cref="IDispatcher.Throughput"/> messages, each
+/// time taking a system message first if one waits, and user messages only while the mailbox is not suspended (the
+/// actor suspends it while its supervisor decides on a failure). A message whose handler returns an incomplete task
+/// ends the run's loop: the run awaits the task, then ends and reschedules the mailbox if messages remain, so one
+/// actor's awaits never hold a worker. An exception from a handler (or a faulted task) goes to the actor's
+/// <see cref="IMessageInvoker.EscalateFailure"/>, that is to its supervisor. A message batch
+/// (<see cref="IMessageBatch"/>) is unpacked into its messages when posted, and followed by the batch itself when the
+/// batch is an <see cref="IAutoRespond"/>. Posting <see cref="Stop"/> cancels the actor's cancellation token at once.
+/// The <see cref="IMailboxStatistics"/> hooks are called as Proto.Actor's own mailbox calls them.</para>
+/// <para><b>Protocol.</b> <see cref="_status"/> is <see cref="Scheduled"/> from the moment a poster's compare-and-swap
+/// takes it from <see cref="Idle"/> until the run it scheduled ends: at most one run exists at a time, and only that run
+/// reads the queues' heads and writes <see cref="_suspended"/>. A poster pushes its message (the queue's push is a full
+/// fence) and then tries the swap; a run ending sets the status back with an exchange (a full fence) and then looks at
+/// the queues. Whichever comes second sees the other's write, so a message is never left without a run.</para>
+/// </remarks>
+public sealed class WorkerPoolMailbox : IMailbox
+{
+    private const int Idle = 0;
+    private const int Scheduled = 1;
+
+    private readonly IMailboxQueue _systemMessages;
+    private readonly IMailboxQueue _userMessages;
+    private readonly IMailboxStatistics[] _statistics;
+
+    // Made once: the delegate every dispatcher is handed, so that scheduling a run allocates nothing.
+    private readonly Func<Task> _run;
+
+    // Written once by RegisterHandlers, before Proto.Actor posts the actor's first message; read by posters and runs.
+    private IMessageInvoker? _invoker;
+    private IDispatcher? _dispatcher;
+
+    private int _status;
+
+    // Written and read only by the run that holds the status.
+    private bool _suspended;
+
+    /// <summary>
+    /// Creates a mailbox over the given queues: Proto.Actor's own queue types fit (for example a
+    /// <see cref="LockingUnboundedMailboxQueue"/> for system messages and an <see cref="UnboundedMailboxQueue"/> or a
+    /// <see cref="BoundedMailboxQueue"/> for user messages).
+    /// </summary>
+    /// <param name="systemMessages">The queue of system messages (lifecycle, supervision, watches).</param>
+    /// <param name="userMessages">The queue of the actor's own messages.</param>
+    /// <param name="statistics">Hooks told of the mailbox's events; may be empty.</param>
+    /// <exception cref="ArgumentNullException">A queue, the array or one of its hooks is null.</exception>
+    /// <exception cref="ArgumentException">Both queues are the same object.</exception>
+    public WorkerPoolMailbox(IMailboxQueue systemMessages, IMailboxQueue userMessages, params IMailboxStatistics[] statistics)
+    {
+        ArgumentNullException.ThrowIfNull(systemMessages);
+        ArgumentNullException.ThrowIfNull(userMessages);
+        ArgumentNullException.ThrowIfNull(statistics);
+        if (ReferenceEquals(systemMessages, userMessages))
+        {
+            throw new ArgumentException("The system and user messages need queues of their own.", nameof(userMessages));
+        }
+        foreach (IMailboxStatistics hook in statistics)
+        {
+            if (hook is null)
+            {
+                throw new ArgumentNullException(nameof(statistics), "A mailbox statistics hook is null.");
+            }
+        }
+        _systemMessages = systemMessages;
+        _userMessages = userMessages;
+        _statistics = (IMailboxStatistics[])statistics.Clone();
+        _run = Run;
+    }
+
+    /// <summary>
+    /// Creates an unbounded mailbox (the queues of Proto.Actor's <see cref="UnboundedMailbox"/>). Fits
+    /// <see cref="Props.WithMailbox"/> as a method group: <c>props.WithMailbox(WorkerPoolMailbox.Create)</c>.
+    /// </summary>
+    public static IMailbox Create() => Create([]);
+
+    /// <summary>Creates an unbounded mailbox (the queues of Proto.Actor's <see cref="UnboundedMailbox"/>).</summary>
+    /// <param name="statistics">Hooks told of the mailbox's events.</param>
+    /// <exception cref="ArgumentNullException">The array or one of its hooks is null.</exception>
+    public static IMailbox Create(params IMailboxStatistics[] statistics) =>
+        new WorkerPoolMailbox(new LockingUnboundedMailboxQueue(4), new UnboundedMailboxQueue(), statistics);
+
+    /// <summary>
+    /// Creates a mailbox that holds at most <paramref name="size"/> user messages (the queues of Proto.Actor's
+    /// <see cref="BoundedMailbox"/>); what a post does when it is full is <paramref name="fullMode"/>'s.
+    /// </summary>
+    /// <param name="size">The most user messages the mailbox holds.</param>
+    /// <param name="fullMode">What a post to a full mailbox does: Proto.Actor's <see cref="BoundedMailboxQueue"/>
+    /// waits for room by default.</param>
+    /// <param name="statistics">Hooks told of the mailbox's events.</param>
+    /// <exception cref="ArgumentOutOfRangeException"><paramref name="size"/> is zero or negative, or
+    /// <paramref name="fullMode"/> is not a defined value.</exception>
+    /// <exception cref="ArgumentNullException">The array or one of its hooks is null.</exception>
+    public static IMailbox CreateBounded(int size, BoundedChannelFullMode fullMode = BoundedChannelFullMode.Wait,
+        params IMailboxStatistics[] statistics)
+    {
+        ArgumentOutOfRangeException.ThrowIfNegativeOrZero(size);
+        if (!Enum.IsDefined(fullMode))
+        {
+            throw new ArgumentOutOfRangeException(nameof(fullMode), fullMode, "Not a BoundedChannelFullMode value.");
+        }
+        return new WorkerPoolMailbox(new LockingUnboundedMailboxQueue(4), new BoundedMailboxQueue(size, fullMode), statistics);
+    }
+
+    /// <summary>How many user messages wait in the mailbox.</summary>
+    public int UserMessageCount => _userMessages.Length;
+
+    /// <summary>
+    /// Queues one of the actor's messages and schedules a run if none is scheduled. A message batch
+    /// (<see cref="IMessageBatch"/>, bare or in a <see cref="MessageEnvelope"/>) is queued as its messages, followed by the
+    /// batch itself when it is an <see cref="IAutoRespond"/>.
+    /// </summary>
+    /// <param name="msg">The message.</param>
+    /// <exception cref="ArgumentNullException"><paramref name="msg"/> is null (the queue would read it as empty).</exception>
+    public void PostUserMessage(object msg)
+    {
+        ArgumentNullException.ThrowIfNull(msg);
+        if (MessageEnvelope.UnwrapMessage(msg) is IMessageBatch batch)
+        {
+            foreach (object message in batch.GetMessages())
+            {
+                _userMessages.Push(message);
+                Posted(message);
+            }
+            if (batch is IAutoRespond)
+            {
+                // The batch itself comes last, so that its automatic response follows every message it carried.
+                _userMessages.Push(msg);
+            }
+        }
+        else
+        {
+            _userMessages.Push(msg);
+        }
+        Posted(msg);
+        Schedule();
+    }
+
+    /// <summary>
+    /// Queues a system message (Proto.Actor's lifecycle and supervision messages) and schedules a run if none is
+    /// scheduled. <see cref="Stop"/> also cancels the actor's cancellation token at once.
+    /// </summary>
+    /// <param name="msg">A <see cref="SystemMessage"/>.</param>
+    /// <exception cref="ArgumentNullException"><paramref name="msg"/> is null.</exception>
+    /// <exception cref="ArgumentException"><paramref name="msg"/> is not a <see cref="SystemMessage"/>.</exception>
+    public void PostSystemMessage(object msg)
+    {
+        ArgumentNullException.ThrowIfNull(msg);
+        if (msg is not SystemMessage)
+        {
+            throw new ArgumentException(
+                $"A system message must implement {nameof(SystemMessage)}; {msg.GetType()} does not. Post it as a user message.",
+                nameof(msg));
+        }
+        _systemMessages.Push(msg);
+        if (msg is Stop)
+        {
+            _invoker?.CancellationTokenSource?.Cancel();
+        }
+        Posted(msg);
+        Schedule();
+    }
+
+    /// <summary>
+    /// Called by Proto.Actor when it spawns the actor, before the actor's first message: the actor's context, which
+    /// handles the messages, and the dispatcher the mailbox's runs go to.
+    /// </summary>
+    /// <param name="invoker">The actor's context.</param>
+    /// <param name="dispatcher">The dispatcher of the actor's props.</param>
+    /// <exception cref="ArgumentNullException">An argument is null.</exception>
+    /// <exception cref="InvalidOperationException">The mailbox already has its handlers: a mailbox belongs to one
+    /// actor (give <see cref="Props.WithMailbox"/> a producer that makes a new mailbox each time).</exception>
+    public void RegisterHandlers(IMessageInvoker invoker, IDispatcher dispatcher)
+    {
+        ArgumentNullException.ThrowIfNull(invoker);
+        ArgumentNullException.ThrowIfNull(dispatcher);
+        if (Interlocked.CompareExchange(ref _invoker, invoker, null) is not null)
+        {
+            throw new InvalidOperationException(
+                "This mailbox already serves an actor: a mailbox belongs to one actor, so the props' mailbox producer must make a new one each time.");
+        }
+        Interlocked.Exchange(ref _dispatcher, dispatcher); // a full fence before the queues are read
+        // Anything posted before the dispatcher was known (only possible for a named actor found by its name in the
+        // instant between its registration and this call) is waiting for a run.
+        if (_systemMessages.HasMessages || _userMessages.HasMessages)
+        {
+            Schedule();
+        }
+    }
+
+    /// <summary>Called by Proto.Actor once the actor is spawned: tells the statistics hooks.</summary>
+    public void Start()
+    {
+        foreach (IMailboxStatistics hook in _statistics)
+        {
+            hook.MailboxStarted();
+        }
+    }
+
+    /// <inheritdoc/>
+    public override string ToString() =>
+        $"WorkerPoolMailbox ({_userMessages.Length} user messages, {(Volatile.Read(ref _status) == Scheduled ? "scheduled" : "idle")})";
+
+    private void Posted(object message)
+    {
+        foreach (IMailboxStatistics hook in _statistics)
+        {
+            hook.MessagePosted(message);
+        }
+    }
+
+    private void Received(object message)
+    {
+        foreach (IMailboxStatistics hook in _statistics)
+        {
+            hook.MessageReceived(message);
+        }
+    }
+
+    private void Schedule()
+    {
+        IDispatcher? dispatcher = Volatile.Read(ref _dispatcher);
+        // Without a dispatcher, RegisterHandlers schedules what was posted (it writes the dispatcher and then looks at
+        // the queues; this thread pushed and then read the dispatcher: a full fence on each side).
+        if (dispatcher is not null && Interlocked.CompareExchange(ref _status, Scheduled, Idle) == Idle)
+        {
+            dispatcher.Schedule(_run);
+        }
+    }
+
+    /// <summary>One run: returns a completed task unless a message's handler went asynchronous.</summary>
+    private Task Run()
+    {
+        Debug.Assert(Volatile.Read(ref _status) == Scheduled, "A run must hold the mailbox's status.");
+        Task? pending;
+        try
+        {
+            pending = ProcessMessages();
+        }
+        catch
+        {
+            // Only the supervisor's escalation can throw out of the loop: the mailbox must still be released, or its
+            // messages would never run again.
+            EndRun();
+            throw;
+        }
+        if (pending is not null)
+        {
+            return pending;
+        }
+        EndRun();
+        return Task.CompletedTask;
+    }
+
+    /// <summary>
+    /// Processes up to the throughput's messages; returns the task that finishes the run when a handler went
+    /// asynchronous, null when the run ended here.
+    /// </summary>
+    private Task? ProcessMessages()
+    {
+        IMessageInvoker invoker = _invoker!;
+        object? message = null;
+        try
+        {
+            int throughput = _dispatcher!.Throughput;
+            for (int i = 0; i < throughput; i++)
+            {
+                message = _systemMessages.Pop();
+                Task handled;
+                if (message is not null)
+                {
+                    var system = (SystemMessage)message; // PostSystemMessage admits nothing else
+                    if (system is SuspendMailbox)
+                    {
+                        _suspended = true;
+                    }
+                    else if (system is ResumeMailbox)
+                    {
+                        _suspended = false;
+                    }
+                    handled = invoker.InvokeSystemMessageAsync(system);
+                }
+                else if (_suspended || (message = _userMessages.Pop()) is null)
+                {
+                    break;
+                }
+                else
+                {
+                    handled = invoker.InvokeUserMessageAsync(message);
+                }
+                if (!handled.IsCompletedSuccessfully)
+                {
+                    return FinishAfter(handled, message);
+                }
+                Received(message);
+            }
+        }
+        catch (Exception exception)
+        {
+            exception.CheckFailFast();
+            invoker.EscalateFailure(exception, message);
+        }
+        return null;
+    }
+
+    /// <summary>Waits for a handler that went asynchronous, reports how it ended, and ends the run.</summary>
+    private async Task FinishAfter(Task handled, object message)
+    {
+        try
+        {
+            try
+            {
+                await handled.ConfigureAwait(false);
+                Received(message);
+            }
+            catch (Exception exception)
+            {
+                exception.CheckFailFast();
+                _invoker!.EscalateFailure(exception, message);
+            }
+        }
+        finally
+        {
+            EndRun();
+        }
+    }
+
+    /// <summary>Gives the status back and schedules another run if messages that may run now are waiting.</summary>
+    private void EndRun()
+    {
+        bool suspended = _suspended; // read while this run still holds the status
+        Interlocked.Exchange(ref _status, Idle); // a full fence before the queues are read
+        if (_systemMessages.HasMessages || (!suspended && _userMessages.HasMessages))
+        {
+            Schedule();
+            return;
+        }
+        foreach (IMailboxStatistics hook in _statistics)
+        {
+            hook.MailboxEmpty();
+        }
+    }
+}
