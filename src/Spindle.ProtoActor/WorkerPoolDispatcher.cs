@@ -25,7 +25,9 @@ namespace Spindle.ProtoActor;
 /// and a mailbox rescheduling itself, at the end of its own run (it used up its throughput with messages left) or after
 /// an <c>await</c> in an actor, because the worker's local queue is newest first and would run the same mailbox again
 /// at once, which would defeat the throughput's purpose of letting other actors run. A lane's items always go to the
-/// lane's queue.</para>
+/// lane's queue. (One exception: when an actor's awaited task is completed inline during another mailbox's run, for
+/// example by that actor's message with <c>ConfigureAwait(false)</c> in the awaiting actor, the awaiting mailbox's
+/// reschedule happens inside that run and goes to the local queue like a sent message.)</para>
 /// <para><b>Synchronization context.</b> A run executes with the target's
 /// <see cref="WorkTarget.SynchronizationContext"/> installed (the previous one is put back afterwards), so an
 /// <c>await</c> inside an actor resumes on the pool, or in the lane, unless it uses <c>ConfigureAwait(false)</c>.
@@ -86,7 +88,10 @@ public sealed class WorkerPoolDispatcher : IDispatcher
     /// <summary>The pool or lane the mailboxes run on.</summary>
     public WorkTarget Target => _target;
 
-    /// <summary>How many messages a mailbox processes per run; Proto.Actor's mailbox reads it at every message.</summary>
+    /// <summary>
+    /// How many messages a mailbox processes per run; Proto.Actor's mailbox reads it at every message, a
+    /// <see cref="WorkerPoolMailbox"/> once per run.
+    /// </summary>
     public int Throughput { get; }
 
     /// <summary>How many runs threw, returned a null task, or returned a task that faulted or was cancelled.</summary>

@@ -28,6 +28,11 @@ namespace Spindle.ProtoActor;
 /// (<see cref="IMessageBatch"/>) is unpacked into its messages when posted, and followed by the batch itself when the
 /// batch is an <see cref="IAutoRespond"/>. Posting <see cref="Stop"/> cancels the actor's cancellation token at once.
 /// The <see cref="IMailboxStatistics"/> hooks are called as Proto.Actor's own mailbox calls them.</para>
+/// <para><b>Queues.</b> The constructor takes any <see cref="IMailboxQueue"/> whose <see cref="IMailboxQueue.HasMessages"/>
+/// reflects a push at once, as Proto.Actor's <see cref="UnboundedMailboxQueue"/> and
+/// <see cref="LockingUnboundedMailboxQueue"/> do. Proto.Actor's <see cref="BoundedMailboxQueue"/> does not (its answer
+/// changes only when the mailbox pops, so a message posted as a run ends can wait for the next post):
+/// <see cref="CreateBounded"/> uses a bounded queue of its own instead.</para>
 /// <para><b>Protocol.</b> <see cref="_status"/> is <see cref="Scheduled"/> from the moment a poster's compare-and-swap
 /// takes it from <see cref="Idle"/> until the run it scheduled ends: at most one run exists at a time, and only that run
 /// reads the queues' heads and writes <see cref="_suspended"/>. A poster pushes its message (the queue's push is a full
@@ -46,7 +51,8 @@ public sealed class WorkerPoolMailbox : IMailbox
     // Made once: the delegate every dispatcher is handed, so that scheduling a run allocates nothing.
     private readonly Func<Task> _run;
 
-    // Written once by RegisterHandlers, before Proto.Actor posts the actor's first message; read by posters and runs.
+    // Written once by RegisterHandlers (Proto.Actor calls it before it posts Started; a post that comes earlier only
+    // queues its message, which Start schedules); read by posters and runs.
     private IMessageInvoker? _invoker;
     private IDispatcher? _dispatcher;
 
@@ -100,12 +106,16 @@ public sealed class WorkerPoolMailbox : IMailbox
         new WorkerPoolMailbox(new LockingUnboundedMailboxQueue(4), new UnboundedMailboxQueue(), statistics);
 
     /// <summary>
-    /// Creates a mailbox that holds at most <paramref name="size"/> user messages (the queues of Proto.Actor's
-    /// <see cref="BoundedMailbox"/>); what a post does when it is full is <paramref name="fullMode"/>'s.
+    /// Creates a mailbox that holds at most <paramref name="size"/> user messages; what a post does when it is full is
+    /// <paramref name="fullMode"/>'s (as with Proto.Actor's <see cref="BoundedMailbox"/>, whose queue this does not use:
+    /// see the remarks on <see cref="WorkerPoolMailbox"/>).
     /// </summary>
     /// <param name="size">The most user messages the mailbox holds.</param>
-    /// <param name="fullMode">What a post to a full mailbox does: Proto.Actor's <see cref="BoundedMailboxQueue"/>
-    /// waits for room by default.</param>
+    /// <param name="fullMode">What a post to a full mailbox does. <see cref="BoundedChannelFullMode.Wait"/> (the
+    /// default) blocks the sender until the actor has taken a message; on a Spindle worker the wait is a blocking region,
+    /// so the pool can add a thread, but a sender on the only worker a pool may have waits for an actor that cannot run:
+    /// do not send to a full mailbox of an actor on the sender's own one-thread pool. The drop modes never block; they
+    /// discard a message as their names say.</param>
     /// <param name="statistics">Hooks told of the mailbox's events.</param>
     /// <exception cref="ArgumentOutOfRangeException"><paramref name="size"/> is zero or negative, or
     /// <paramref name="fullMode"/> is not a defined value.</exception>
@@ -118,7 +128,7 @@ public sealed class WorkerPoolMailbox : IMailbox
         {
             throw new ArgumentOutOfRangeException(nameof(fullMode), fullMode, "Not a BoundedChannelFullMode value.");
         }
-        return new WorkerPoolMailbox(new LockingUnboundedMailboxQueue(4), new BoundedMailboxQueue(size, fullMode), statistics);
+        return new WorkerPoolMailbox(new LockingUnboundedMailboxQueue(4), new BoundedMessageQueue(size, fullMode), statistics);
     }
 
     /// <summary>How many user messages wait in the mailbox.</summary>
@@ -134,25 +144,39 @@ public sealed class WorkerPoolMailbox : IMailbox
     public void PostUserMessage(object msg)
     {
         ArgumentNullException.ThrowIfNull(msg);
-        if (MessageEnvelope.UnwrapMessage(msg) is IMessageBatch batch)
+        bool pushed = false;
+        try
         {
-            foreach (object message in batch.GetMessages())
+            if (MessageEnvelope.UnwrapMessage(msg) is IMessageBatch batch)
             {
-                _userMessages.Push(message);
-                Posted(message);
+                foreach (object message in batch.GetMessages())
+                {
+                    _userMessages.Push(message);
+                    pushed = true;
+                    Posted(message);
+                }
+                if (batch is IAutoRespond)
+                {
+                    // The batch itself comes last, so that its automatic response follows every message it carried.
+                    _userMessages.Push(msg);
+                    pushed = true;
+                }
             }
-            if (batch is IAutoRespond)
+            else
             {
-                // The batch itself comes last, so that its automatic response follows every message it carried.
                 _userMessages.Push(msg);
+                pushed = true;
+            }
+            Posted(msg);
+        }
+        finally
+        {
+            // A statistics hook that throws goes back to the sender, but what was queued still gets its run.
+            if (pushed)
+            {
+                Schedule();
             }
         }
-        else
-        {
-            _userMessages.Push(msg);
-        }
-        Posted(msg);
-        Schedule();
     }
 
     /// <summary>
@@ -172,12 +196,20 @@ public sealed class WorkerPoolMailbox : IMailbox
                 nameof(msg));
         }
         _systemMessages.Push(msg);
-        if (msg is Stop)
+        try
         {
-            _invoker?.CancellationTokenSource?.Cancel();
+            if (msg is Stop)
+            {
+                _invoker?.CancellationTokenSource?.Cancel();
+            }
+            Posted(msg);
         }
-        Posted(msg);
-        Schedule();
+        finally
+        {
+            // A callback on the actor's token or a statistics hook that throws goes back to the sender, but the message
+            // still gets its run (a Stop that never ran would leave whoever awaits the actor's stop waiting for ever).
+            Schedule();
+        }
     }
 
     /// <summary>
@@ -198,21 +230,25 @@ public sealed class WorkerPoolMailbox : IMailbox
             throw new InvalidOperationException(
                 "This mailbox already serves an actor: a mailbox belongs to one actor, so the props' mailbox producer must make a new one each time.");
         }
-        Interlocked.Exchange(ref _dispatcher, dispatcher); // a full fence before the queues are read
-        // Anything posted before the dispatcher was known (only possible for a named actor found by its name in the
-        // instant between its registration and this call) is waiting for a run.
-        if (_systemMessages.HasMessages || _userMessages.HasMessages)
-        {
-            Schedule();
-        }
+        Interlocked.Exchange(ref _dispatcher, dispatcher);
     }
 
-    /// <summary>Called by Proto.Actor once the actor is spawned: tells the statistics hooks.</summary>
+    /// <summary>
+    /// Called by Proto.Actor once the actor is spawned (after it posted <see cref="Started"/>): tells the statistics hooks,
+    /// and schedules a run for anything posted before the dispatcher was known.
+    /// </summary>
     public void Start()
     {
         foreach (IMailboxStatistics hook in _statistics)
         {
             hook.MailboxStarted();
+        }
+        // A message posted before RegisterHandlers (only possible for a named actor found by its name in the instant
+        // between its registration and that call) only queued itself. Scheduling it here, after Started was posted,
+        // keeps Started first. The exchange on the status (in Schedule) or Started's own post already did it, usually.
+        if (_systemMessages.HasMessages || _userMessages.HasMessages)
+        {
+            Schedule();
         }
     }
 
@@ -238,12 +274,22 @@ public sealed class WorkerPoolMailbox : IMailbox
 
     private void Schedule()
     {
+        // Without a dispatcher the message waits for Start, which Proto.Actor calls after RegisterHandlers.
         IDispatcher? dispatcher = Volatile.Read(ref _dispatcher);
-        // Without a dispatcher, RegisterHandlers schedules what was posted (it writes the dispatcher and then looks at
-        // the queues; this thread pushed and then read the dispatcher: a full fence on each side).
-        if (dispatcher is not null && Interlocked.CompareExchange(ref _status, Scheduled, Idle) == Idle)
+        if (dispatcher is null || Interlocked.CompareExchange(ref _status, Scheduled, Idle) != Idle)
+        {
+            return;
+        }
+        try
         {
             dispatcher.Schedule(_run);
+        }
+        catch
+        {
+            // The run was not queued: give the status back so that the next post can try again, rather than leave
+            // the mailbox marked scheduled with no run to clear it.
+            Volatile.Write(ref _status, Idle);
+            throw;
         }
     }
 

@@ -59,7 +59,16 @@ public sealed class WorkerPoolMailboxTests
 
         public Task InvokeUserMessageAsync(object msg) => Handle(msg);
 
-        public void EscalateFailure(Exception reason, object? message) => Escalated.Add((reason, message));
+        public bool EscalationThrows { get; set; }
+
+        public void EscalateFailure(Exception reason, object? message)
+        {
+            Escalated.Add((reason, message));
+            if (EscalationThrows)
+            {
+                throw new NotSupportedException("the supervisor failed");
+            }
+        }
 
         private Task Handle(object message)
         {
@@ -298,18 +307,174 @@ public sealed class WorkerPoolMailboxTests
         Assert.Equal(["started", "posted m", "received m", "empty"], recorder.Events);
     }
 
-    [Fact]
-    public async Task MessagesPostedBeforeRegistration_AreScheduledByIt()
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)]
+    public async Task MessagesPostedBeforeRegistration_RunAfterStarted(bool bounded)
     {
-        var mailbox = (WorkerPoolMailbox)WorkerPoolMailbox.Create();
+        IMailbox mailbox = bounded ? WorkerPoolMailbox.CreateBounded(8) : WorkerPoolMailbox.Create();
         mailbox.PostUserMessage("early");
         var dispatcher = new ManualDispatcher(300);
         var invoker = new RecordingInvoker();
         mailbox.RegisterHandlers(invoker, dispatcher);
+        Assert.Empty(dispatcher.Runs);
+
+        // What Proto.Actor does when it spawns: Started, then Start.
+        mailbox.PostSystemMessage(Started.Instance);
+        mailbox.Start();
+        Assert.Single(dispatcher.Runs);
+        int next = 0;
+        await dispatcher.RunNext(ref next);
+        Assert.Equal(new object[] { Started.Instance, "early" }, invoker.Handled);
+    }
+
+    [Fact]
+    public async Task Start_SchedulesWhatWasPostedBeforeRegistration()
+    {
+        IMailbox mailbox = WorkerPoolMailbox.Create();
+        mailbox.PostUserMessage("early");
+        var dispatcher = new ManualDispatcher(300);
+        var invoker = new RecordingInvoker();
+        mailbox.RegisterHandlers(invoker, dispatcher);
+        mailbox.Start();
         Assert.Single(dispatcher.Runs);
         int next = 0;
         await dispatcher.RunNext(ref next);
         Assert.Equal(new object[] { "early" }, invoker.Handled);
+    }
+
+    /// <summary>A queue that posts one more message through the mailbox the first time a pop finds it empty.</summary>
+    private sealed class PostOnFirstEmptyPop(IMailboxQueue inner) : IMailboxQueue
+    {
+        public WorkerPoolMailbox? Mailbox { get; set; }
+
+        private bool _posted;
+
+        public bool HasMessages => inner.HasMessages;
+
+        public int Length => inner.Length;
+
+        public void Push(object message) => inner.Push(message);
+
+        public object? Pop()
+        {
+            object? message = inner.Pop();
+            if (message is null && !_posted)
+            {
+                _posted = true;
+                // The run still holds the mailbox: this post cannot schedule, so the run's last look must see it.
+                Mailbox!.PostUserMessage("late");
+            }
+            return message;
+        }
+    }
+
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)]
+    public async Task AMessagePostedAsTheRunEnds_GetsARun(bool bounded)
+    {
+        var queue = new PostOnFirstEmptyPop(bounded
+            ? new BoundedMessageQueue(8, BoundedChannelFullMode.Wait)
+            : new UnboundedMailboxQueue());
+        var mailbox = new WorkerPoolMailbox(new LockingUnboundedMailboxQueue(4), queue);
+        queue.Mailbox = mailbox;
+        var dispatcher = new ManualDispatcher(300);
+        var invoker = new RecordingInvoker();
+        mailbox.RegisterHandlers(invoker, dispatcher);
+        mailbox.PostUserMessage("first");
+        int next = 0;
+        await dispatcher.RunNext(ref next);
+        Assert.Equal(new object[] { "first" }, invoker.Handled);
+        Assert.Equal(2, dispatcher.Runs.Count);
+        await dispatcher.RunNext(ref next);
+        Assert.Equal(new object[] { "first", "late" }, invoker.Handled);
+    }
+
+    /// <summary>Throws from its next Schedule when told to.</summary>
+    private sealed class FailingDispatcher : IDispatcher
+    {
+        public bool FailNext { get; set; }
+
+        public List<Func<Task>> Runs { get; } = [];
+
+        public int Throughput => 300;
+
+        public void Schedule(Func<Task> runner)
+        {
+            if (FailNext)
+            {
+                FailNext = false;
+                throw new InvalidOperationException("the dispatcher refused the run");
+            }
+            Runs.Add(runner);
+        }
+    }
+
+    [Fact]
+    public async Task ADispatcherThatThrows_ReachesThePoster_AndTheNextPostSchedulesAgain()
+    {
+        var mailbox = (WorkerPoolMailbox)WorkerPoolMailbox.Create();
+        var dispatcher = new FailingDispatcher { FailNext = true };
+        var invoker = new RecordingInvoker();
+        mailbox.RegisterHandlers(invoker, dispatcher);
+        Assert.Throws<InvalidOperationException>(() => mailbox.PostUserMessage("refused"));
+        Assert.Empty(dispatcher.Runs);
+
+        mailbox.PostUserMessage("next");
+        Func<Task> run = Assert.Single(dispatcher.Runs);
+        await run();
+        Assert.Equal(new object[] { "refused", "next" }, invoker.Handled);
+    }
+
+    private sealed class ThrowingStatistics : IMailboxStatistics
+    {
+        public void MailboxStarted()
+        {
+        }
+
+        public void MessagePosted(object message) => throw new InvalidOperationException("hook failed");
+
+        public void MessageReceived(object message)
+        {
+        }
+
+        public void MailboxEmpty()
+        {
+        }
+    }
+
+    [Fact]
+    public async Task AStatisticsHookThatThrowsOnPost_ReachesThePoster_AndTheMessageStillRuns()
+    {
+        var (mailbox, dispatcher, invoker) = Registered(300, new ThrowingStatistics());
+        Assert.Throws<InvalidOperationException>(() => mailbox.PostUserMessage("user"));
+        int next = 0;
+        Assert.Single(dispatcher.Runs);
+        await dispatcher.RunNext(ref next);
+        Assert.Equal(new object[] { "user" }, invoker.Handled);
+
+        Assert.Throws<InvalidOperationException>(() => mailbox.PostSystemMessage(Stop.Instance));
+        Assert.True(invoker.CancellationTokenSource!.IsCancellationRequested);
+        Assert.Equal(2, dispatcher.Runs.Count);
+        await dispatcher.RunNext(ref next);
+        Assert.Equal(new object[] { "user", Stop.Instance }, invoker.Handled);
+    }
+
+    [Fact]
+    public async Task AnEscalationThatThrows_ReleasesTheMailbox()
+    {
+        var (mailbox, dispatcher, invoker) = Registered();
+        invoker.Throws = "bad";
+        invoker.EscalationThrows = true;
+        mailbox.PostUserMessage("bad");
+        int next = 0;
+        await Assert.ThrowsAsync<NotSupportedException>(() => dispatcher.RunNext(ref next));
+
+        mailbox.PostUserMessage("after");
+        Assert.Equal(2, dispatcher.Runs.Count);
+        await dispatcher.RunNext(ref next);
+        Assert.Equal(new object[] { "bad", "after" }, invoker.Handled);
     }
 
     [Fact]
