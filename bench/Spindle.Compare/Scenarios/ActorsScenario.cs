@@ -18,9 +18,9 @@ namespace Spindle.Compare.Scenarios;
 
 /// <summary>
 /// Actor systems on their dispatchers: 2 x cores pairs of actors ping-ponging one message each (the classic ping-pong
-/// benchmark), for 300 ms (3 s with --full) after a warm-up of the same pairs. On Spindle the actors' dispatcher runs on
-/// the run's pool: Akka.NET's default dispatcher with <c>SpindleExecutorServiceConfigurator</c> (the pool handed in by
-/// <c>SpindleSetup</c>, mailboxes on its global queue, Akka.NET's default throughput of 30), Proto.Actor's actors with a
+/// benchmark), for 500 ms (3 s with --full) after a second of warm-up rounds on the same actors. On Spindle the actors'
+/// dispatcher runs on the run's pool: Akka.NET's default dispatcher with <c>SpindleExecutorServiceConfigurator</c> (the
+/// pool handed in by <c>SpindleSetup</c>, Akka.NET's default throughput of 30), Proto.Actor's actors with a
 /// <c>WorkerPoolDispatcher</c> (Proto.Actor's default throughput of 300) and a <c>WorkerPoolMailbox</c> (Proto.Actor's own
 /// mailbox allocates a delegate per schedule on any dispatcher but its default one). On the built-in side each system keeps its own
 /// default dispatcher on the built-in pool, except in the <c>-fj</c> variant, where Akka.NET's actors run on its
@@ -94,7 +94,6 @@ internal sealed class ActorsScenario : IScenario
         using ActorSystem system = ActorSystem.Create("actors", ActorSystemSetup.Create(BootstrapSetup.Create().WithConfig(config), setup));
         try
         {
-            Warmup.Repeat(() => AkkaPairs(system, dispatcher, work, s_warmup), TimeSpan.FromSeconds(1));
             return AkkaPairs(system, dispatcher, work, duration);
         }
         finally
@@ -109,7 +108,8 @@ internal sealed class ActorsScenario : IScenario
         var actors = new IActorRef[2 * Pairs];
         for (int i = 0; i < actors.Length; i++)
         {
-            actors[i] = system.ActorOf(Props.Create(() => new AkkaPingPong(run, work)).WithDispatcher(dispatcher));
+            int pair = i / 2;
+            actors[i] = system.ActorOf(Props.Create(() => new AkkaPingPong(run, pair, work)).WithDispatcher(dispatcher));
         }
         for (int p = 0; p < Pairs; p++)
         {
@@ -117,31 +117,32 @@ internal sealed class ActorsScenario : IScenario
             actors[2 * p + 1].Tell(actors[2 * p]);
         }
         // The partners are set before the first message: an actor handles its mailbox in order.
-        return run.Measure(duration, () =>
+        Measurement measured = run.WarmUpAndMeasure(duration, () =>
         {
             for (int p = 0; p < Pairs; p++)
             {
                 actors[2 * p].Tell(PairRun.Ball);
             }
-        }, () =>
-        {
-            foreach (IActorRef actor in actors)
-            {
-                system.Stop(actor);
-            }
         });
+        foreach (IActorRef actor in actors)
+        {
+            system.Stop(actor);
+        }
+        return measured;
     }
 
     /// <summary>One side of a pair: passes the ball back to its partner until the run stops.</summary>
     private sealed class AkkaPingPong : UntypedActor
     {
         private readonly PairRun _run;
+        private readonly int _pair;
         private readonly bool _work;
         private IActorRef? _partner;
 
-        public AkkaPingPong(PairRun run, bool work)
+        public AkkaPingPong(PairRun run, int pair, bool work)
         {
             _run = run;
+            _pair = pair;
             _work = work;
         }
 
@@ -152,7 +153,7 @@ internal sealed class ActorsScenario : IScenario
                 _partner = partner;
                 return;
             }
-            if (_run.Handle(_work))
+            if (_run.Handle(_pair, _work))
             {
                 _partner!.Tell(message, Self);
             }
@@ -167,7 +168,6 @@ internal sealed class ActorsScenario : IScenario
         var system = new global::Proto.ActorSystem();
         try
         {
-            Warmup.Repeat(() => ProtoPairs(system, dispatcher, s_warmup), TimeSpan.FromSeconds(1));
             return ProtoPairs(system, dispatcher, duration);
         }
         finally
@@ -182,7 +182,8 @@ internal sealed class ActorsScenario : IScenario
         var actors = new global::Proto.PID[2 * Pairs];
         for (int i = 0; i < actors.Length; i++)
         {
-            global::Proto.Props props = global::Proto.Props.FromProducer(() => new ProtoPingPong(run));
+            int pair = i / 2;
+            global::Proto.Props props = global::Proto.Props.FromProducer(() => new ProtoPingPong(run, pair));
             if (dispatcher is not null)
             {
                 props = props.WithWorkerPool(dispatcher);
@@ -194,22 +195,21 @@ internal sealed class ActorsScenario : IScenario
             system.Root.Send(actors[2 * p], actors[2 * p + 1]);
             system.Root.Send(actors[2 * p + 1], actors[2 * p]);
         }
-        return run.Measure(duration, () =>
+        Measurement measured = run.WarmUpAndMeasure(duration, () =>
         {
             for (int p = 0; p < Pairs; p++)
             {
                 system.Root.Send(actors[2 * p], PairRun.Ball);
             }
-        }, () =>
-        {
-            foreach (global::Proto.PID actor in actors)
-            {
-                system.Root.Stop(actor);
-            }
         });
+        foreach (global::Proto.PID actor in actors)
+        {
+            system.Root.Stop(actor);
+        }
+        return measured;
     }
 
-    private sealed class ProtoPingPong(PairRun run) : global::Proto.IActor
+    private sealed class ProtoPingPong(PairRun run, int pair) : global::Proto.IActor
     {
         private global::Proto.PID? _partner;
 
@@ -220,7 +220,7 @@ internal sealed class ActorsScenario : IScenario
             {
                 _partner = partner;
             }
-            else if (ReferenceEquals(message, PairRun.Ball) && run.Handle(work: false))
+            else if (ReferenceEquals(message, PairRun.Ball) && run.Handle(pair, work: false))
             {
                 context.Send(_partner!, message);
             }
@@ -231,22 +231,37 @@ internal sealed class ActorsScenario : IScenario
     // ---- Shared --------------------------------------------------------------------------------------------------------
 
     /// <summary>
-    /// A measured run of ping-pong pairs: counts handled messages, and after the stop flag retires each pair's ball
-    /// once it arrives (the run ends when every ball is retired).
+    /// Rounds of ping-pong on one set of pairs: a round serves one ball per pair, counts handled messages, and after the
+    /// stop flag retires each pair's ball once it arrives (the round ends when every ball is retired). The warm-up is
+    /// rounds on the same actors, so the measured round runs code the warm-up has already compiled and tiered up.
     /// </summary>
+    /// <remarks>
+    /// <para>Each pair counts on a cache line of its own, with plain increments: a pair has one ball, so its two actors
+    /// never handle a message at the same time, and each pass is ordered after the one before by the message's
+    /// hand-over. A single counter shared by every pair cost a cache-line transfer between cores on most messages (about
+    /// 250 ns each way on the 2-core VM), as much as a whole ping-pong message, on both pools alike.</para>
+    /// <para>Warming up on new actors per round (as this scenario first did) kept the JIT busy: each actor system
+    /// compiles code per new actor, and the runtime waits for a quiet spell in compilation before it promotes hot
+    /// methods to optimised code, so a measured round could run most of the actor system's code unoptimised. Single runs
+    /// then spread over 1-14M messages/s on either pool.</para>
+    /// </remarks>
     private sealed class PairRun(int pairs)
     {
         public static readonly object Ball = new();
 
-        private readonly ManualResetEventSlim _done = new(false);
-        private bool _stopping;
-        private long _handled;
-        private int _live = pairs;
+        // Longs per pair: 128 bytes, so that no two pairs' counts share a cache line (or an adjacent-line prefetch).
+        private const int Stride = 16;
 
-        /// <summary>An actor got the ball: counts it and says whether to pass it on.</summary>
-        public bool Handle(bool work)
+        private readonly ManualResetEventSlim _done = new(false);
+        private readonly long[] _handled = new long[(pairs + 1) * Stride];
+        private readonly int _pairs = pairs;
+        private bool _stopping;
+        private int _live;
+
+        /// <summary>An actor of <paramref name="pair"/> got the ball: counts it and says whether to pass it on.</summary>
+        public bool Handle(int pair, bool work)
         {
-            Interlocked.Increment(ref _handled);
+            _handled[(pair + 1) * Stride]++;
             if (work)
             {
                 long until = Stopwatch.GetTimestamp() + s_workTicks;
@@ -265,23 +280,40 @@ internal sealed class ActorsScenario : IScenario
             return false;
         }
 
-        public Measurement Measure(TimeSpan duration, Action start, Action cleanUp)
+        /// <summary>Warm-up rounds for a second, then the measured round.</summary>
+        public Measurement WarmUpAndMeasure(TimeSpan duration, Action serve)
         {
+            Warmup.Repeat(() => Round(s_warmup, serve), TimeSpan.FromSeconds(1));
             GcSnapshot.CollectFully();
             GcSnapshot before = GcSnapshot.Take();
+            (long handled, double seconds) = Round(duration, serve);
+            GcSnapshot used = GcSnapshot.Take() - before;
+            return new Measurement { Items = handled }
+                .Set("throughput", handled / seconds)
+                .Set("alloc", (double)used.AllocatedBytes / Math.Max(1, handled));
+        }
+
+        private (long Handled, double Seconds) Round(TimeSpan duration, Action serve)
+        {
+            // Between rounds no ball is in play, so nothing reads or writes these fields now; the start's sends publish
+            // them to the actors.
+            Array.Clear(_handled);
+            _done.Reset();
+            Volatile.Write(ref _live, _pairs);
+            Volatile.Write(ref _stopping, false);
             long begin = Stopwatch.GetTimestamp();
-            start();
+            serve();
             Thread.Sleep(duration);
             Volatile.Write(ref _stopping, true);
             Waits.OrThrow(_done, "every pair's ball to come back after the stop");
             long end = Stopwatch.GetTimestamp();
-            GcSnapshot used = GcSnapshot.Take() - before;
-            cleanUp();
-            long handled = Interlocked.Read(ref _handled);
-            double seconds = (end - begin) / (double)Stopwatch.Frequency;
-            return new Measurement { Items = handled }
-                .Set("throughput", handled / seconds)
-                .Set("alloc", (double)used.AllocatedBytes / Math.Max(1, handled));
+            // Every ball has been retired (the done event orders each pair's last pass before these reads).
+            long handled = 0;
+            for (int pair = 1; pair <= _pairs; pair++)
+            {
+                handled += _handled[pair * Stride];
+            }
+            return (handled, (end - begin) / (double)Stopwatch.Frequency);
         }
     }
 }
