@@ -5,7 +5,8 @@ namespace Spindle.Tests;
 
 /// <summary>
 /// The stall monitor's reading of the process's CPU time over a stall: busy cores get a slow ramp (threads would only
-/// compete with the work), idle cores a thread per waiting item (the workers are blocked).
+/// compete with the work), idle cores a thread per waiting item (the workers are blocked), unless the runtime itself
+/// (JIT compilation, GC pauses) took half the stall, when the workers wait for it rather than being blocked.
 /// </summary>
 public sealed class StallJudgementTests
 {
@@ -22,5 +23,17 @@ public sealed class StallJudgementTests
     public void CoresCountAsBusy_UnlessAWholeCoreIsUnused(double cpuMs, double windowMs, int cores, bool saturated)
     {
         Assert.Equal(saturated, StallMonitor.IsSaturated(cpuMs, windowMs, cores));
+    }
+
+    [Theory]
+    [InlineData(4.4, 4.6, true)]    // one worker compiling for the whole stall while the other waits for the JIT's lock
+    [InlineData(2.3, 4.6, true)]    // half the window
+    [InlineData(9.0, 4.6, true)]    // two threads compiling at once: their times add up
+    [InlineData(2.2, 4.6, false)]   // less than half: the stall is the workers' own
+    [InlineData(0.0, 50.0, false)]  // sleeping workers, nothing compiled
+    [InlineData(1.0, 0.0, false)]   // no window yet
+    public void TheRuntimesOwnTime_CountsAsBusy_WhenItTookHalfTheStall(double runtimeMs, double windowMs, bool busy)
+    {
+        Assert.Equal(busy, StallMonitor.RuntimeBusy(runtimeMs, windowMs));
     }
 }
