@@ -16,11 +16,9 @@ namespace Spindle.ProtoActor;
 internal sealed class BoundedMessageQueue : IMailboxQueue
 {
     private readonly Channel<object> _messages;
-    private readonly BoundedChannelFullMode _fullMode;
 
     public BoundedMessageQueue(int size, BoundedChannelFullMode fullMode)
     {
-        _fullMode = fullMode;
         _messages = Channel.CreateBounded<object>(new BoundedChannelOptions(size)
         {
             FullMode = fullMode,
@@ -38,13 +36,10 @@ internal sealed class BoundedMessageQueue : IMailboxQueue
     /// </summary>
     public void Push(object message)
     {
+        // Only Wait can refuse a write: the dropping modes always accept one (and drop what their mode says).
         if (_messages.Writer.TryWrite(message))
         {
             return;
-        }
-        if (_fullMode != BoundedChannelFullMode.Wait)
-        {
-            return; // unreachable: the dropping modes always accept a write (and drop what their mode says)
         }
         using (WorkerPool.EnterBlockingRegion())
         {

@@ -89,7 +89,7 @@ public sealed class WorkerPoolMailbox : IMailbox
         }
         _systemMessages = systemMessages;
         _userMessages = userMessages;
-        _statistics = (IMailboxStatistics[])statistics.Clone();
+        _statistics = statistics.Length == 0 ? [] : (IMailboxStatistics[])statistics.Clone();
         _run = Run;
     }
 

@@ -44,9 +44,9 @@ internal sealed class ContinuationCallback : IShutdownAware, ICallbackWrapper
 
     /// <summary>
     /// The wrapper for <paramref name="callback"/>, for callbacks that callers may alternate (several dispatchers on one
-    /// pool, a pipe's reader and writer callbacks): the one in <paramref name="cache"/> when it wraps that callback, else the one kept for the delegate (made
-    /// once). The cache takes the first delegate only: replacing it on every miss would bounce its line between the
-    /// cores of alternating callers, and a table lookup costs less than that.
+    /// pool, a pipe's reader and writer callbacks): the one in <paramref name="cache"/> when it wraps that callback,
+    /// else the one kept for the delegate (made once). The cache takes the first delegate only: replacing it on every
+    /// miss would bounce its line between the cores of alternating callers, and a table lookup costs less than that.
     /// </summary>
     public static ContinuationCallback For(ref ContinuationCallback? cache, Action<object?> callback)
     {
