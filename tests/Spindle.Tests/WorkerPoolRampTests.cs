@@ -1,4 +1,5 @@
 using System;
+using System.Diagnostics;
 using System.Diagnostics.Tracing;
 using System.Linq;
 using System.Threading;
@@ -15,9 +16,42 @@ namespace Spindle.Tests;
 [Collection(ProcessWideMeasurementCollection.Name)]
 public sealed class WorkerPoolRampTests
 {
+    /// <summary>
+    /// Runs a small gated backlog on a throwaway pool first. The controller judges a stall in which the JIT took half
+    /// the window as busy (a ramp from one, not a thread per item), and a test process whose first pool is this one
+    /// compiles the items, the workers' paths and the injection itself inside that window.
+    /// </summary>
+    private static void WarmUpTheInjectionPaths()
+    {
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = "ramp warm-up", MinThreads = 1 });
+        int items = Environment.ProcessorCount + 4;
+        using var gate = new ManualResetEventSlim();
+        using var started = new CountdownEvent(items);
+        using var done = new CountdownEvent(items);
+        for (int i = 0; i < items; i++)
+        {
+            pool.UnsafeQueueUserWorkItem(_ =>
+            {
+                started.Signal();
+                gate.Wait(Waits.MustHappen);
+                done.Signal();
+            }, null);
+        }
+        try
+        {
+            Waits.For(started, "the warm-up items to start");
+        }
+        finally
+        {
+            gate.Set();
+        }
+        Waits.For(done, "the warm-up items to finish");
+    }
+
     [Fact]
     public void ABacklogBehindBlockedWorkers_WithTheCoresIdle_GetsAThreadPerWaitingItemInOneStep()
     {
+        WarmUpTheInjectionPaths();
         string name = $"{nameof(WorkerPoolRampTests)}-{Guid.NewGuid():N}";
         using var listener = new EventSourceTests.Listener(name);
         using var pool = new WorkerPool(new WorkerPoolOptions
@@ -52,5 +86,60 @@ public sealed class WorkerPoolRampTests
         Assert.True(pending > 0, $"pending {pending}");
         // One step covers what was waiting (a ramp from one would have added a single thread here).
         Assert.Equal(Math.Min(pending, 128 - threads), added);
+    }
+
+    [Fact]
+    public void AStarvationRamp_StopsOnceItemsComplete_InsteadOfStartingAThreadForEveryItemThatWaited()
+    {
+        // 2,000 items wait behind a gate that opens once a handful of them hold threads: the stall ends long before a
+        // thread per waiting item could be started (each start takes a few hundred microseconds), and the items then
+        // finish in well under a millisecond. The ramp must stop there, not go on to 2,000 threads.
+        WarmUpTheInjectionPaths();
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = nameof(AStarvationRamp_StopsOnceItemsComplete_InsteadOfStartingAThreadForEveryItemThatWaited), MinThreads = 1 });
+        const int backlog = 2_000;
+        int cores = Environment.ProcessorCount;
+        int openAt = cores + 8;
+        using var gate = new ManualResetEventSlim();
+        using var done = new CountdownEvent(cores + backlog);
+        int started = 0;
+        WaitCallback item = _ =>
+        {
+            if (Interlocked.Increment(ref started) == openAt)
+            {
+                gate.Set();
+            }
+            gate.Wait(Waits.MustHappen);
+            done.Signal();
+        };
+        // The workers blocked first, then the backlog queued at once: the controller sees idle cores behind a backlog,
+        // the case in which it adds a thread per waiting item in one step.
+        for (int i = 0; i < cores; i++)
+        {
+            pool.UnsafeQueueUserWorkItem(item, null);
+        }
+        Waits.Until(() => Volatile.Read(ref started) >= cores, "the first items to block every worker");
+        for (int i = 0; i < backlog; i++)
+        {
+            pool.UnsafeQueueUserWorkItem(item, null);
+        }
+
+        int peak = 0;
+        var clock = Stopwatch.StartNew();
+        // Through the drain and 300 ms beyond it: long enough for a ramp that went on to start hundreds more threads.
+        TimeSpan? doneAt = null;
+        while (doneAt is null || clock.Elapsed - doneAt.Value < TimeSpan.FromMilliseconds(300))
+        {
+            peak = Math.Max(peak, pool.ThreadCount);
+            if (doneAt is null && done.IsSet)
+            {
+                doneAt = clock.Elapsed;
+            }
+            Assert.True(clock.Elapsed < Waits.MustHappen, $"the items did not finish: {done.CurrentCount} left, {pool.ThreadCount} threads");
+            Thread.Sleep(1);
+        }
+        // A few threads beyond those that held items when the gate opened (a thread start in flight, the workers that
+        // continue the ramp); a ramp that went on started hundreds (290-460 on 2 cores).
+        int bound = Math.Max(100, 4 * openAt);
+        Assert.True(peak < bound, $"{peak} threads (bound {bound}) for a stall that ended after {openAt} items had started");
     }
 }

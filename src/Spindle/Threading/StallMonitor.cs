@@ -39,8 +39,11 @@ namespace Spindle.Threading;
 //    (blocked workers cost no CPU, so this cannot oversubscribe computation, and ramping from one made a burst of 200
 //    blocking items wait for eight doublings); with the cores busy, a ramp, 1, 2, 4 ..., the first step after the
 //    allowance and the next ones every SaturatedRampStepMs (at least the recent gap between completions) while the
-//    stall lasts. Both are capped by the waiting items and MaxThreads, and stop as soon as an item completes. The boost
-//    decays (halves every DecayIntervalMs) while the queues are empty, or while the cores are saturated and items
+//    stall lasts. Both are capped by the waiting items and MaxThreads, and stop as soon as an item completes: a step of
+//    a thread per item takes a few hundred microseconds per thread, long enough for the stall to end meanwhile, so the
+//    monitor's loop and the workers that continue the ramp compare the progress count with the mark taken when the
+//    step began, and the monitor holds the boost at the threads that exist (ThreadController.HoldStarvationBoost). The
+//    boost decays (halves every DecayIntervalMs) while the queues are empty, or while the cores are saturated and items
 //    complete; surplus workers then retire (ThreadController). CPU-bound work whose items complete keeps the thread
 //    count at the target.
 //
@@ -259,6 +262,12 @@ internal sealed class StallMonitor
         _lastCompleted = completed;
         if (progress)
         {
+            if (_lastInjectionAt != 0)
+            {
+                // Threads were added for this stall and an item has now completed: the stall is over, so the ramp
+                // stops here (the threads being started by the ramp's own workers included).
+                _threads.HoldStarvationBoost();
+            }
             double gap = Stopwatch.GetElapsedTime(_lastProgressAt, now).TotalMilliseconds;
             _completionGapMs = _completionGapMs == 0 ? gap : 0.75 * _completionGapMs + 0.25 * gap;
             ResetProgress(now);
@@ -382,8 +391,22 @@ internal sealed class StallMonitor
         {
             SpindleEventSource.Log.StarvationDetected(_poolName, stalledMs, threads, waiting, add);
         }
-        for (int i = 0; i < add && _threads.TryAddWorker(ThreadInjectionReason.Starvation); i++)
+        // Thread starts take a few hundred microseconds each on a busy machine, so a large step lasts long enough for
+        // the stall to end meanwhile (a gate opening, a lock released): an item completing stops it, as it stops the
+        // workers that continue the ramp (ThreadController.ContinueRamp reads the mark).
+        long mark = _threads.WorkerProgressCount;
+        _threads.RampProgressMark = mark;
+        for (int i = 0; i < add; i++)
         {
+            if (_threads.WorkerProgressCount != mark)
+            {
+                _threads.HoldStarvationBoost();
+                break;
+            }
+            if (!_threads.TryAddWorker(ThreadInjectionReason.Starvation))
+            {
+                break;
+            }
         }
         _ramp = Math.Min(_ramp * 2, 1024);
     }

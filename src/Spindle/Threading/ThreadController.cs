@@ -61,6 +61,7 @@ internal sealed partial class ThreadController
     private int _maxThreads;
     private int _blockingCount;
     private int _starvationBoost;
+    private long _rampProgressMark; // see RampProgressMark
     private volatile int _threadTarget;
     // Retired workers that may still be running their stop hook; shutdown joins them.
     private readonly List<Thread> _retiredThreads = [];
@@ -362,7 +363,9 @@ internal sealed partial class ThreadController
         switch (worker.InjectedFor)
         {
             case ThreadInjectionReason.Starvation:
-                if (IsBelowTarget && _idle.IdleCount == 0 && _scheduler.AnyWorkVisible())
+                // Not once an item has completed since the monitor's injection: the stall is over, the ramp with it.
+                if (IsBelowTarget && _idle.IdleCount == 0 && _scheduler.AnyWorkVisible()
+                    && WorkerProgressCount == Volatile.Read(ref _rampProgressMark))
                 {
                     TryAddWorker(ThreadInjectionReason.Starvation);
                 }
@@ -437,6 +440,35 @@ internal sealed partial class ThreadController
             _starvationBoost = Math.Max(_starvationBoost, threads + add - baseTarget);
             RecomputeTargetLocked();
             return add;
+        }
+    }
+
+    /// <summary>
+    /// The progress count (<see cref="WorkerProgressCount"/>) when the stall monitor last injected threads for
+    /// starvation. Written by the monitor before it starts them; read by the workers it starts, which continue the ramp
+    /// only while no item has completed since (see <see cref="ContinueRamp"/>).
+    /// </summary>
+    public long RampProgressMark
+    {
+        get => Volatile.Read(ref _rampProgressMark);
+        set => Volatile.Write(ref _rampProgressMark, value);
+    }
+
+    /// <summary>
+    /// An item has completed during a starvation ramp: lowers the boost to what the threads that exist (or are being
+    /// started) already fill, so nobody starts more for this stall. The boost then decays as usual.
+    /// </summary>
+    public void HoldStarvationBoost()
+    {
+        lock (_lock)
+        {
+            int baseTarget = Math.Max(_minThreads, Environment.ProcessorCount) + _blockingCount;
+            int held = Math.Max(0, _threadCount - baseTarget);
+            if (held < _starvationBoost)
+            {
+                _starvationBoost = held;
+                RecomputeTargetLocked();
+            }
         }
     }
 
