@@ -172,6 +172,66 @@ public sealed class WorkerPoolFairnessTests
         Assert.False(first.Faulted || second.Faulted);
     }
 
+    [Theory]
+    [InlineData(true)]
+    [InlineData(false)]
+    public void ALocalItem_RunsBetweenOutsideItems_WhileTheOnlyWorkerRunsALongChainThroughTheGlobalQueue(bool viaSlot)
+    {
+        // One worker, a chain of 300 µs items that each queue the next to the global queue (as an actor's mailbox that
+        // used its throughput goes behind the waiting ones). Items that long make the worker look outside at every
+        // dispatch. Item 150 queues one item locally (the LIFO slot, or the ring): it must run within a couple of the
+        // chain's items, not after the chain has ended (or after the ring's 20 ms ageing rule) because every look
+        // found the chain's next item outside first.
+        using WorkerPool pool = CreatePool(threads: 1);
+        const int links = 200;
+        const int localAt = 150;
+        long spinTicks = Stopwatch.Frequency * 300 / 1_000_000;
+        int ran = 0;
+        int localRanAfter = -1;
+        using var done = new ManualResetEventSlim();
+        Action<int>? link = null;
+        link = index =>
+        {
+            long until = Stopwatch.GetTimestamp() + spinTicks;
+            while (Stopwatch.GetTimestamp() < until)
+            {
+                Thread.SpinWait(8);
+            }
+            Interlocked.Increment(ref ran);
+            if (index == localAt)
+            {
+                if (viaSlot)
+                {
+                    pool.UnsafeQueueUserWorkItem(new LocalProbe(() => localRanAfter = Volatile.Read(ref ran)), preferLocal: true);
+                }
+                else
+                {
+                    pool.UnsafeQueueUserWorkItem(static probe => probe(), (Action)(() => localRanAfter = Volatile.Read(ref ran)), preferLocal: true);
+                }
+            }
+            if (index + 1 < links)
+            {
+                pool.UnsafeQueueUserWorkItem(link!, index + 1, preferLocal: false);
+            }
+            else
+            {
+                done.Set();
+            }
+        };
+        pool.UnsafeQueueUserWorkItem(link, 0, preferLocal: false);
+        Assert.True(done.Wait(Generous), "The chain did not finish.");
+        Assert.True(SpinWait.SpinUntil(() => Volatile.Read(ref localRanAfter) >= 0, Generous), "The local item never ran.");
+        // localAt + 1 links had run when the local item was queued; with a local turn after each outside item it runs
+        // after the next link at the latest. Starved, it ran after the whole chain (or, in the ring, after 20 ms: ~66
+        // links of 300 µs).
+        Assert.True(localRanAfter <= localAt + 4, $"The local item ran after {localRanAfter} of the chain's {links} items (queued after {localAt + 1}).");
+    }
+
+    private sealed class LocalProbe(Action action) : IWorkItem
+    {
+        public void Execute() => action();
+    }
+
     /// <summary>A chain of items that each spin for their length and then queue the next to the running worker.</summary>
     private sealed class Chain(WorkerPool pool, TimeSpan length, bool viaSlot) : IWorkItem, IDisposable
     {

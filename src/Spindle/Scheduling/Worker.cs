@@ -181,6 +181,7 @@ internal sealed class Worker
     private int _fairnessCountdown = FairnessInterval;
     private int _fairnessInterval = FairnessInterval;
     private long _lastFairnessLook;
+    private bool _lookTookOutside;  // owner only: the last look returned an outside item (see LookOutside)
     private long _bottomTop = -1;   // owner only: the ring's top index at the last fairness look
     private long _bottomSince;      // owner only: when that top index was first seen
     private Backoff _backoff;
@@ -685,6 +686,19 @@ internal sealed class Worker
     private bool LookOutside(out WorkItemEntry item)
     {
         bool requested = LookOutsideRequested;
+        if (_lookTookOutside && !requested && !HasNoLocalWork)
+        {
+            // The last look took an outside item and local work waits: this dispatch is the local work's turn. Items
+            // long enough to make every dispatch a look (a chain that re-queues itself outside, as a mailbox that used
+            // its throughput does) would otherwise be taken ahead of local work at every look, for as long as the
+            // chain lasted. Two items ran by the next look: its interval's arithmetic counts them.
+            _lookTookOutside = false;
+            _fairnessInterval = 2;
+            _fairnessCountdown = 1;
+            item = default;
+            return false;
+        }
+        _lookTookOutside = false;
         if (requested)
         {
             LookOutsideRequested = false; // before the look: a request made after it is kept for the next dispatch
@@ -719,6 +733,7 @@ internal sealed class Worker
             {
                 item = _batch[0];
                 _batch[0] = default;
+                _lookTookOutside = true;
                 return true;
             }
         }
