@@ -686,12 +686,13 @@ internal sealed class Worker
     private bool LookOutside(out WorkItemEntry item)
     {
         bool requested = LookOutsideRequested;
-        if (_lookTookOutside && !requested && !HasNoLocalWork)
+        if (_lookTookOutside && _fairnessInterval == 1 && !requested && !HasNoLocalWork)
         {
-            // The last look took an outside item and local work waits: this dispatch is the local work's turn. Items
-            // long enough to make every dispatch a look (a chain that re-queues itself outside, as a mailbox that used
-            // its throughput does) would otherwise be taken ahead of local work at every look, for as long as the
-            // chain lasted. Two items ran by the next look: its interval's arithmetic counts them.
+            // The previous dispatch was a look (the interval is one item) that took an outside item, and local work
+            // waits: this dispatch is the local work's turn. Items long enough to make every dispatch a look (a chain
+            // that re-queues itself outside, as a mailbox that used its throughput does) would otherwise be taken ahead
+            // of local work at every look, for as long as the chain lasted. Two items ran by the next look: its
+            // interval's arithmetic counts them.
             _lookTookOutside = false;
             _fairnessInterval = 2;
             _fairnessCountdown = 1;
