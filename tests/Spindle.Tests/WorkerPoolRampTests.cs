@@ -1,5 +1,4 @@
 using System;
-using System.Diagnostics;
 using System.Diagnostics.Tracing;
 using System.Linq;
 using System.Threading;
@@ -124,19 +123,14 @@ public sealed class WorkerPoolRampTests
         }
 
         int peak = 0;
-        var clock = Stopwatch.StartNew();
-        // Through the drain and 300 ms beyond it: long enough for a ramp that went on to start hundreds more threads.
-        TimeSpan? doneAt = null;
-        while (doneAt is null || clock.Elapsed - doneAt.Value < TimeSpan.FromMilliseconds(300))
+        bool Sample()
         {
             peak = Math.Max(peak, pool.ThreadCount);
-            if (doneAt is null && done.IsSet)
-            {
-                doneAt = clock.Elapsed;
-            }
-            Assert.True(clock.Elapsed < Waits.MustHappen, $"the items did not finish: {done.CurrentCount} left, {pool.ThreadCount} threads");
-            Thread.Sleep(1);
+            return done.IsSet;
         }
+        Waits.Until(Sample, "the items to finish once the gate opened");
+        // And 300 ms beyond the drain: long enough for a ramp that went on to start hundreds more threads.
+        Waits.Poll(() => !Sample(), TimeSpan.FromMilliseconds(300));
         // A few threads beyond those that held items when the gate opened (a thread start in flight, the workers that
         // continue the ramp); a ramp that went on started hundreds (290-460 on 2 cores).
         int bound = Math.Max(100, 4 * openAt);

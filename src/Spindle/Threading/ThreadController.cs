@@ -142,11 +142,14 @@ internal sealed partial class ThreadController
 
     private void Record(ThreadInjectionReason reason) => Interlocked.Increment(ref _injectionCounts[(int)reason]);
 
+    /// <summary>The target without the starvation boost: the minimum (at least the core count) plus the blocked workers.</summary>
+    private int BaseTargetLocked() => Math.Max(_minThreads, Environment.ProcessorCount) + _blockingCount;
+
     private void RecomputeTargetLocked()
     {
         Debug.Assert(_lock.IsHeldByCurrentThread);
         Debug.Assert(_blockingCount >= 0 && _starvationBoost >= 0 && _minThreads <= _maxThreads);
-        long target = (long)Math.Max(_minThreads, Environment.ProcessorCount) + _blockingCount + _starvationBoost;
+        long target = (long)BaseTargetLocked() + _starvationBoost;
         _threadTarget = (int)Math.Min(_maxThreads, target);
     }
 
@@ -365,7 +368,7 @@ internal sealed partial class ThreadController
             case ThreadInjectionReason.Starvation:
                 // Not once an item has completed since the monitor's injection: the stall is over, the ramp with it.
                 if (IsBelowTarget && _idle.IdleCount == 0 && _scheduler.AnyWorkVisible()
-                    && WorkerProgressCount == Volatile.Read(ref _rampProgressMark))
+                    && WorkerProgressCount == RampProgressMark)
                 {
                     TryAddWorker(ThreadInjectionReason.Starvation);
                 }
@@ -436,8 +439,7 @@ internal sealed partial class ThreadController
             {
                 return 0;
             }
-            int baseTarget = Math.Max(_minThreads, Environment.ProcessorCount) + _blockingCount;
-            _starvationBoost = Math.Max(_starvationBoost, threads + add - baseTarget);
+            _starvationBoost = Math.Max(_starvationBoost, threads + add - BaseTargetLocked());
             RecomputeTargetLocked();
             return add;
         }
@@ -462,8 +464,7 @@ internal sealed partial class ThreadController
     {
         lock (_lock)
         {
-            int baseTarget = Math.Max(_minThreads, Environment.ProcessorCount) + _blockingCount;
-            int held = Math.Max(0, _threadCount - baseTarget);
+            int held = Math.Max(0, _threadCount - BaseTargetLocked());
             if (held < _starvationBoost)
             {
                 _starvationBoost = held;
