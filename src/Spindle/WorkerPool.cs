@@ -7,6 +7,7 @@ using System.Diagnostics.Tracing;
 using Spindle.Lanes;
 using Spindle.Telemetry;
 using Spindle.Parking;
+using Spindle.Queues;
 using Spindle.Scheduling;
 using Spindle.Tasks;
 using Spindle.Threading;
@@ -86,6 +87,7 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
         Metrics = new PoolMetrics(this, () => _threads.WorkerStealCount, () => _threads.WorkerParkCount, () => _threads.BlockingCount,
             () => _timers.ScheduledCount, () => _waits.RegistrationCount);
         _scheduler.ConnectMetrics(Metrics);
+        RetiredSegmentTrimmer.Start(_scheduler);
     }
 
     /// <summary>The pool's instruments on the <c>Spindle</c> meter (disposed when the pool stops).</summary>

@@ -66,7 +66,16 @@ internal sealed class Lane
     private const int StateDraining = 1;
     private const int StateCancelling = 2;
 
-    private readonly GlobalQueue _queue = new(maxRetiredSegments: 4);
+    /// <summary>
+    /// Retired segments a lane's queue keeps through a trim after a full collection (4,096 slots, 128 KiB); up to
+    /// <see cref="GlobalQueue.DefaultMaxRetiredSegments"/> while a backlog keeps coming back (see GlobalQueue.TrimRetired).
+    /// A lane fed faster than it runs, as a strand often is, would otherwise allocate a 32 KiB segment for every 1,024
+    /// items of its backlog, and keep each alive through collections while the backlog lasts: twice the garbage of the
+    /// items themselves, for a strand of small messages.
+    /// </summary>
+    internal const int SegmentsKeptByTrim = 4;
+
+    private readonly GlobalQueue _queue = new();
     private readonly LaneSet _set;
     private readonly Scheduler _scheduler;
     private readonly ItemRunner _runner;
@@ -346,6 +355,12 @@ internal sealed class Lane
         }
     }
 
+    /// <summary>After a full collection: gives back the retired segments beyond <see cref="SegmentsKeptByTrim"/> unless the lane drew on them since the previous one.</summary>
+    public void TrimRetiredSegments() => _queue.TrimRetired(SegmentsKeptByTrim);
+
+    /// <summary>Retired segments in the lane's free list (tests and diagnostics).</summary>
+    internal int RetiredSegmentCount => _queue.RetiredSegmentCount;
+
     /// <summary>A taker found the queue empty: clears the ready flag, then looks once more (see the flag protocol).</summary>
     private void MarkIdle()
     {
@@ -427,6 +442,13 @@ internal sealed class Lane
         OnDequeued();
         return true;
     }
+
+    /// <summary>
+    /// Whether the item <paramref name="distance"/> positions past the head has been published (0: the next item); a
+    /// hint for a turn's pace, see GlobalQueue.IsPublishedAhead.
+    /// </summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    public bool IsPublishedAhead(int distance) => _queue.IsPublishedAhead(distance);
 
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     private bool TryAcquireSlot()

@@ -68,6 +68,7 @@ internal sealed partial class GlobalQueue
                 candidate.InFreeList = false;
                 _freeCount--;
                 _reusedCount++;
+                _drawnSinceTrim = true;
                 Reset(candidate);
                 return candidate;
             }
@@ -75,6 +76,60 @@ internal sealed partial class GlobalQueue
             candidate = candidate.NextRetired;
         }
         return null;
+    }
+
+    /// <summary>
+    /// Gives retired segments beyond <paramref name="keep"/> back to the collector, unless a grow has reused one since
+    /// the previous trim; returns how many it gave back. Meant to run after each full (generation 2) collection: a
+    /// queue that drew on its free list since the last one is in use, and keeps it; one that did not keeps only
+    /// <paramref name="keep"/> segments, the most recently retired, so a backlog that happened once does not pin its
+    /// segments for the life of the queue.
+    /// </summary>
+    /// <remarks>
+    /// Safe against threads that still hold a reference to a dropped segment from its last incarnation: they can act on
+    /// it only through a CAS on a value that never recurs or under the lock, as for a retired segment (see the remarks
+    /// on GlobalQueue); a dropped segment is simply never reused, so none of them can succeed, and the collector frees it
+    /// once they have let go.
+    /// </remarks>
+    public int TrimRetired(int keep)
+    {
+        Debug.Assert(keep >= 0);
+        lock (_segmentLock)
+        {
+            bool inUse = _drawnSinceTrim;
+            _drawnSinceTrim = false;
+            if (inUse || _freeCount <= keep)
+            {
+                return 0;
+            }
+            Segment? last = null;
+            Segment? dropped = _freeList;
+            for (int i = 0; i < keep; i++)
+            {
+                last = dropped;
+                dropped = dropped!.NextRetired;
+            }
+            if (last is null)
+            {
+                _freeList = null;
+            }
+            else
+            {
+                last.NextRetired = null;
+            }
+            int released = 0;
+            while (dropped is not null)
+            {
+                Segment? next = dropped.NextRetired;
+                dropped.NextRetired = null;
+                dropped.InFreeList = false;
+                dropped = next;
+                released++;
+            }
+            _freeCount -= released;
+            Debug.Assert(_freeCount == keep);
+            return released;
+        }
     }
 
     /// <summary>Whether every slot of a retired segment has been freed by the consumer that took it.</summary>

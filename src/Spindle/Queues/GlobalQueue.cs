@@ -37,7 +37,8 @@ namespace Spindle.Queues;
 /// </list>
 /// <para>Recycling. A segment the head has left is <em>retired</em>: it goes onto a free list (at most
 /// <see cref="DefaultMaxRetiredSegments"/>; beyond that it is left to the collector), and a later grow takes it from
-/// there instead of allocating. A segment's life from its start (or restart) to its retirement is an
+/// there instead of allocating. After each full collection the owner trims the list (<see cref="TrimRetired"/>) unless
+/// a grow drew on it since the last trim. A segment's life from its start (or restart) to its retirement is an
 /// <em>incarnation</em>. Who writes what: producers CAS <c>Tail</c> and write the slots they claimed; consumers CAS
 /// <c>Head</c> and free the slots they claimed; everything else (freezing and unfreezing <c>Tail</c>, <c>Next</c>,
 /// <c>Frozen</c>, <c>_headSegment</c>, <c>_tailSegment</c>, the free list, and a reused segment's <c>Head</c> and
@@ -160,10 +161,12 @@ internal sealed partial class GlobalQueue
     /// <summary>Odd while a retirement changes the head and clears a link; written only under the lock.</summary>
     private long _retireStamp;
 
-    // The free list (a stack, so the most recently used segments are reused first) and statistics: under the lock.
+    // The free list (a stack, so the most recently used segments are reused first), whether a grow took from it since
+    // the last trim, and statistics: under the lock.
     private Segment? _freeList;
     private int _freeCount;
     private long _reusedCount;
+    private bool _drawnSinceTrim;
 
     /// <summary>A queue that keeps up to <see cref="DefaultMaxRetiredSegments"/> retired segments for reuse.</summary>
     public GlobalQueue()
@@ -360,6 +363,24 @@ internal sealed partial class GlobalQueue
             }
             // Every claimed slot was abandoned by a producer that lost the race with Close; look again.
         }
+    }
+
+    /// <summary>
+    /// Whether the item <paramref name="distance"/> positions past the head (0: the oldest) has been published, reading
+    /// the head and that one slot (never the tail). A hint only: it may read a segment that has just been retired, and it
+    /// answers true for a position past the end of the head segment. Consumers use it to keep a distance from a producer
+    /// that is writing the slots right at the head.
+    /// </summary>
+    public bool IsPublishedAhead(int distance)
+    {
+        Debug.Assert(distance is >= 0 and < SegmentSize);
+        Segment segment = Volatile.Read(ref _headSegment);
+        long position = Volatile.Read(ref segment.Head.Value) + distance;
+        if ((position & Mask) < distance)
+        {
+            return true; // in the next segment: not looked for (the answer only spares the caller a wait)
+        }
+        return Volatile.Read(ref segment.Slots[position & Mask].Sequence) == position + 1;
     }
 
     /// <summary>Whether a consumer would find nothing right now, counting claimed but unpublished positions as items.</summary>

@@ -70,6 +70,28 @@ internal sealed class Scheduler
         _monitor = monitor;
     }
 
+    /// <summary>
+    /// Retired segments the global queue keeps through a trim (16,384 slots, 512 KiB): a pool that queues from outside
+    /// in bursts of that size never allocates a segment, whatever the collector does.
+    /// </summary>
+    internal const int GlobalSegmentsKeptByTrim = 16;
+
+    /// <summary>
+    /// After a full collection (see RetiredSegmentTrimmer): gives back the retired segments of the global queue and of
+    /// each lane that have not been drawn on since the previous one, beyond what each keeps.
+    /// </summary>
+    public void TrimRetiredSegments()
+    {
+        _globalQueue.TrimRetired(GlobalSegmentsKeptByTrim);
+        foreach (Lane lane in Lanes.All)
+        {
+            lane.TrimRetiredSegments();
+        }
+    }
+
+    /// <summary>Retired segments in the global queue's free list (tests and diagnostics).</summary>
+    internal int GlobalRetiredSegmentCount => _globalQueue.RetiredSegmentCount;
+
     /// <summary>Whether shutdown has begun (the admission state is not running).</summary>
     public bool IsShutdownStarted => _state != StateRunning;
 

@@ -448,6 +448,7 @@ internal sealed class Worker
     private void RunLaneItem(Lane lane, ref WorkItemEntry item, ref PoolThreadState threadState)
     {
         int ran = 0;
+        int unwatched = 0; // items the turn may still take without looking for a gap (see TakeNextInTurn)
         try
         {
             long wantedSince = 0;
@@ -486,7 +487,7 @@ internal sealed class Worker
                         break;
                     }
                 }
-                if (!lane.TryTakeNextInTurn(out item) && !WaitBrieflyInTurn(lane, out item))
+                if (!TakeNextInTurn(lane, ref unwatched, out item) && !WaitBrieflyInTurn(lane, out item))
                 {
                     break;
                 }
@@ -498,6 +499,62 @@ internal sealed class Worker
             if (lane.OnTurnDone(ran))
             {
                 _lanes.OnSlotFreedWithWork();
+            }
+        }
+    }
+
+    /// <summary>
+    /// How many items past the head a turn wants published before it takes the next item at its producer's heels, and
+    /// how many it then takes without looking again (see <see cref="TakeNextInTurn"/>). Two items share a cache line of
+    /// the lane's queue, so eight are four lines.
+    /// </summary>
+    private const int LaneTurnGap = 8;
+
+    /// <summary>Most waits of <c>Thread.SpinWait(8)</c> (about 0.3 µs each on the 2-core VM) a turn spends for a gap.</summary>
+    private const int LaneTurnGapWaits = 8;
+
+    /// <summary>
+    /// Takes the lane's next item in a turn, keeping a small distance from a producer that is queueing right now.
+    /// </summary>
+    /// <remarks>
+    /// <para>A turn that runs short items catches up with a producer that feeds the lane from another thread: it then
+    /// takes each item just after it was published. Each take reads the slot's cache line and frees the slot, and the
+    /// producer's next write into the same line has to fetch it back, so the two threads pass one line back and forth
+    /// for every item or two (a serial lane fed one item at a time ran at a third of its rate that way). So when the next
+    /// item is there but the item <see cref="LaneTurnGap"/> positions further is not yet, the turn waits a moment (at
+    /// most <see cref="LaneTurnGapWaits"/> short spins, about 2.5 µs here) for the producer to get that far ahead, and
+    /// then takes the next <see cref="LaneTurnGap"/> items without looking again, whether the gap came or not: lines
+    /// the producer has finished with. The look reads one slot, which the producer has already written or is about to
+    /// (never the queue's tail), and spinning touches nothing shared.</para>
+    /// <para>The cost: an item that waits behind fewer than <see cref="LaneTurnGap"/> others in a running turn may start
+    /// up to about 2.5 µs later, once per <see cref="LaneTurnGap"/> items. An empty queue is not waited on here (the
+    /// turn's <see cref="WaitBrieflyInTurn"/> polls for a next item as before), so a lane fed item by item with pauses
+    /// between them takes each as soon as it is seen, and the turn-ending checks still run after every item.</para>
+    /// </remarks>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private static bool TakeNextInTurn(Lane lane, ref int unwatched, out WorkItemEntry item)
+    {
+        if (unwatched > 0)
+        {
+            unwatched--;
+        }
+        else if (lane.IsPublishedAhead(0) && !lane.IsPublishedAhead(LaneTurnGap))
+        {
+            WaitForGap(lane);
+            unwatched = LaneTurnGap - 1;
+        }
+        return lane.TryTakeNextInTurn(out item);
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private static void WaitForGap(Lane lane)
+    {
+        for (int i = 0; i < LaneTurnGapWaits; i++)
+        {
+            Thread.SpinWait(8);
+            if (lane.IsPublishedAhead(LaneTurnGap))
+            {
+                return;
             }
         }
     }

@@ -508,4 +508,54 @@ public sealed class LaneLifetimeTests
         Assert.Equal(0, overlaps);
         pool.Dispose();
     }
+
+    [Fact]
+    public void ALanesRetiredSegments_AreGivenBackAfterFullCollections_OnceNoBacklogDrawsOnThem()
+    {
+        using WorkerPool pool = NewPool(nameof(ALanesRetiredSegments_AreGivenBackAfterFullCollections_OnceNoBacklogDrawsOnThem));
+        WorkerPoolLane lane = pool.CreateLane(new LaneOptions { Name = "strand", MaxConcurrency = 1 });
+        Spindle.Lanes.Lane core = lane.LaneCore!;
+
+        // A backlog of twelve segments' worth behind the slot holder: drained, it leaves its segments in the free list.
+        ManualResetEventSlim gate = OccupySlot(lane);
+        const int Items = 12 * 1024;
+        using var done = new CountdownEvent(Items);
+        for (int i = 0; i < Items; i++)
+        {
+            lane.QueueUserWorkItem(static countdown => countdown.Signal(), done, preferLocal: false);
+        }
+        gate.Set();
+        Waits.For(done, "the backlog");
+        Assert.True(core.RetiredSegmentCount > Spindle.Lanes.Lane.SegmentsKeptByTrim,
+            $"{core.RetiredSegmentCount} retired segments after a backlog of twelve");
+
+        // No backlog draws on them now: after full collections the lane keeps only its few.
+        Waits.Until(() =>
+        {
+            GC.Collect();
+            GC.WaitForPendingFinalizers();
+            return core.RetiredSegmentCount == Spindle.Lanes.Lane.SegmentsKeptByTrim;
+        }, "the lane's free list trimmed after full collections");
+
+        // The lane works on: a new backlog reuses what was kept, in order.
+        gate = OccupySlot(lane);
+        int next = 0;
+        int outOfOrder = 0;
+        using var again = new CountdownEvent(Items);
+        for (int i = 0; i < Items; i++)
+        {
+            int sequence = i;
+            lane.QueueUserWorkItem(_ =>
+            {
+                if (next++ != sequence)
+                {
+                    outOfOrder++;
+                }
+                again.Signal();
+            });
+        }
+        gate.Set();
+        Waits.For(again, "the second backlog");
+        Assert.Equal(0, outOfOrder);
+    }
 }

@@ -178,6 +178,61 @@ public sealed class LaneSchedulingTests
     }
 
     [Fact]
+    public void ASerialLane_FedInSmallBurstsWithPauses_RunsEveryItemOnce_InOrder()
+    {
+        // Bursts of 1 to 11 items, some with a pause after them and some without: a turn meets its producer's heels, a
+        // queue with fewer items than it looks ahead for, an empty queue it waits on briefly, and one it gives up on.
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = nameof(ASerialLane_FedInSmallBurstsWithPauses_RunsEveryItemOnce_InOrder), MinThreads = 2 });
+        WorkerPoolLane serial = pool.CreateLane(new LaneOptions { Name = "strand", MaxConcurrency = 1 });
+        const int Items = 20_000;
+        int next = 0;
+        int outOfOrder = 0;
+        int running = 0;
+        int overlaps = 0;
+        using var done = new CountdownEvent(Items);
+
+        var random = new Random(7);
+        int queued = 0;
+        while (queued < Items)
+        {
+            int burst = Math.Min(random.Next(1, 12), Items - queued);
+            for (int i = 0; i < burst; i++)
+            {
+                int expected = queued++;
+                serial.QueueUserWorkItem(_ =>
+                {
+                    if (Interlocked.Increment(ref running) != 1)
+                    {
+                        Interlocked.Increment(ref overlaps);
+                    }
+                    if (next != expected)
+                    {
+                        outOfOrder++;
+                    }
+                    next = expected + 1;
+                    Interlocked.Decrement(ref running);
+                    done.Signal();
+                });
+            }
+            switch (random.Next(4))
+            {
+                case 0:
+                    Thread.SpinWait(random.Next(1, 200));
+                    break;
+                case 1 when queued % 64 < 11:
+                    Thread.Sleep(1); // long enough for the turn to end and the lane to go idle
+                    break;
+            }
+        }
+        Waits.For(done, "every item of the strand");
+
+        Assert.Equal(0, overlaps);
+        Assert.Equal(0, outOfOrder);
+        Assert.Equal(Items, Volatile.Read(ref next));
+        Waits.Until(() => serial.CompletedWorkItemCount == Items, "the lane's completed count");
+    }
+
+    [Fact]
     public void ACap_HoldsWhileItemsBlockInsideBlockingRegions_AndWaitingItemsHoldNoWorker()
     {
         using var pool = new WorkerPool(new WorkerPoolOptions { Name = nameof(ACap_HoldsWhileItemsBlockInsideBlockingRegions_AndWaitingItemsHoldNoWorker), MinThreads = 2, MaxThreads = 16 });

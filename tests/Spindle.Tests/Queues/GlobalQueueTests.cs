@@ -409,6 +409,41 @@ public sealed class GlobalQueueTests
         Assert.Equal(3, queue.RetiredSegmentCount);
     }
 
+    [Fact]
+    public void TrimRetired_KeepsAFreeListThatGrowsDrawOn_AndGivesBackTheRestOfOneTheyDidNot()
+    {
+        // Ten segments' worth: nine retired, eight kept.
+        GlobalQueue queue = WarmQueue(maxRetiredSegments: 8, segments: 10);
+        Assert.Equal(8, queue.RetiredSegmentCount);
+
+        // Nothing has drawn on the free list: a trim keeps two.
+        Assert.Equal(6, queue.TrimRetired(keep: 2));
+        Assert.Equal(2, queue.RetiredSegmentCount);
+        Assert.Equal(0, queue.TrimRetired(keep: 2));
+
+        // A backlog of six segments' worth: the first fills the empty head segment again (a ring), the next five draw on
+        // the two kept and allocate three; the drain retires the five before the last.
+        var entries = new WorkItemEntry[6 * SegmentSize];
+        for (int i = 0; i < entries.Length; i++)
+        {
+            entries[i] = Numbered(i);
+        }
+        Assert.Equal(entries.Length, FillAndDrain(queue, entries, new WorkItemEntry[64]));
+        Assert.Equal(2, queue.ReusedSegmentCount);
+        Assert.Equal(5, queue.RetiredSegmentCount);
+
+        // The first trim after that draw keeps everything; the next, with no draw in between, trims.
+        Assert.Equal(0, queue.TrimRetired(keep: 1));
+        Assert.Equal(5, queue.RetiredSegmentCount);
+        Assert.Equal(4, queue.TrimRetired(keep: 1));
+        Assert.Equal(1, queue.RetiredSegmentCount);
+
+        // The queue works on as before: the kept segment is reused, in order.
+        Assert.Equal(entries.Length, FillAndDrain(queue, entries, new WorkItemEntry[64]));
+        Assert.Equal(3, queue.ReusedSegmentCount);
+        Assert.True(queue.IsEmpty);
+    }
+
     [Theory]
     [InlineData(4, 2, 2)]
     [InlineData(2, 4, 0)]
