@@ -68,7 +68,7 @@ internal sealed class Lane
 
     /// <summary>
     /// Retired segments a lane's queue keeps through a trim after a full collection (4,096 slots, 128 KiB); up to
-    /// <see cref="GlobalQueue.DefaultMaxRetiredSegments"/> while a backlog keeps coming back (see GlobalQueue.TrimRetired).
+    /// <see cref="GlobalQueue.DefaultMaxRetiredSegments"/> while backlogs keep coming (see GlobalQueue.TrimRetired).
     /// A lane fed faster than it runs, as a strand often is, would otherwise allocate a 32 KiB segment for every 1,024
     /// items of its backlog, and keep each alive through collections while the backlog lasts: twice the garbage of the
     /// items themselves, for a strand of small messages.
@@ -355,8 +355,8 @@ internal sealed class Lane
         }
     }
 
-    /// <summary>After a full collection: gives back the retired segments beyond <see cref="SegmentsKeptByTrim"/> unless the lane drew on them since the previous one.</summary>
-    public void TrimRetiredSegments() => _queue.TrimRetired(SegmentsKeptByTrim);
+    /// <summary>After a full collection: gives back the retired segments beyond <see cref="SegmentsKeptByTrim"/> if no backlog has used them for <paramref name="idleMs"/>.</summary>
+    public void TrimRetiredSegments(long idleMs) => _queue.TrimRetired(SegmentsKeptByTrim, idleMs);
 
     /// <summary>Retired segments in the lane's free list (tests and diagnostics).</summary>
     internal int RetiredSegmentCount => _queue.RetiredSegmentCount;

@@ -1,3 +1,4 @@
+using System;
 using System.Diagnostics;
 using System.Threading;
 
@@ -39,6 +40,7 @@ internal sealed partial class GlobalQueue
                 exhausted.InFreeList = true;
                 _freeList = exhausted;
                 _freeCount++;
+                _lastFreeListUseMs = Environment.TickCount64;
             }
         }
     }
@@ -68,7 +70,7 @@ internal sealed partial class GlobalQueue
                 candidate.InFreeList = false;
                 _freeCount--;
                 _reusedCount++;
-                _drawnSinceTrim = true;
+                _lastFreeListUseMs = Environment.TickCount64;
                 Reset(candidate);
                 return candidate;
             }
@@ -79,11 +81,13 @@ internal sealed partial class GlobalQueue
     }
 
     /// <summary>
-    /// Gives retired segments beyond <paramref name="keep"/> back to the collector, unless a grow has reused one since
-    /// the previous trim; returns how many it gave back. Meant to run after each full (generation 2) collection: a
-    /// queue that drew on its free list since the last one is in use, and keeps it; one that did not keeps only
-    /// <paramref name="keep"/> segments, the most recently retired, so a backlog that happened once does not pin its
-    /// segments for the life of the queue.
+    /// Gives retired segments beyond <paramref name="keep"/> back to the collector if the free list has not been used (no
+    /// segment retired into it or drawn from it) for <paramref name="idleMs"/> milliseconds; returns how many it gave
+    /// back. Meant to run after each full (generation 2) collection: a queue whose backlogs come back keeps its list; one
+    /// that has had none for a while keeps only <paramref name="keep"/> segments, the most recently retired, so a backlog
+    /// that happened once does not pin its segments for the life of the queue. (Idle time, not "since the last trim":
+    /// code that collects twice in a row, a common idiom, would otherwise trim a list in full use at its second
+    /// collection.)
     /// </summary>
     /// <remarks>
     /// Safe against threads that still hold a reference to a dropped segment from its last incarnation: they can act on
@@ -91,14 +95,12 @@ internal sealed partial class GlobalQueue
     /// on GlobalQueue); a dropped segment is simply never reused, so none of them can succeed, and the collector frees it
     /// once they have let go.
     /// </remarks>
-    public int TrimRetired(int keep)
+    public int TrimRetired(int keep, long idleMs)
     {
-        Debug.Assert(keep >= 0);
+        Debug.Assert(keep >= 0 && idleMs >= 0);
         lock (_segmentLock)
         {
-            bool inUse = _drawnSinceTrim;
-            _drawnSinceTrim = false;
-            if (inUse || _freeCount <= keep)
+            if (_freeCount <= keep || Environment.TickCount64 - _lastFreeListUseMs < idleMs)
             {
                 return 0;
             }

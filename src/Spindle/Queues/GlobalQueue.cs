@@ -37,8 +37,8 @@ namespace Spindle.Queues;
 /// </list>
 /// <para>Recycling. A segment the head has left is <em>retired</em>: it goes onto a free list (at most
 /// <see cref="DefaultMaxRetiredSegments"/>; beyond that it is left to the collector), and a later grow takes it from
-/// there instead of allocating. After each full collection the owner trims the list (<see cref="TrimRetired"/>) unless
-/// a grow drew on it since the last trim. A segment's life from its start (or restart) to its retirement is an
+/// there instead of allocating. After each full collection the owner trims the list (<see cref="TrimRetired"/>) once it
+/// has not been used for a while. A segment's life from its start (or restart) to its retirement is an
 /// <em>incarnation</em>. Who writes what: producers CAS <c>Tail</c> and write the slots they claimed; consumers CAS
 /// <c>Head</c> and free the slots they claimed; everything else (freezing and unfreezing <c>Tail</c>, <c>Next</c>,
 /// <c>Frozen</c>, <c>_headSegment</c>, <c>_tailSegment</c>, the free list, and a reused segment's <c>Head</c> and
@@ -161,12 +161,12 @@ internal sealed partial class GlobalQueue
     /// <summary>Odd while a retirement changes the head and clears a link; written only under the lock.</summary>
     private long _retireStamp;
 
-    // The free list (a stack, so the most recently used segments are reused first), whether a grow took from it since
-    // the last trim, and statistics: under the lock.
+    // The free list (a stack, so the most recently used segments are reused first), when a segment last went into it or
+    // out of it (Environment.TickCount64), and statistics: under the lock.
     private Segment? _freeList;
     private int _freeCount;
     private long _reusedCount;
-    private bool _drawnSinceTrim;
+    private long _lastFreeListUseMs;
 
     /// <summary>A queue that keeps up to <see cref="DefaultMaxRetiredSegments"/> retired segments for reuse.</summary>
     public GlobalQueue()

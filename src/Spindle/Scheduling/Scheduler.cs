@@ -77,15 +77,22 @@ internal sealed class Scheduler
     internal const int GlobalSegmentsKeptByTrim = 16;
 
     /// <summary>
+    /// How long a queue's free list of retired segments must have gone unused before a trim after a full collection
+    /// gives its segments back (see GlobalQueue.TrimRetired): 10 s. Settable for tests.
+    /// </summary>
+    internal long SegmentTrimIdleMs { get; set; } = 10_000;
+
+    /// <summary>
     /// After a full collection (see RetiredSegmentTrimmer): gives back the retired segments of the global queue and of
-    /// each lane that have not been drawn on since the previous one, beyond what each keeps.
+    /// each lane, beyond what each keeps, where no backlog has used them for <see cref="SegmentTrimIdleMs"/>.
     /// </summary>
     public void TrimRetiredSegments()
     {
-        _globalQueue.TrimRetired(GlobalSegmentsKeptByTrim);
+        long idleMs = SegmentTrimIdleMs;
+        _globalQueue.TrimRetired(GlobalSegmentsKeptByTrim, idleMs);
         foreach (Lane lane in Lanes.All)
         {
-            lane.TrimRetiredSegments();
+            lane.TrimRetiredSegments(idleMs);
         }
     }
 

@@ -410,16 +410,18 @@ public sealed class GlobalQueueTests
     }
 
     [Fact]
-    public void TrimRetired_KeepsAFreeListThatGrowsDrawOn_AndGivesBackTheRestOfOneTheyDidNot()
+    public void TrimRetired_KeepsAFreeListUsedWithinTheIdleTime_AndGivesBackTheRestOfAnIdleOne()
     {
-        // Ten segments' worth: nine retired, eight kept.
+        // Ten segments' worth: nine retired just now, eight kept.
         GlobalQueue queue = WarmQueue(maxRetiredSegments: 8, segments: 10);
         Assert.Equal(8, queue.RetiredSegmentCount);
+        Assert.Equal(0, queue.TrimRetired(keep: 2, idleMs: 60_000));
+        Assert.Equal(8, queue.RetiredSegmentCount);
 
-        // Nothing has drawn on the free list: a trim keeps two.
-        Assert.Equal(6, queue.TrimRetired(keep: 2));
+        // Idle for long enough (here: any time at all): the trim keeps two, the most recently retired.
+        Assert.Equal(6, queue.TrimRetired(keep: 2, idleMs: 0));
         Assert.Equal(2, queue.RetiredSegmentCount);
-        Assert.Equal(0, queue.TrimRetired(keep: 2));
+        Assert.Equal(0, queue.TrimRetired(keep: 2, idleMs: 0));
 
         // A backlog of six segments' worth: the first fills the empty head segment again (a ring), the next five draw on
         // the two kept and allocate three; the drain retires the five before the last.
@@ -431,11 +433,9 @@ public sealed class GlobalQueueTests
         Assert.Equal(entries.Length, FillAndDrain(queue, entries, new WorkItemEntry[64]));
         Assert.Equal(2, queue.ReusedSegmentCount);
         Assert.Equal(5, queue.RetiredSegmentCount);
-
-        // The first trim after that draw keeps everything; the next, with no draw in between, trims.
-        Assert.Equal(0, queue.TrimRetired(keep: 1));
+        Assert.Equal(0, queue.TrimRetired(keep: 1, idleMs: 60_000));
         Assert.Equal(5, queue.RetiredSegmentCount);
-        Assert.Equal(4, queue.TrimRetired(keep: 1));
+        Assert.Equal(4, queue.TrimRetired(keep: 1, idleMs: 0));
         Assert.Equal(1, queue.RetiredSegmentCount);
 
         // The queue works on as before: the kept segment is reused, in order.
