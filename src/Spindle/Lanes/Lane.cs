@@ -70,8 +70,8 @@ internal sealed class Lane
     /// Retired segments a lane's queue keeps through a trim after a full collection (4,096 slots, 128 KiB); up to
     /// <see cref="GlobalQueue.DefaultMaxRetiredSegments"/> while backlogs keep coming (see GlobalQueue.TrimRetired).
     /// A lane fed faster than it runs, as a strand often is, would otherwise allocate a 32 KiB segment for every 1,024
-    /// items of its backlog, and keep each alive through collections while the backlog lasts: twice the garbage of the
-    /// items themselves, for a strand of small messages.
+    /// items of its backlog, and keep each alive through collections while the backlog lasts: as much garbage again as
+    /// the items themselves, for a strand of 32-byte messages.
     /// </summary>
     internal const int SegmentsKeptByTrim = 4;
 

@@ -96,9 +96,6 @@ internal sealed class Scheduler
         }
     }
 
-    /// <summary>Retired segments in the global queue's free list (tests and diagnostics).</summary>
-    internal int GlobalRetiredSegmentCount => _globalQueue.RetiredSegmentCount;
-
     /// <summary>Whether shutdown has begun (the admission state is not running).</summary>
     public bool IsShutdownStarted => _state != StateRunning;
 

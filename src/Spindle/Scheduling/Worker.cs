@@ -520,7 +520,7 @@ internal sealed class Worker
     /// <para>A turn that runs short items catches up with a producer that feeds the lane from another thread: it then
     /// takes each item just after it was published. Each take reads the slot's cache line and frees the slot, and the
     /// producer's next write into the same line has to fetch it back, so the two threads pass one line back and forth
-    /// for every item or two (a serial lane fed one item at a time ran at a third of its rate that way). So when the next
+    /// for every item or two. So when the next
     /// item is there but the item <see cref="LaneTurnGap"/> positions further is not yet, the turn waits a moment (at
     /// most <see cref="LaneTurnGapWaits"/> short spins, about 2.5 µs here) for the producer to get that far ahead, and
     /// then takes the next <see cref="LaneTurnGap"/> items without looking again, whether the gap came or not: lines
