@@ -524,7 +524,7 @@ internal sealed class Worker
     /// item is there but the item <see cref="LaneTurnGap"/> positions further is not yet, the turn waits a moment (at
     /// most <see cref="LaneTurnGapWaits"/> short spins, about 2.5 µs here) for the producer to get that far ahead, and
     /// then takes the next <see cref="LaneTurnGap"/> items without looking again, whether the gap came or not: lines
-    /// the producer has finished with. It stops waiting after the first spin in which no new item was published (a
+    /// the producer has finished with (as it does, without waiting, when the gap is already there). It stops waiting after the first spin in which no new item was published (a
     /// burst of a few items, not a producer at work). The looks read slots near the head (never the queue's tail), and
     /// spinning touches nothing shared.</para>
     /// <para>The cost: an item that waits behind fewer than <see cref="LaneTurnGap"/> others in a running turn may start
@@ -540,9 +540,14 @@ internal sealed class Worker
         {
             unwatched--;
         }
-        else if (lane.IsPublishedAhead(0) && !lane.IsPublishedAhead(LaneTurnGap))
+        else if (lane.IsPublishedAhead(0))
         {
-            WaitForGap(lane);
+            // With the gap already there (a backlog), the next items are lines the producer has finished with too:
+            // one look per LaneTurnGap items, not one per item.
+            if (!lane.IsPublishedAhead(LaneTurnGap))
+            {
+                WaitForGap(lane);
+            }
             unwatched = LaneTurnGap - 1;
         }
         return lane.TryTakeNextInTurn(out item);
