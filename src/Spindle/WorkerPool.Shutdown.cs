@@ -199,7 +199,7 @@ public sealed partial class WorkerPool
     /// <summary>
     /// The pool has stopped: wakes the stall monitor and the wait threads so that they exit, and returns every thread
     /// that belonged to the pool and may still be running: workers on their way out and retired ones (their stop hooks),
-    /// dedicated threads, the monitor and the wait threads. Shutdown waits for all of them.
+    /// dedicated threads, the monitor, the relief thread and the wait threads. Shutdown waits for all of them.
     /// </summary>
     private List<Thread> ReleaseThreadsAfterStop()
     {
@@ -207,6 +207,10 @@ public sealed partial class WorkerPool
         if (_threads.ReleaseMonitor() is Thread monitor)
         {
             threads.Add(monitor);
+        }
+        if (_relief.Release() is Thread relief)
+        {
+            threads.Add(relief);
         }
         threads.AddRange(_waits.ReleaseThreads());
         return threads;

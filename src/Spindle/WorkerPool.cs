@@ -47,6 +47,7 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
     private readonly WaitRegistry _waits;
     private readonly TaskBridge _tasks;
     private readonly StallMonitor _monitor;
+    private readonly OutsideRelief _relief;
     private WorkerPoolTimeProvider? _timeProvider;
 
     /// <summary>Creates a pool with default options.</summary>
@@ -72,8 +73,9 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
         _timers = new TimerService(_options, _scheduler, _runner);
         _threads = new ThreadController(this, _options, _scheduler, idle, _runner, _timers);
         _monitor = new StallMonitor(_options, _scheduler, idle, _threads);
-        idle.Connect(_scheduler, _threads, _monitor);
-        _scheduler.Connect(_threads, _monitor);
+        _relief = new OutsideRelief(this, _options, _scheduler, idle, _threads, _runner);
+        idle.Connect(_scheduler, _threads, _monitor, _relief);
+        _scheduler.Connect(_threads, _monitor, _relief);
         _threads.Connect(_monitor);
         if (_options.DetectsStuckItems)
         {
@@ -166,16 +168,16 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
     public long PendingWorkItemCount => _scheduler.PendingCount;
 
     /// <summary>The number of items that have finished running (normally or by throwing) on this pool.</summary>
-    public long CompletedWorkItemCount => _threads.WorkerCompletedCount + _dedicated.CompletedCount + _runner.LeftoversCompleted;
+    public long CompletedWorkItemCount => _threads.WorkerCompletedCount + _dedicated.CompletedCount + _relief.CompletedCount + _runner.LeftoversCompleted;
 
     /// <summary>Whether <see cref="Dispose"/> or <see cref="Shutdown(ShutdownMode)"/> has been called.</summary>
     public bool IsShutdownStarted => _scheduler.IsShutdownStarted;
 
     /// <summary>
-    /// The pool that owns the calling thread (one of its workers or dedicated long-running threads), or
-    /// <see langword="null"/> on any other thread.
+    /// The pool that owns the calling thread (one of its workers, its dedicated long-running threads or its relief
+    /// thread, see <see cref="WorkerPoolOptions.OutsideWorkReliefDelay"/>), or <see langword="null"/> on any other thread.
     /// </summary>
-    public static WorkerPool? Current => Worker.Current?.Pool ?? DedicatedThreads.CurrentPool;
+    public static WorkerPool? Current => Worker.Current?.Pool ?? DedicatedThreads.CurrentPool ?? OutsideRelief.CurrentPool;
 
     /// <summary>
     /// Raised on the worker thread when a work item throws (and when a worker hook throws). Handlers run one at a

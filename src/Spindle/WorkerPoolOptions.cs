@@ -70,6 +70,28 @@ public sealed class WorkerPoolOptions
     /// </remarks>
     public TimeSpan StuckItemThreshold { get; set; } = TimeSpan.FromSeconds(30);
 
+    /// <summary>
+    /// How long work queued from outside the pool may wait, while every worker is inside a long item, before the pool's
+    /// relief thread runs it. Defaults to 20 µs (the shortest delay after which Go's scheduler takes a processor back
+    /// from a thread stuck in a system call); <see cref="Timeout.InfiniteTimeSpan"/> turns relief off. Must be between
+    /// 1 µs and 1 s, or infinite.
+    /// </summary>
+    /// <remarks>
+    /// <para>A busy worker looks at the pool's queue for outside work about every 100 µs of work, but only between items:
+    /// no item is ever interrupted. So behind items of 1 ms an item queued from outside (by a request handler, a timer, a
+    /// socket completion) waits for the first running item to end, about a third of a millisecond at the median on two
+    /// workers, and behind items of 10 ms ten times that. The relief thread bounds that wait: once no worker has taken
+    /// outside work for this long while items wait and no worker is free, it runs the oldest outside items itself until
+    /// a worker takes outside work again or none is left, and then sleeps.</para>
+    /// <para>It is one thread more than the cores while it runs (the relieved items share the cores with the long
+    /// items), so it counts against <see cref="MaxThreads"/>: a pool at its maximum, such as a one-thread pool used to
+    /// run items one at a time, never gets one. It is created the first time a pool needs it and stops with the pool;
+    /// it takes only the pool's own queue's items, never a lane's, and the workers' hooks
+    /// (<see cref="OnWorkerStarted"/>, <see cref="OnWorkerStopping"/>) run on it too. Pools whose workers run short
+    /// items never arm it: it watches only while some worker's items are as long as its look interval.</para>
+    /// </remarks>
+    public TimeSpan OutsideWorkReliefDelay { get; set; } = TimeSpan.FromMicroseconds(20);
+
     /// <summary>Called on each worker thread when it starts, before it runs any item. Exceptions go through <see cref="ExceptionPolicy"/>.</summary>
     public Action? OnWorkerStarted { get; set; }
 
@@ -147,6 +169,12 @@ public sealed class WorkerPoolOptions
         {
             throw new ArgumentOutOfRangeException(nameof(StuckItemThreshold), StuckItemThreshold,
                 "The stuck-item threshold must be between 1 ms and int.MaxValue ms, or Timeout.InfiniteTimeSpan to turn detection off.");
+        }
+        if (OutsideWorkReliefDelay != Timeout.InfiniteTimeSpan
+            && (OutsideWorkReliefDelay < TimeSpan.FromMicroseconds(1) || OutsideWorkReliefDelay > TimeSpan.FromSeconds(1)))
+        {
+            throw new ArgumentOutOfRangeException(nameof(OutsideWorkReliefDelay), OutsideWorkReliefDelay,
+                "The outside work relief delay must be between 1 µs and 1 s, or Timeout.InfiniteTimeSpan to turn relief off.");
         }
         if (StackSize != 0)
         {

@@ -33,7 +33,7 @@ public sealed class WorkerPoolFairnessTests
         // only by the ring's ageing rule (one per look, after 20 ms): about 18 s for the backlog. Taken from the global
         // queue one per look, they drain alongside the chain, one per chain item (about 0.3 s here).
         using WorkerPool pool = CreatePool(threads: 1);
-        using var chain = new Chain(pool, TimeSpan.FromMilliseconds(1), viaSlot: true);
+        using var chain = new SpinChain(pool, TimeSpan.FromMilliseconds(1), viaSlot: true);
         chain.Start();
         Assert.True(chain.WaitForItems(5, Generous), "The chain did not start.");
 
@@ -149,8 +149,8 @@ public sealed class WorkerPoolFairnessTests
         }
         Assert.True(warm.Wait(Generous));
 
-        using var first = new Chain(pool, TimeSpan.FromMilliseconds(40), viaSlot);
-        using var second = new Chain(pool, TimeSpan.FromMilliseconds(40), viaSlot);
+        using var first = new SpinChain(pool, TimeSpan.FromMilliseconds(40), viaSlot);
+        using var second = new SpinChain(pool, TimeSpan.FromMilliseconds(40), viaSlot);
         first.Start();
         second.Start();
         Assert.True(first.WaitForItems(2, Generous) && second.WaitForItems(2, Generous), "The chains did not start.");
@@ -230,72 +230,5 @@ public sealed class WorkerPoolFairnessTests
     private sealed class LocalProbe(Action action) : IWorkItem
     {
         public void Execute() => action();
-    }
-
-    /// <summary>A chain of items that each spin for their length and then queue the next to the running worker.</summary>
-    private sealed class Chain(WorkerPool pool, TimeSpan length, bool viaSlot) : IWorkItem, IDisposable
-    {
-        private readonly long _ticks = (long)(length.TotalSeconds * Stopwatch.Frequency);
-        private readonly ManualResetEventSlim _stopped = new();
-        private volatile bool _stopping;
-        private long _ran;
-
-        public bool Faulted { get; private set; }
-
-        public void Start() => pool.UnsafeQueueUserWorkItem(this, preferLocal: false);
-
-        public bool WaitForItems(long count, TimeSpan timeout)
-        {
-            var clock = Stopwatch.StartNew();
-            while (Interlocked.Read(ref _ran) < count)
-            {
-                if (clock.Elapsed > timeout)
-                {
-                    return false;
-                }
-                Thread.Sleep(1);
-            }
-            return true;
-        }
-
-        public void Execute()
-        {
-            try
-            {
-                long until = Stopwatch.GetTimestamp() + _ticks;
-                while (Stopwatch.GetTimestamp() < until)
-                {
-                    Thread.SpinWait(8);
-                }
-                Interlocked.Increment(ref _ran);
-                if (_stopping)
-                {
-                    _stopped.Set();
-                    return;
-                }
-                if (viaSlot)
-                {
-                    pool.UnsafeQueueUserWorkItem(this, preferLocal: true);
-                }
-                else
-                {
-                    // A delegate with a state: the ring, not the slot.
-                    pool.UnsafeQueueUserWorkItem(static self => self.Execute(), this, preferLocal: true);
-                }
-            }
-            catch (Exception)
-            {
-                Faulted = true;
-                _stopped.Set();
-                throw;
-            }
-        }
-
-        public void Dispose()
-        {
-            _stopping = true;
-            _stopped.Wait(Generous);
-            _stopped.Dispose();
-        }
     }
 }

@@ -26,6 +26,7 @@ public sealed class WorkerPoolOptionsTests
         Assert.Null(options.OnWorkerStarted);
         Assert.Null(options.OnWorkerStopping);
         Assert.Equal(UnhandledExceptionPolicy.FailProcess, options.ExceptionPolicy);
+        Assert.Equal(TimeSpan.FromMicroseconds(20), options.OutsideWorkReliefDelay);
     }
 
     [Fact]
@@ -363,5 +364,27 @@ public sealed class WorkerPoolOptionsTests
         Assert.Equal(System.Threading.Timeout.InfiniteTimeSpan, pool.IdleTimeout);
         using var short1 = new WorkerPool(new WorkerPoolOptions { IdleTimeout = TimeSpan.FromMilliseconds(1) });
         Assert.Equal(TimeSpan.FromMilliseconds(1), short1.IdleTimeout);
+    }
+
+    [Theory]
+    [InlineData(0)]
+    [InlineData(-1)]
+    [InlineData(0.5)]
+    [InlineData(1_000_001)]
+    public void OutsideWorkReliefDelay_OutOfRange_IsRejected(double microseconds)
+    {
+        var options = new WorkerPoolOptions { OutsideWorkReliefDelay = TimeSpan.FromMicroseconds(microseconds) };
+        var exception = Assert.Throws<ArgumentOutOfRangeException>(() => new WorkerPool(options));
+        Assert.Equal(nameof(WorkerPoolOptions.OutsideWorkReliefDelay), exception.ParamName);
+    }
+
+    [Fact]
+    public void OutsideWorkReliefDelay_AcceptsItsLimits_AndInfinite()
+    {
+        foreach (TimeSpan delay in new[] { TimeSpan.FromMicroseconds(1), TimeSpan.FromSeconds(1), System.Threading.Timeout.InfiniteTimeSpan })
+        {
+            using var pool = new WorkerPool(new WorkerPoolOptions { OutsideWorkReliefDelay = delay });
+            Assert.Equal(0, pool.ThreadCount);
+        }
     }
 }

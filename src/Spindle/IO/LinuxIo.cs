@@ -32,6 +32,12 @@ internal static unsafe partial class LinuxIo
     public const int EAgain = 11;
     public const int EInProgress = 115;
 
+    /// <summary><c>prctl</c>'s option that sets the calling thread's timer slack, in nanoseconds.</summary>
+    public const int PrSetTimerSlack = 29;
+
+    [LibraryImport(Libc, EntryPoint = "prctl")]
+    public static partial int Prctl(int option, nuint arg2, nuint arg3, nuint arg4, nuint arg5);
+
     [LibraryImport(Libc, EntryPoint = "epoll_create1", SetLastError = true)]
     public static partial int EpollCreate1(int flags);
 

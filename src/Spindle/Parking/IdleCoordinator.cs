@@ -66,6 +66,7 @@ internal sealed class IdleCoordinator
     private Scheduler _scheduler = null!;
     private ThreadController _threads = null!;
     private StallMonitor _monitor = null!;
+    private OutsideRelief _relief = null!;
 
     public IdleCoordinator(WorkerPoolOptions options)
     {
@@ -74,11 +75,12 @@ internal sealed class IdleCoordinator
         _idleTimeoutMs = options.IdleTimeoutMilliseconds;
     }
 
-    public void Connect(Scheduler scheduler, ThreadController threads, StallMonitor monitor)
+    public void Connect(Scheduler scheduler, ThreadController threads, StallMonitor monitor, OutsideRelief relief)
     {
         _scheduler = scheduler;
         _threads = threads;
         _monitor = monitor;
+        _relief = relief;
     }
 
     /// <summary>Parked workers (a snapshot).</summary>
@@ -93,34 +95,45 @@ internal sealed class IdleCoordinator
     {
         if (Volatile.Read(ref _searching.Value) == 0)
         {
-            WakeWorkerIfNeededSlow();
+            _ = WakeWorkerIfNeededSlow();
         }
     }
 
+    /// <summary>
+    /// <see cref="WakeWorkerIfNeeded"/> for an item just queued on the global queue: when no worker is free to take it
+    /// (none parked, none searching, none to add), the relief thread may have to (see <see cref="OutsideRelief"/>).
+    /// </summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    public void WakeWorkerForOutsideWork()
+    {
+        if (Volatile.Read(ref _searching.Value) == 0 && !WakeWorkerIfNeededSlow())
+        {
+            _relief.OnOutsideWorkUnattended();
+        }
+    }
+
+    /// <summary>Returns false when nobody was free to wake and no thread was added.</summary>
     [MethodImpl(MethodImplOptions.NoInlining)]
-    private void WakeWorkerIfNeededSlow()
+    private bool WakeWorkerIfNeededSlow()
     {
         if (_idle.Count == 0)
         {
             // Nobody to wake: maybe the pool has not reached its thread target yet.
-            if (_threads.IsBelowTarget)
-            {
-                _threads.TryAddWorker(ThreadInjectionReason.Demand);
-            }
-            return;
+            return _threads.IsBelowTarget && _threads.TryAddWorker(ThreadInjectionReason.Demand);
         }
         if (Interlocked.CompareExchange(ref _searching.Value, 1, 0) != 0)
         {
-            return; // someone started searching meanwhile
+            return true; // someone started searching meanwhile
         }
         Worker? worker = _idle.TryPop();
         if (worker is null)
         {
             Interlocked.Decrement(ref _searching.Value);
-            return;
+            return false;
         }
         worker.WokenAsSearcher = true;
         worker.Blocker.Signal();
+        return true;
     }
 
     /// <summary>

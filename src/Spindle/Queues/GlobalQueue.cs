@@ -383,6 +383,24 @@ internal sealed partial class GlobalQueue
         return Volatile.Read(ref segment.Slots[position & Mask].Sequence) == position + 1;
     }
 
+    /// <summary>
+    /// A mark of the consumers' progress: the head segment and its head position. It changes with every take and never
+    /// recurs (a segment's head strictly increases over its whole life, see the remarks), so two equal marks read at two
+    /// moments mean that nobody took an item in between (or the segment was retired and reused exactly to the same
+    /// position, which the strictly increasing head rules out).
+    /// </summary>
+    public Mark HeadMark
+    {
+        get
+        {
+            Segment segment = Volatile.Read(ref _headSegment);
+            return new Mark(segment, Volatile.Read(ref segment.Head.Value));
+        }
+    }
+
+    /// <summary>See <see cref="HeadMark"/>.</summary>
+    public readonly record struct Mark(object? Segment, long Head);
+
     /// <summary>Whether a consumer would find nothing right now, counting claimed but unpublished positions as items.</summary>
     public bool IsEmpty
     {

@@ -64,11 +64,15 @@ internal sealed class Scheduler
 
     public PoolMetrics Metrics => _metrics;
 
-    public void Connect(ThreadController threads, StallMonitor monitor)
+    public void Connect(ThreadController threads, StallMonitor monitor, OutsideRelief relief)
     {
         _threads = threads;
         _monitor = monitor;
+        Relief = relief;
     }
+
+    /// <summary>The relief thread's component (set once by Connect): workers tell it when their items turn long.</summary>
+    public OutsideRelief Relief { get; private set; } = null!;
 
     /// <summary>
     /// Retired segments the global queue keeps through a trim (16,384 slots, 512 KiB): a pool that queues from outside
@@ -186,7 +190,7 @@ internal sealed class Scheduler
             return false;
         }
         // preferLocal: false (or a caller outside the pool) asks for the item to be shared: wake a helper if needed.
-        _idle.WakeWorkerIfNeeded();
+        _idle.WakeWorkerForOutsideWork();
         return true;
     }
 
@@ -212,7 +216,7 @@ internal sealed class Scheduler
         {
             return false;
         }
-        _idle.WakeWorkerIfNeeded();
+        _idle.WakeWorkerForOutsideWork();
         return true;
     }
 
@@ -252,6 +256,12 @@ internal sealed class Scheduler
 
     /// <summary>A worker's ring overflowed: its oldest items move to the global queue, open or closed (they were accepted).</summary>
     public void EnqueueOverflow(in WorkItemEntry entry) => _globalQueue.EnqueueAlways(entry);
+
+    /// <summary>A mark of the global queue's consumers' progress (see <see cref="GlobalQueue.HeadMark"/>).</summary>
+    public GlobalQueue.Mark GlobalHeadMark => _globalQueue.HeadMark;
+
+    /// <summary>Whether the global queue holds nothing right now.</summary>
+    public bool IsGlobalQueueEmpty => _globalQueue.IsEmpty;
 
     /// <summary>Takes up to <paramref name="destination"/>'s length from the global queue, oldest first.</summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]

@@ -182,6 +182,8 @@ internal sealed class Worker
     private int _fairnessInterval = FairnessInterval;
     private long _lastFairnessLook;
     private bool _lookTookOutside;  // owner only: the last look returned an outside item (see LookOutside)
+    private bool _countedLongItems; // owner only: counted in the relief's long-item workers (see NoteItemLength)
+    private bool _longLookStreak;   // owner only: the previous timed look found a long item (see NoteItemLength)
     private long _bottomTop = -1;   // owner only: the ring's top index at the last fairness look
     private long _bottomSince;      // owner only: when that top index was first seen
     private Backoff _backoff;
@@ -287,6 +289,7 @@ internal sealed class Worker
         {
             _runningCallback = null;
             IsExiting = true;
+            LeaveLongItemCount();
             try
             {
                 _runner.RunHook(_options.OnWorkerStopping);
@@ -319,10 +322,45 @@ internal sealed class Worker
             // The next look outside times the work after the wake, not the idle spell (which would cut the interval
             // to one item and cost a clock read per item for the first looks of every busy spell).
             _lastFairnessLook = 0;
+            LeaveLongItemCount(); // a parked worker is woken for outside work: the relief need not watch for it
             if (!_idle.Park(this))
             {
                 return; // shutting down and nothing left to run, or retired
             }
+        }
+    }
+
+    /// <summary>
+    /// How long (in Stopwatch ticks) one item must take, at two looks running, before this worker counts as being in
+    /// long items for the relief thread: 200 µs, twice a look's target. Shorter items are looked past after each item
+    /// anyway, so outside work waits for them no longer than about that; and a single long spell is more often this
+    /// thread being descheduled than a long item.
+    /// </summary>
+    private static readonly long s_longItemTicks = FairnessLookTicks * 2;
+
+    /// <summary>
+    /// Owner only, at a look that timed its interval: enters or leaves the relief's count of workers in long items (see
+    /// <see cref="OutsideRelief"/>). Only transitions touch the shared count, so short items cost nothing more.
+    /// </summary>
+    private void NoteItemLength(int interval, long elapsed)
+    {
+        bool longItem = interval == 1 && _lastFairnessLook != 0 && elapsed >= s_longItemTicks * Math.Max(1, _fairnessInterval - _fairnessCountdown);
+        bool counted = longItem && _longLookStreak;
+        _longLookStreak = longItem;
+        if (counted != _countedLongItems)
+        {
+            _countedLongItems = counted;
+            Scheduler.Relief.NoteLongItems(counted);
+        }
+    }
+
+    /// <summary>Owner only: leaves the relief's count of workers in long items, if this worker is in it.</summary>
+    private void LeaveLongItemCount()
+    {
+        if (_countedLongItems)
+        {
+            _countedLongItems = false;
+            Scheduler.Relief.NoteLongItems(false);
         }
     }
 
@@ -805,6 +843,7 @@ internal sealed class Worker
             long fitting = ran * FairnessLookTicks / elapsed;
             interval = (int)Math.Clamp(fitting, 1, Math.Min(4L * interval, FairnessInterval));
         }
+        NoteItemLength(interval, elapsed);
         _fairnessInterval = interval;
         _fairnessCountdown = interval;
         _lastFairnessLook = now;

@@ -1,0 +1,332 @@
+using System;
+using System.Diagnostics;
+using System.Runtime.CompilerServices;
+using System.Threading;
+using Spindle.Parking;
+using Spindle.Queues;
+using Spindle.Scheduling;
+
+namespace Spindle.Threading;
+
+/// <summary>
+/// The relief thread: bounds in time how long work queued from outside the pool waits while every worker is inside a
+/// long item. A busy worker looks at the global queue about every 100 µs of work, but only between items, so behind
+/// items of 1 ms an outside item waits for the first of them to end (on two workers, about 0.3 ms at the median and
+/// 0.9 ms at the 99th percentile; behind 10 ms items, ten times that). No worker can be interrupted, so the bound needs a
+/// thread that is not inside an item: this one, which runs the oldest outside items itself once nobody has taken any
+/// for <see cref="WorkerPoolOptions.OutsideWorkReliefDelay"/>, and goes back to sleep as soon as a worker takes outside
+/// work again or the queue is empty.
+/// </summary>
+/// <remarks>
+/// <para>The cost is one thread above the cores while it runs (the items it relieves share the cores with the long
+/// items), so it acts only under the condition above and counts against <see cref="WorkerPoolOptions.MaxThreads"/>: a
+/// pool at its maximum (a pool of one thread used as a serial executor, say) never gets one, nor does a pool with
+/// relief turned off. It takes only the pool's own queue's items (a lane's items stay under the lane's cap). The bound
+/// holds while the thread is free: an outside item that itself runs long holds it. The thread is created at the first
+/// relief the pool needs and lives until the pool stops.</para>
+/// <para>Arming, a filter on the enqueue path. A global enqueue that found no worker to wake (none parked, none
+/// searching) calls <see cref="OnOutsideWorkUnattended"/>. That does nothing unless some worker's last look found its
+/// items as long as the look interval (<see cref="NoteLongItems"/>: workers in short items look within about 100 µs
+/// anyway) and the thread is not armed already; otherwise it claims <see cref="_armed"/> 0 -> 1 (so a burst arms it
+/// once), stores the time and signals the thread. So a burst of short items, the common shape, costs two plain loads
+/// per enqueue and never wakes this thread.</para>
+/// <para>Watching (this thread only). From the arming time it waits one delay, then compares the global queue's head
+/// mark (<see cref="GlobalQueue.HeadMark"/>, which changes with every take) with the mark at its wake: if a worker took
+/// outside work meanwhile, or a worker is parked or searching, it watches one more delay; if the queue is empty it
+/// disarms. Otherwise nobody took outside work for a whole delay: it takes the oldest item and runs it, then, if no
+/// worker took outside work while it ran, the next one at once (it has waited at least as long).</para>
+/// <para>Disarming: the thread stores <see cref="_armed"/> = 0, fences, then looks at the queue once more. An enqueue's
+/// claim is a full fence before its read of <see cref="_armed"/>, so either that read sees 0 (and arms again) or this
+/// look sees the item (and the thread arms itself again). Nothing is lost either way: an item the relief does not take
+/// is taken by a worker at its next look, as it would be without relief.</para>
+/// <para>Items run here as on a dedicated thread (<see cref="ItemRunner.RunOnPoolThread"/>, the thread state reset
+/// after each, the worker hooks at start and exit), each under a drain hold taken before the admission state is read,
+/// so a shutdown either is seen before the take (and the workers drain the queue) or waits for the item. Shutdown
+/// with <see cref="ShutdownMode.CancelPending"/> cancels what this thread has not taken.</para>
+/// <para>State: <see cref="_armed"/> (atomics: enqueuers claim it, this thread clears it), <see cref="_armedAt"/> (the
+/// claimer, before its signal), <see cref="_longItemWorkers"/> (atomics, by workers at their transitions),
+/// <see cref="_thread"/> and <see cref="_released"/> (under <see cref="_lock"/>), the counts (this thread).</para>
+/// </remarks>
+internal sealed class OutsideRelief
+{
+    [ThreadStatic]
+    private static WorkerPool? t_currentPool;
+
+    private readonly Lock _lock = new();
+    private readonly WorkerPool _pool;
+    private readonly WorkerPoolOptions _options;
+    private readonly Scheduler _scheduler;
+    private readonly IdleCoordinator _idle;
+    private readonly ThreadController _threads;
+    private readonly ItemRunner _runner;
+    private readonly ThreadBlocker _blocker;
+    private readonly long _delayTicks;   // 0: relief is off
+    private PaddedInt32 _armed;          // 0: asleep or about to be; 1: armed (see the remarks)
+    private PaddedInt32 _longItemWorkers;
+    private long _armedAt;
+    private Thread? _thread;
+    private bool _released;
+    private bool _creationFailed;
+    private long _completed;
+    private long _reliefs;
+    private readonly WorkItemEntry[] _one = new WorkItemEntry[1]; // this thread's take buffer
+
+    public OutsideRelief(WorkerPool pool, WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, ThreadController threads, ItemRunner runner)
+    {
+        _pool = pool;
+        _options = options;
+        _scheduler = scheduler;
+        _idle = idle;
+        _threads = threads;
+        _runner = runner;
+        _blocker = options.BlockerKind is BlockerKind kind ? ThreadBlocker.Create(kind) : ThreadBlocker.Create();
+        TimeSpan delay = options.OutsideWorkReliefDelay;
+        _delayTicks = delay == Timeout.InfiniteTimeSpan ? 0 : Math.Max(1, (long)(delay.TotalSeconds * Stopwatch.Frequency));
+    }
+
+    /// <summary>The pool whose relief thread is the calling thread, or null.</summary>
+    public static WorkerPool? CurrentPool => t_currentPool;
+
+    /// <summary>Whether relief is on for this pool.</summary>
+    public bool IsEnabled => _delayTicks != 0;
+
+    /// <summary>Items the relief thread has run to completion.</summary>
+    public long CompletedCount => Interlocked.Read(ref _completed);
+
+    /// <summary>Times the relief thread found outside work untouched for a whole delay and began to run it (tests, diagnostics).</summary>
+    public long ReliefCount => Interlocked.Read(ref _reliefs);
+
+    /// <summary>
+    /// A worker's look found its items about as long as the look interval, or no longer so (<paramref name="longItems"/>
+    /// false); called at each transition only, and with false when a worker that was counted parks or exits.
+    /// </summary>
+    public void NoteLongItems(bool longItems)
+    {
+        int count = longItems ? Interlocked.Increment(ref _longItemWorkers.Value) : Interlocked.Decrement(ref _longItemWorkers.Value);
+        Debug.Assert(count >= 0, "A worker leaves the count only after entering it.");
+    }
+
+    /// <summary>A global enqueue found no worker to wake: arms the relief if every worker may be inside a long item.</summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    public void OnOutsideWorkUnattended()
+    {
+        if (Volatile.Read(ref _longItemWorkers.Value) != 0 && Volatile.Read(ref _armed.Value) == 0)
+        {
+            Arm();
+        }
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private void Arm()
+    {
+        if (_delayTicks == 0 || _threads.ThreadCount >= _threads.MaxThreads)
+        {
+            return; // off, or the pool may not have a thread more
+        }
+        if (Interlocked.CompareExchange(ref _armed.Value, 1, 0) != 0)
+        {
+            return;
+        }
+        Volatile.Write(ref _armedAt, Stopwatch.GetTimestamp());
+        if (Volatile.Read(ref _thread) is null && !TryStartThread())
+        {
+            Volatile.Write(ref _armed.Value, 0);
+            return;
+        }
+        _blocker.Signal();
+    }
+
+    private bool TryStartThread()
+    {
+        lock (_lock)
+        {
+            if (_thread is not null)
+            {
+                return true;
+            }
+            if (_released || _creationFailed)
+            {
+                return false;
+            }
+            try
+            {
+                Thread thread = PoolThread.Create(_options, Main, $"{_options.ThreadNamePrefix ?? _options.Name} relief");
+                thread.UnsafeStart();
+                Volatile.Write(ref _thread, thread);
+                return true;
+            }
+            catch (Exception)
+            {
+                // Relief is an improvement, never a requirement: the workers still take the queue's items at their looks.
+                _creationFailed = true;
+                return false;
+            }
+        }
+    }
+
+    /// <summary>The pool has stopped: wakes the thread so that it exits, and returns it (null if none was started).</summary>
+    public Thread? Release()
+    {
+        Thread? thread;
+        lock (_lock)
+        {
+            _released = true;
+            thread = _thread;
+        }
+        _blocker.Signal();
+        return thread;
+    }
+
+    private void Main()
+    {
+        t_currentPool = _pool;
+        ItemRunner.OnPoolThreadStarted();
+        NarrowTimerSlack();
+        var threadState = new PoolThreadState(_options.UseBackgroundThreads);
+        try
+        {
+            _runner.RunHook(_options.OnWorkerStarted);
+            // The release is checked before every sleep: a release that came while watching may have had its signal
+            // taken by the watch's own timed sleep.
+            while (!Volatile.Read(ref _released))
+            {
+                _blocker.Wait();
+                if (!Volatile.Read(ref _released) && Volatile.Read(ref _armed.Value) != 0)
+                {
+                    Watch(ref threadState);
+                }
+            }
+        }
+        finally
+        {
+            try
+            {
+                _runner.RunHook(_options.OnWorkerStopping);
+            }
+            finally
+            {
+                t_currentPool = null;
+            }
+        }
+    }
+
+    /// <summary>
+    /// Linux lets a timed sleep end up to the thread's timer slack late (50 µs by default), as much again as the default
+    /// delay: this thread's sleeps are its measure of the delay, so it asks for 1 µs. Elsewhere the blockers' own
+    /// resolution applies.
+    /// </summary>
+    private static void NarrowTimerSlack()
+    {
+        if (!OperatingSystem.IsLinux())
+        {
+            return;
+        }
+        try
+        {
+            _ = Spindle.IO.LinuxIo.Prctl(Spindle.IO.LinuxIo.PrSetTimerSlack, 1_000, 0, 0, 0);
+        }
+        catch (Exception exception) when (exception is DllNotFoundException or EntryPointNotFoundException)
+        {
+            // No libc prctl: the default slack only makes the relief later.
+        }
+    }
+
+    /// <summary>Armed: watches the global queue until it is empty, relieving it whenever nobody took from it for a delay.</summary>
+    private void Watch(ref PoolThreadState threadState)
+    {
+        GlobalQueue.Mark mark = _scheduler.GlobalHeadMark;
+        long deadline = Volatile.Read(ref _armedAt) + _delayTicks;
+        while (true)
+        {
+            if (_blocker.WaitUntil(deadline) && Volatile.Read(ref _released))
+            {
+                return; // a signal while armed is a release (enqueuers signal only when they arm)
+            }
+            if (Stopwatch.GetTimestamp() < deadline)
+            {
+                continue; // a stale signal from an earlier arming
+            }
+            if (_scheduler.IsShutdownStarted || _scheduler.IsGlobalQueueEmpty)
+            {
+                if (!TryDisarm())
+                {
+                    return;
+                }
+                // Work arrived while disarming and this thread armed itself again: watch it from now.
+                mark = _scheduler.GlobalHeadMark;
+                deadline = Stopwatch.GetTimestamp() + _delayTicks;
+                continue;
+            }
+            GlobalQueue.Mark now = _scheduler.GlobalHeadMark;
+            if (!now.Equals(mark) || _idle.SearchingCount != 0 || _idle.IdleCount != 0)
+            {
+                // A worker took outside work within the delay, or one is free to: the workers are keeping up.
+                mark = now;
+                deadline = Stopwatch.GetTimestamp() + _delayTicks;
+                continue;
+            }
+            // Nobody took outside work for a whole delay: run the oldest item here, and the next ones while the workers
+            // still take none.
+            Interlocked.Increment(ref _reliefs);
+            while (RunOldest(ref threadState, out mark) && _scheduler.GlobalHeadMark.Equals(mark) && !_scheduler.IsShutdownStarted)
+            {
+            }
+            mark = _scheduler.GlobalHeadMark;
+            deadline = Stopwatch.GetTimestamp() + _delayTicks;
+        }
+    }
+
+    /// <summary>
+    /// Clears the armed flag, then looks at the queue once more (see the remarks). Returns true when work arrived
+    /// meanwhile and this thread armed itself again (the caller keeps watching), false when it should sleep.
+    /// </summary>
+    private bool TryDisarm()
+    {
+        Volatile.Write(ref _armed.Value, 0);
+        Interlocked.MemoryBarrier();
+        if (_scheduler.IsShutdownStarted || _scheduler.IsGlobalQueueEmpty)
+        {
+            return false;
+        }
+        // An enqueue that read the flag before the store skipped the arming: arm again for it, unless an enqueue after
+        // the store did (then its signal wakes this thread at once).
+        return Interlocked.CompareExchange(ref _armed.Value, 1, 0) == 0;
+    }
+
+    /// <summary>
+    /// Takes the oldest item of the global queue and runs it under a drain hold. Returns false when there was none or
+    /// the pool is shutting down (the workers drain the queue then); <paramref name="mark"/> is the head mark right
+    /// after the take, so that the caller can tell whether a worker took outside work while the item ran.
+    /// </summary>
+    private bool RunOldest(ref PoolThreadState threadState, out GlobalQueue.Mark mark)
+    {
+        mark = default;
+        Span<WorkItemEntry> one = _one;
+        // The hold first, then the state: a shutdown either is seen here or sees the hold and waits for the item.
+        _threads.AcquireDrainHold();
+        try
+        {
+            if (_scheduler.IsShutdownStarted || _scheduler.TryDequeueGlobalBatch(one) == 0)
+            {
+                return false;
+            }
+            mark = _scheduler.GlobalHeadMark;
+            WorkItemEntry item = one[0];
+            one[0] = default;
+            try
+            {
+                _runner.RunOnPoolThread(ref item);
+            }
+            finally
+            {
+                Interlocked.Increment(ref _completed);
+                threadState.Reset();
+            }
+            return true;
+        }
+        finally
+        {
+            _threads.ReleaseDrainHold();
+        }
+    }
+}
