@@ -57,10 +57,17 @@ internal sealed class SpinChain(WorkerPool pool, TimeSpan length, bool viaSlot, 
         }
     }
 
+    /// <summary>
+    /// Stops the chain after the item in progress and waits for it; on a pool that has been shut down (and has stopped:
+    /// call it after <c>Shutdown</c> returns) nothing runs any more, and a next item the shutdown cancelled never will.
+    /// </summary>
     public void Dispose()
     {
         _stopping = true;
-        _stopped.Wait(Waits.MustHappen);
+        if (!pool.IsShutdownStarted)
+        {
+            _stopped.Wait(Waits.MustHappen);
+        }
         _stopped.Dispose();
     }
 }
