@@ -231,7 +231,8 @@ public sealed class WorkerPoolReliefTests
                         Thread.Sleep(i % 60 == 59 ? 1 : 0);
                     }
                 }
-            }) { IsBackground = true };
+            })
+            { IsBackground = true };
             threads[p].Start();
         }
 
