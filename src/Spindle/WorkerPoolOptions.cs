@@ -84,8 +84,8 @@ public sealed class WorkerPoolOptions
     /// outside work for this long while items wait and no worker is free, it runs the oldest outside items itself until
     /// a worker takes outside work again or none is left, and then sleeps.</para>
     /// <para>It is one thread more than the cores while it runs (the relieved items share the cores with the long
-    /// items), so it counts against <see cref="MaxThreads"/>: a pool at its maximum, such as a one-thread pool used to
-    /// run items one at a time, never gets one. It is created the first time a pool needs it and stops with the pool;
+    /// items), so it counts against <see cref="MaxThreads"/>: it takes an item only while the pool has fewer workers than
+    /// that, and a pool at its maximum, such as a one-thread pool used to run items one at a time, never gets one. It is created the first time a pool needs it and stops with the pool;
     /// it takes only the pool's own queue's items, never a lane's, and the workers' hooks
     /// (<see cref="OnWorkerStarted"/>, <see cref="OnWorkerStopping"/>) run on it too. Pools whose workers run short
     /// items never arm it: it watches only while some worker's items are as long as its look interval.</para>

@@ -19,9 +19,10 @@ namespace Spindle.Threading;
 /// </summary>
 /// <remarks>
 /// <para>The cost is one thread above the cores while it runs (the items it relieves share the cores with the long
-/// items), so it acts only under the condition above and counts against <see cref="WorkerPoolOptions.MaxThreads"/>: a
-/// pool at its maximum (a pool of one thread used as a serial executor, say) never gets one, nor does a pool with
-/// relief turned off. It takes only the pool's own queue's items (a lane's items stay under the lane's cap). The bound
+/// items), so it acts only under the condition above and counts against <see cref="WorkerPoolOptions.MaxThreads"/>: it
+/// is armed, and takes each item, only while the pool has fewer workers than its maximum, so a pool at its maximum (a
+/// pool of one thread used as a serial executor, say) never runs an item on it, nor does a pool with relief turned off.
+/// (A worker the controller adds while the relief thread is inside an item can exceed the maximum by that one item.) It takes only the pool's own queue's items (a lane's items stay under the lane's cap). The bound
 /// holds while the thread is free: an outside item that itself runs long holds it. The thread is created at the first
 /// relief the pool needs and lives until the pool stops.</para>
 /// <para>Arming, a filter on the enqueue path. A global enqueue that found no worker to wake (none parked, none
@@ -211,8 +212,8 @@ internal sealed class OutsideRelief
     }
 
     /// <summary>
-    /// Linux lets a timed sleep end up to the thread's timer slack late (50 µs by default), as much again as the default
-    /// delay: this thread's sleeps are its measure of the delay, so it asks for 1 µs. Elsewhere the blockers' own
+    /// Linux lets a timed sleep end up to the thread's timer slack late (50 µs by default, more than twice the default
+    /// delay): this thread's sleeps are its measure of the delay, so it asks for 1 µs. Elsewhere the blockers' own
     /// resolution applies.
     /// </summary>
     private static void NarrowTimerSlack()
@@ -265,6 +266,13 @@ internal sealed class OutsideRelief
                 deadline = Stopwatch.GetTimestamp() + _delayTicks;
                 continue;
             }
+            if (_threads.ThreadCount >= _threads.MaxThreads)
+            {
+                // The pool has reached its maximum since the arming: this thread may not add one more. Disarmed without
+                // the look again: the workers take what waits, and an enqueue arms it again once there is room.
+                Volatile.Write(ref _armed.Value, 0);
+                return;
+            }
             // Nobody took outside work for a whole delay: run the oldest item here, and the next ones while the workers
             // still take none.
             Interlocked.Increment(ref _reliefs);
@@ -306,7 +314,9 @@ internal sealed class OutsideRelief
         _threads.AcquireDrainHold();
         try
         {
-            if (_scheduler.IsShutdownStarted || _scheduler.TryDequeueGlobalBatch(one) == 0)
+            // The thread count is checked before every take, not only at arming: the pool may have reached its maximum
+            // since (starvation injection), and this thread counts against it.
+            if (_scheduler.IsShutdownStarted || _threads.ThreadCount >= _threads.MaxThreads || _scheduler.TryDequeueGlobalBatch(one) == 0)
             {
                 return false;
             }
