@@ -85,10 +85,14 @@ public sealed class WorkerPoolOptions
     /// a worker takes outside work again or none is left, and then sleeps.</para>
     /// <para>It is one thread more than the cores while it runs (the relieved items share the cores with the long
     /// items), so it counts against <see cref="MaxThreads"/>: it takes an item only while the pool has fewer workers than
-    /// that, and a pool at its maximum, such as a one-thread pool used to run items one at a time, never gets one. It is created the first time a pool needs it and stops with the pool;
-    /// it takes only the pool's own queue's items, never a lane's, and the workers' hooks
-    /// (<see cref="OnWorkerStarted"/>, <see cref="OnWorkerStopping"/>) run on it too. Pools whose workers run short
-    /// items never arm it: it watches only while some worker's items are as long as its look interval.</para>
+    /// that, and a pool at its maximum, such as a one-thread pool used to run items one at a time, never gets one. It is
+    /// created the first time a pool needs it and stops with the pool; it takes only the pool's own queue's items, never
+    /// a lane's, and the workers' hooks (<see cref="OnWorkerStarted"/>, <see cref="OnWorkerStopping"/>) run on it too.
+    /// It watches only while some worker's items take 200 µs or more, so pools whose items are short never wake it.</para>
+    /// <para>The bound is the usual case, not a guarantee: an outside item that itself runs long holds the relief thread;
+    /// items that were already waiting when the workers' items turned long, or that reached the pool's queue while a
+    /// worker was searching, wait for the next enqueue or a worker's look; and on platforms other than Linux the
+    /// thread's sleep is rounded up to whole milliseconds. The stuck-item detector does not watch the items it runs.</para>
     /// </remarks>
     public TimeSpan OutsideWorkReliefDelay { get; set; } = TimeSpan.FromMicroseconds(20);
 

@@ -9,44 +9,52 @@ using Spindle.Scheduling;
 namespace Spindle.Threading;
 
 /// <summary>
-/// The relief thread: bounds in time how long work queued from outside the pool waits while every worker is inside a
-/// long item. A busy worker looks at the global queue about every 100 µs of work, but only between items, so behind
-/// items of 1 ms an outside item waits for the first of them to end (on two workers, about 0.3 ms at the median and
-/// 0.9 ms at the 99th percentile; behind 10 ms items, ten times that). No worker can be interrupted, so the bound needs a
-/// thread that is not inside an item: this one, which runs the oldest outside items itself once nobody has taken any
-/// for <see cref="WorkerPoolOptions.OutsideWorkReliefDelay"/>, and goes back to sleep as soon as a worker takes outside
-/// work again or the queue is empty.
+/// The relief thread: bounds in time how long work queued from outside the pool usually waits while every worker is
+/// inside a long item. A busy worker looks at the global queue about every 100 µs of work, but only between items, so
+/// behind items of 1 ms an outside item waits for the first of them to end (on two workers, about 0.3 ms at the median
+/// and 0.9 ms at the 99th percentile; behind 10 ms items, ten times that). No worker can be interrupted, so the bound
+/// needs a thread that is not inside an item: this one, which runs the oldest outside items itself once nobody has taken
+/// any for <see cref="WorkerPoolOptions.OutsideWorkReliefDelay"/>, and goes back to sleep as soon as a worker takes
+/// outside work again, no worker is in long items any more, or the queue is empty.
 /// </summary>
 /// <remarks>
 /// <para>The cost is one thread above the cores while it runs (the items it relieves share the cores with the long
 /// items), so it acts only under the condition above and counts against <see cref="WorkerPoolOptions.MaxThreads"/>: it
 /// is armed, and takes each item, only while the pool has fewer workers than its maximum, so a pool at its maximum (a
 /// pool of one thread used as a serial executor, say) never runs an item on it, nor does a pool with relief turned off.
-/// (A worker the controller adds while the relief thread is inside an item can exceed the maximum by that one item.) It takes only the pool's own queue's items (a lane's items stay under the lane's cap). The bound
-/// holds while the thread is free: an outside item that itself runs long holds it. The thread is created at the first
-/// relief the pool needs and lives until the pool stops.</para>
+/// (A worker the controller adds while the relief thread is inside an item can exceed the maximum by that one item.)
+/// It takes only the pool's own queue's items (a lane's items stay under the lane's cap).</para>
+/// <para>What the bound does not cover: an outside item that itself runs long holds the thread; the thread is armed
+/// only by an enqueue that found nobody to wake, so items that were queued while a worker searched (or while the pool
+/// added a worker), items moved to the global queue by a full local ring, and items that were waiting before the
+/// workers' items turned long wait for the next such enqueue or for a worker's look; the Monitor and WaitOnAddress
+/// blockers (other platforms than Linux) round its sleep up to whole milliseconds; and the stuck-item detector does not
+/// watch the items it runs. The thread is created at the first relief the pool needs and lives until the pool
+/// stops.</para>
 /// <para>Arming, a filter on the enqueue path. A global enqueue that found no worker to wake (none parked, none
-/// searching) calls <see cref="OnOutsideWorkUnattended"/>. That does nothing unless some worker's last look found its
-/// items as long as the look interval (<see cref="NoteLongItems"/>: workers in short items look within about 100 µs
-/// anyway) and the thread is not armed already; otherwise it claims <see cref="_armed"/> 0 -> 1 (so a burst arms it
-/// once), stores the time and signals the thread. So a burst of short items, the common shape, costs two plain loads
+/// searching) calls <see cref="OnOutsideWorkUnattended"/>. That does nothing unless some worker counts as being in long
+/// items (<see cref="NoteLongItems"/>: workers in short items look within about 100 µs anyway) and the thread is not
+/// armed already; otherwise it claims <see cref="_armed"/> 0 -> 1 (so a burst arms it once), stores the global queue's
+/// head mark and the time, and signals the thread. So a burst of short items, the common shape, costs two plain loads
 /// per enqueue and never wakes this thread.</para>
-/// <para>Watching (this thread only). From the arming time it waits one delay, then compares the global queue's head
-/// mark (<see cref="GlobalQueue.HeadMark"/>, which changes with every take) with the mark at its wake: if a worker took
-/// outside work meanwhile, or a worker is parked or searching, it watches one more delay; if the queue is empty it
-/// disarms. Otherwise nobody took outside work for a whole delay: it takes the oldest item and runs it, then, if no
-/// worker took outside work while it ran, the next one at once (it has waited at least as long).</para>
-/// <para>Disarming: the thread stores <see cref="_armed"/> = 0, fences, then looks at the queue once more. An enqueue's
-/// claim is a full fence before its read of <see cref="_armed"/>, so either that read sees 0 (and arms again) or this
-/// look sees the item (and the thread arms itself again). Nothing is lost either way: an item the relief does not take
-/// is taken by a worker at its next look, as it would be without relief.</para>
+/// <para>Watching (this thread only). It waits until one delay after the arming, then compares the global queue's head
+/// mark (<see cref="GlobalQueue.HeadMark"/>, which changes with every take) with the mark at the arming: if a worker took
+/// outside work meanwhile, or a worker is parked or searching, it watches one more delay from now; if the queue is
+/// empty, the pool is at its maximum or no worker is in long items any more, it disarms. Otherwise nobody took outside
+/// work for a whole delay: it takes the oldest item and runs it, then, if no worker took outside work while it ran, the
+/// next one at once (it has waited at least as long).</para>
+/// <para>Disarming on an empty queue: the thread stores <see cref="_armed"/> = 0, fences, then looks at the queue once
+/// more. An enqueue's claim is a full fence before its read of <see cref="_armed"/>, so either that read sees 0 (and
+/// arms again) or this look sees the item (and the thread arms itself again). Nothing is lost either way: an item the
+/// relief does not take is taken by a worker at its next look, as it would be without relief.</para>
 /// <para>Items run here as on a dedicated thread (<see cref="ItemRunner.RunOnPoolThread"/>, the thread state reset
 /// after each, the worker hooks at start and exit), each under a drain hold taken before the admission state is read,
-/// so a shutdown either is seen before the take (and the workers drain the queue) or waits for the item. Shutdown
-/// with <see cref="ShutdownMode.CancelPending"/> cancels what this thread has not taken.</para>
-/// <para>State: <see cref="_armed"/> (atomics: enqueuers claim it, this thread clears it), <see cref="_armedAt"/> (the
-/// claimer, before its signal), <see cref="_longItemWorkers"/> (atomics, by workers at their transitions),
-/// <see cref="_thread"/> and <see cref="_released"/> (under <see cref="_lock"/>), the counts (this thread).</para>
+/// so a shutdown either is seen before the take (and the workers drain the queue) or waits for the item. An item taken
+/// just as shutdown with <see cref="ShutdownMode.CancelPending"/> began is cancelled and counted, as a worker does.</para>
+/// <para>State: <see cref="_armed"/> (atomics: enqueuers claim it, this thread clears it), <see cref="_armedAt"/> and
+/// <see cref="_armedMark"/> (the claimer, before its signal), <see cref="_longItemWorkers"/> (atomics, by workers at
+/// their transitions), <see cref="_thread"/> and <see cref="_released"/> (under <see cref="_lock"/>), the counts (this
+/// thread).</para>
 /// </remarks>
 internal sealed class OutsideRelief
 {
@@ -65,6 +73,7 @@ internal sealed class OutsideRelief
     private PaddedInt32 _armed;          // 0: asleep or about to be; 1: armed (see the remarks)
     private PaddedInt32 _longItemWorkers;
     private long _armedAt;
+    private GlobalQueue.Mark _armedMark; // the head mark at the arming (written with _armedAt, before the signal)
     private Thread? _thread;
     private bool _released;
     private bool _creationFailed;
@@ -128,6 +137,9 @@ internal sealed class OutsideRelief
         {
             return;
         }
+        // Read by the thread after the signal (whose exchange orders these writes before its wake): the delay and the
+        // progress it measures both start here, not when the thread gets a core, which on busy cores is often later.
+        _armedMark = _scheduler.GlobalHeadMark;
         Volatile.Write(ref _armedAt, Stopwatch.GetTimestamp());
         if (Volatile.Read(ref _thread) is null && !TryStartThread())
         {
@@ -151,6 +163,8 @@ internal sealed class OutsideRelief
             }
             try
             {
+                // The options' thread factory (a test seam) runs under this lock, on the enqueuing thread: an enqueue it
+                // makes finds the thread armed already and does not come back here.
                 Thread thread = PoolThread.Create(_options, Main, $"{_options.ThreadNamePrefix ?? _options.Name} relief");
                 thread.UnsafeStart();
                 Volatile.Write(ref _thread, thread);
@@ -235,8 +249,8 @@ internal sealed class OutsideRelief
     /// <summary>Armed: watches the global queue until it is empty, relieving it whenever nobody took from it for a delay.</summary>
     private void Watch(ref PoolThreadState threadState)
     {
-        GlobalQueue.Mark mark = _scheduler.GlobalHeadMark;
         long deadline = Volatile.Read(ref _armedAt) + _delayTicks;
+        GlobalQueue.Mark mark = _armedMark;
         while (true)
         {
             if (_blocker.WaitUntil(deadline) && Volatile.Read(ref _released))
@@ -266,10 +280,12 @@ internal sealed class OutsideRelief
                 deadline = Stopwatch.GetTimestamp() + _delayTicks;
                 continue;
             }
-            if (_threads.ThreadCount >= _threads.MaxThreads)
+            if (_threads.ThreadCount >= _threads.MaxThreads || Volatile.Read(ref _longItemWorkers.Value) == 0)
             {
-                // The pool has reached its maximum since the arming: this thread may not add one more. Disarmed without
-                // the look again: the workers take what waits, and an enqueue arms it again once there is room.
+                // The pool has reached its maximum since the arming (this thread may not add one more), or no worker is
+                // in long items any more (short items are looked past often enough: a backlog of them is the workers'
+                // to drain, and gaps of a delay between their batches are normal). Disarmed without the look again:
+                // the workers take what waits, and an enqueue arms the thread again when both hold once more.
                 Volatile.Write(ref _armed.Value, 0);
                 return;
             }
@@ -323,6 +339,10 @@ internal sealed class OutsideRelief
             mark = _scheduler.GlobalHeadMark;
             WorkItemEntry item = one[0];
             one[0] = default;
+            if (_scheduler.IsCancelling && !_runner.MustRunDespiteCancel(item))
+            {
+                return true; // shutdown with CancelPending began between the check and the take: cancelled and counted, as a worker does
+            }
             try
             {
                 _runner.RunOnPoolThread(ref item);
