@@ -339,14 +339,14 @@ internal sealed class Worker
     private static readonly long s_longItemTicks = FairnessLookTicks * 2;
 
     /// <summary>
-    /// Owner only, at a look that timed its interval: enters or leaves the relief's count of workers in long items (see
-    /// <see cref="OutsideRelief"/>). Only transitions touch the shared count, so short items cost nothing more.
+    /// Owner only, at each look: enters or leaves the relief's count of workers in long items (see
+    /// <see cref="OutsideRelief"/>) once two looks running found items of <see cref="s_longItemTicks"/> or more (a look
+    /// that only starts the clock finds none). Only transitions touch the shared count, so short items cost nothing more.
     /// </summary>
-    private void NoteItemLength(int interval, long elapsed)
+    private void NoteItemLength(bool longItems)
     {
-        bool longItem = interval == 1 && _lastFairnessLook != 0 && elapsed >= s_longItemTicks * Math.Max(1, _fairnessInterval - _fairnessCountdown);
-        bool counted = longItem && _longLookStreak;
-        _longLookStreak = longItem;
+        bool counted = longItems && _longLookStreak;
+        _longLookStreak = longItems;
         if (counted != _countedLongItems)
         {
             _countedLongItems = counted;
@@ -835,6 +835,7 @@ internal sealed class Worker
         long now = Stopwatch.GetTimestamp();
         long elapsed = now - _lastFairnessLook;
         int interval = _fairnessInterval;
+        bool longItems = false;
         if (_lastFairnessLook != 0 && elapsed > 0)
         {
             // The items run since the last look (fewer than the interval when the monitor asked for this look early).
@@ -842,8 +843,9 @@ internal sealed class Worker
             long ran = Math.Max(1, interval - _fairnessCountdown);
             long fitting = ran * FairnessLookTicks / elapsed;
             interval = (int)Math.Clamp(fitting, 1, Math.Min(4L * interval, FairnessInterval));
+            longItems = elapsed >= ran * s_longItemTicks; // implies an interval of one item
         }
-        NoteItemLength(interval, elapsed);
+        NoteItemLength(longItems);
         _fairnessInterval = interval;
         _fairnessCountdown = interval;
         _lastFairnessLook = now;

@@ -53,8 +53,8 @@ namespace Spindle.Threading;
 /// just as shutdown with <see cref="ShutdownMode.CancelPending"/> began is cancelled and counted, as a worker does.</para>
 /// <para>State: <see cref="_armed"/> (atomics: enqueuers claim it, this thread clears it), <see cref="_armedAt"/> and
 /// <see cref="_armedMark"/> (the claimer, before its signal), <see cref="_longItemWorkers"/> (atomics, by workers at
-/// their transitions), <see cref="_thread"/> and <see cref="_released"/> (under <see cref="_lock"/>), the counts (this
-/// thread).</para>
+/// their transitions), <see cref="_thread"/>, <see cref="_released"/> and <see cref="_creationFailed"/> (under
+/// <see cref="_lock"/>), the completed count (this thread, read by anyone).</para>
 /// </remarks>
 internal sealed class OutsideRelief
 {
@@ -78,7 +78,6 @@ internal sealed class OutsideRelief
     private bool _released;
     private bool _creationFailed;
     private long _completed;
-    private long _reliefs;
     private readonly WorkItemEntry[] _one = new WorkItemEntry[1]; // this thread's take buffer
 
     public OutsideRelief(WorkerPool pool, WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, ThreadController threads, ItemRunner runner)
@@ -97,17 +96,11 @@ internal sealed class OutsideRelief
     /// <summary>The pool whose relief thread is the calling thread, or null.</summary>
     public static WorkerPool? CurrentPool => t_currentPool;
 
-    /// <summary>Whether relief is on for this pool.</summary>
-    public bool IsEnabled => _delayTicks != 0;
-
     /// <summary>Items the relief thread has run to completion.</summary>
     public long CompletedCount => Interlocked.Read(ref _completed);
 
-    /// <summary>Times the relief thread found outside work untouched for a whole delay and began to run it (tests, diagnostics).</summary>
-    public long ReliefCount => Interlocked.Read(ref _reliefs);
-
     /// <summary>
-    /// A worker's look found its items about as long as the look interval, or no longer so (<paramref name="longItems"/>
+    /// A worker's looks found items of 200 µs or more at two looks running, or no longer do (<paramref name="longItems"/>
     /// false); called at each transition only, and with false when a worker that was counted parks or exits.
     /// </summary>
     public void NoteLongItems(bool longItems)
@@ -116,7 +109,7 @@ internal sealed class OutsideRelief
         Debug.Assert(count >= 0, "A worker leaves the count only after entering it.");
     }
 
-    /// <summary>A global enqueue found no worker to wake: arms the relief if every worker may be inside a long item.</summary>
+    /// <summary>A global enqueue found no worker to wake: arms the relief if some worker is in long items.</summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public void OnOutsideWorkUnattended()
     {
@@ -291,8 +284,7 @@ internal sealed class OutsideRelief
             }
             // Nobody took outside work for a whole delay: run the oldest item here, and the next ones while the workers
             // still take none.
-            Interlocked.Increment(ref _reliefs);
-            while (RunOldest(ref threadState, out mark) && _scheduler.GlobalHeadMark.Equals(mark) && !_scheduler.IsShutdownStarted)
+            while (RunOldest(ref threadState, out mark) && _scheduler.GlobalHeadMark.Equals(mark))
             {
             }
             mark = _scheduler.GlobalHeadMark;
