@@ -22,6 +22,15 @@ internal sealed class BurstRemoteScenario : IScenario
     private const int QuickRounds = 50;
     private const int FullRounds = 500;
 
+    /// <summary>
+    /// The warm-up's minimum. Warm-up rounds last a few milliseconds each, and the JIT keeps promoting hot methods
+    /// in waves until 1.5-2.5 s into the process (JitInfo's compiled-method count, traced per round on 2 cores). After
+    /// the default 500 ms, a Spindle child often measured code still at tier 0 or instrumented: the tasks variant
+    /// spread from 90 to 330 ms over single runs, and 2 s of warm-up (like tiering disabled) brought it to 80-125 ms.
+    /// The built-in pool, whose code is precompiled, gains less from it (about 90 against 70 ms).
+    /// </summary>
+    private static readonly TimeSpan s_warmupMinimum = TimeSpan.FromSeconds(2);
+
     public string Id => "burst-remote";
 
     public string Description =>
@@ -48,7 +57,7 @@ internal sealed class BurstRemoteScenario : IScenario
             _ => throw new ArgumentException($"Unknown variant '{variant}'.", nameof(variant)),
         };
         PoolWarmup.StartThreads(pool, Environment.ProcessorCount);
-        Warmup.Repeat(() => rounds(pool, 5));
+        Warmup.Repeat(() => rounds(pool, 5), s_warmupMinimum);
         int count = full ? FullRounds : QuickRounds;
         GcSnapshot.CollectFully();
         double milliseconds = rounds(pool, count);
