@@ -31,7 +31,11 @@ public sealed class StuckWorkItemEventArgs : EventArgs
     /// </summary>
     public string Description { get; }
 
-    /// <summary>The name of the worker thread that runs the item (<c>{prefix} #{n}</c>, see <see cref="WorkerPoolOptions.ThreadNamePrefix"/>).</summary>
+    /// <summary>
+    /// The name of the worker thread that runs the item (<c>{prefix} #{n}</c>, see
+    /// <see cref="WorkerPoolOptions.ThreadNamePrefix"/>; <c>{prefix} relief</c> for the pool's relief thread, see
+    /// <see cref="WorkerPoolOptions.OutsideWorkReliefDelay"/>).
+    /// </summary>
     public string? WorkerThreadName { get; }
 
     /// <summary>The <see cref="System.Threading.Thread.ManagedThreadId"/> of the worker thread that runs the item (to find its stack in a dump).</summary>

@@ -79,7 +79,7 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
         _threads.Connect(_monitor);
         if (_options.DetectsStuckItems)
         {
-            _timers.Connect(new StuckItemDetector(this, _options, _threads));
+            _timers.Connect(new StuckItemDetector(this, _options, _threads, _relief));
         }
         _dedicated = new DedicatedThreads(this, _options, _scheduler, _threads, _runner);
         _waits = new WaitRegistry(this, _options, _scheduler, _timers);

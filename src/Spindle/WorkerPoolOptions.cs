@@ -61,7 +61,8 @@ public sealed class WorkerPoolOptions
     /// <remarks>
     /// <para>Reporting changes nothing for the item: it keeps running, and the pool's starvation handling adds threads as
     /// usual. An item is reported between one and about one and a half thresholds after it started (the pool's timer
-    /// thread looks at the workers every quarter threshold), and the reported running time is a lower bound.</para>
+    /// thread looks at the workers, and at the relief thread (see <see cref="OutsideWorkReliefDelay"/>), every quarter
+    /// threshold), and the reported running time is a lower bound.</para>
     /// <para>The cost: each worker counts the items it starts and publishes their callback (one plain store per item, and
     /// a reference store when the callback changes; on or off alike), and, while detection is on, the pool's timer thread
     /// (started with the first worker rather than with the first timer) wakes every quarter threshold while the pool has
@@ -92,7 +93,8 @@ public sealed class WorkerPoolOptions
     /// <para>The bound is the usual case, not a guarantee: an outside item that itself runs long holds the relief thread;
     /// items that were already waiting when the workers' items turned long, or that reached the pool's queue while a
     /// worker was searching, wait for the next enqueue or a worker's look; and on platforms other than Linux the
-    /// thread's sleep is rounded up to whole milliseconds. The stuck-item detector does not watch the items it runs.</para>
+    /// thread's sleep is rounded up to whole milliseconds. The stuck-item detector (<see cref="StuckItemThreshold"/>)
+    /// watches the items it runs as it watches a worker's, and names it as worker number 0.</para>
     /// </remarks>
     public TimeSpan OutsideWorkReliefDelay { get; set; } = TimeSpan.FromMicroseconds(20);
 

@@ -1,5 +1,6 @@
 using System;
 using System.Diagnostics;
+using System.Linq;
 using System.Threading;
 using System.Threading.Tasks;
 using Xunit;
@@ -17,7 +18,7 @@ public sealed class WorkerPoolReliefTests
 {
     private const string ReliefSuffix = " relief";
 
-    private static WorkerPool CreatePool(int minThreads, int maxThreads, TimeSpan? reliefDelay = null)
+    private static WorkerPool CreatePool(int minThreads, int maxThreads, TimeSpan? reliefDelay = null, TimeSpan? stuckThreshold = null)
     {
         var options = new WorkerPoolOptions
         {
@@ -26,6 +27,10 @@ public sealed class WorkerPoolReliefTests
             MaxThreads = maxThreads,
             ExceptionPolicy = UnhandledExceptionPolicy.Report,
         };
+        if (stuckThreshold is TimeSpan threshold)
+        {
+            options.StuckItemThreshold = threshold;
+        }
         if (reliefDelay is TimeSpan delay)
         {
             options.OutsideWorkReliefDelay = delay;
@@ -45,10 +50,10 @@ public sealed class WorkerPoolReliefTests
         public bool OnRelief => ThreadName?.EndsWith(ReliefSuffix, StringComparison.Ordinal) == true;
     }
 
-    private static Probe QueueProbe(WorkerPool pool, ConcurrencyMeter? meter = null, ManualResetEventSlim? gate = null)
+    private static Probe QueueProbe(WorkerPool pool, ConcurrencyMeter? meter = null, ManualResetEventSlim? gate = null, bool viaRun = false)
     {
         var probe = new Probe();
-        pool.UnsafeQueueUserWorkItem(p =>
+        Action<Probe> body = p =>
         {
             using (meter?.Enter())
             {
@@ -62,7 +67,15 @@ public sealed class WorkerPoolReliefTests
                     gate?.Wait(Waits.MustHappen); // only the relief thread waits: a worker would hold its chain
                 }
             }
-        }, probe, preferLocal: false);
+        };
+        if (viaRun)
+        {
+            _ = pool.Run(() => body(probe)); // from outside the pool: to its own queue, as a Run item with a shared callback
+        }
+        else
+        {
+            pool.UnsafeQueueUserWorkItem(body, probe, preferLocal: false);
+        }
         return probe;
     }
 
@@ -100,11 +113,11 @@ public sealed class WorkerPoolReliefTests
     }
 
     /// <summary>Queues probes one at a time until one runs on the relief thread (held at <paramref name="gate"/>, if any); null if none did.</summary>
-    private static Probe? ProbeUntilRelieved(WorkerPool pool, ManualResetEventSlim? gate = null)
+    private static Probe? ProbeUntilRelieved(WorkerPool pool, ManualResetEventSlim? gate = null, bool viaRun = false)
     {
         for (int attempt = 0; attempt < 100; attempt++)
         {
-            Probe probe = QueueProbe(pool, gate: gate);
+            Probe probe = QueueProbe(pool, gate: gate, viaRun: viaRun);
             Assert.True(probe.Ran.Wait(Waits.MustHappen), "An outside probe never ran.");
             if (probe.OnRelief)
             {
@@ -178,6 +191,45 @@ public sealed class WorkerPoolReliefTests
         await shutdown.WaitAsync(Waits.MustHappen);
         Assert.True(Waits.Poll(() => !relieved!.Thread!.IsAlive, Waits.MustHappen), "The relief thread outlived its pool.");
         Assert.Equal(1, Volatile.Read(ref relieved!.Runs));
+    }
+
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)]
+    public void AnItemStuckOnTheReliefThread_IsReported_NamingTheThreadAndTheCallersDelegate(bool viaRun)
+    {
+        // The workers run 2 ms items (far below the threshold); the probe the relief thread takes waits at the gate, so
+        // it is the only item that runs past the threshold. The detector names the relief thread and the probe's own
+        // delegate, also when it is wrapped in a Run item (whose queued callback is shared by every Run).
+        using WorkerPool pool = CreatePool(minThreads: 2, maxThreads: 8, stuckThreshold: TimeSpan.FromMilliseconds(100));
+        var reports = new System.Collections.Concurrent.ConcurrentQueue<StuckWorkItemEventArgs>();
+        pool.StuckWorkItemDetected += (_, e) => reports.Enqueue(e);
+        using var gate = new ManualResetEventSlim();
+        Probe? relieved;
+        try
+        {
+            using var first = new SpinChain(pool, TimeSpan.FromMilliseconds(2), viaSlot: true);
+            using var second = new SpinChain(pool, TimeSpan.FromMilliseconds(2), viaSlot: true);
+            first.Start();
+            second.Start();
+            Assert.True(first.WaitForItems(3, Waits.MustHappen) && second.WaitForItems(3, Waits.MustHappen), "The chains did not start.");
+            relieved = ProbeUntilRelieved(pool, gate, viaRun);
+            Assert.True(relieved is not null, "No outside probe ever ran on the relief thread while both workers ran 2 ms items.");
+            Assert.True(Waits.Poll(() => reports.Any(r => r.WorkerThreadName == relieved.ThreadName), Waits.MustHappen),
+                "The item held on the relief thread was never reported.");
+        }
+        finally
+        {
+            gate.Set();
+        }
+
+        // A worker's 2 ms item could be reported only if the machine stalled it for the whole threshold: not asserted.
+        StuckWorkItemEventArgs report = Assert.Single(reports, r => r.WorkerThreadName == relieved.ThreadName);
+        Assert.Equal(relieved.ThreadName, report.WorkerThreadName);
+        Assert.Equal(relieved.Thread!.ManagedThreadId, report.ManagedThreadId);
+        Assert.Contains(nameof(QueueProbe), report.Description, StringComparison.Ordinal);
+        Assert.True(report.RunningTime >= TimeSpan.FromMilliseconds(100), $"Reported after {report.RunningTime}, before the threshold.");
+        Assert.Null(report.LaneName);
     }
 
     [Theory]

@@ -259,7 +259,8 @@ internal sealed class Worker
     /// Called by a library item whose queued callback is shared by many items (a Run item, a timer or wait firing, a
     /// scheduler task) when it starts the caller's code: publishes it for the stuck-item detector, which then names the
     /// caller's delegate. Returns the worker to call <see cref="ExitOwnedItem"/> on when that code returns, or null off
-    /// the pool's workers. Such items do not nest on a worker.
+    /// the pool's workers (on the relief thread the owner is published too, and the relief thread clears it after the
+    /// item). Such items do not nest on a worker.
     /// </summary>
     public static Worker? EnterOwnedItem(object owner)
     {
@@ -267,6 +268,10 @@ internal sealed class Worker
         if (worker is not null)
         {
             Volatile.Write(ref worker._runningOwner, owner);
+        }
+        else
+        {
+            OutsideRelief.EnterOwnedItem(owner); // the relief thread is watched too; elsewhere nothing
         }
         return worker;
     }

@@ -96,8 +96,9 @@ internal sealed class SpindleEventSource : EventSource
 
     /// <summary>
     /// An item of <paramref name="PoolName"/> has been running on worker <paramref name="WorkerId"/> for
-    /// <paramref name="RunningMs"/>, past the pool's stuck-item threshold. <paramref name="Item"/> names it: the
-    /// delegate's declaring type and method, or the work item's type. Reported once per item.
+    /// <paramref name="RunningMs"/>, past the pool's stuck-item threshold (worker 0: the pool's relief thread, see
+    /// <see cref="WorkerPoolOptions.OutsideWorkReliefDelay"/>). <paramref name="Item"/> names it: the delegate's declaring
+    /// type and method, or the work item's type. Reported once per item.
     /// </summary>
     [Event(StuckWorkItemId, Level = EventLevel.Warning, Keywords = Keywords.WorkItems,
         Message = "Pool {0}: {1} has been running for {3} ms on worker #{2}")]

@@ -26,6 +26,8 @@ namespace Spindle.Telemetry;
 /// <c>n</c> remembered, so it is reported once however long it runs. With a check every quarter threshold, an item is
 /// reported between one and one and a half thresholds after it started (later only if the timer thread itself is held
 /// up).</para>
+/// <para>The relief thread (<see cref="OutsideRelief"/>) publishes what it runs in the same way and is watched after the
+/// workers; its reports name worker number 0.</para>
 /// <para>Items of a lane queued as long-running (<see cref="LongRunningLaneItem"/>) are not watched: they are long on
 /// purpose, as the pool's own long-running items are, which run on dedicated threads that are not watched either.</para>
 /// </remarks>
@@ -33,13 +35,15 @@ internal sealed class StuckItemDetector
 {
     private readonly WorkerPool _pool;
     private readonly ThreadController _threads;
+    private readonly OutsideRelief _relief;
     private readonly long _thresholdTicks; // Stopwatch ticks
 
-    public StuckItemDetector(WorkerPool pool, WorkerPoolOptions options, ThreadController threads)
+    public StuckItemDetector(WorkerPool pool, WorkerPoolOptions options, ThreadController threads, OutsideRelief relief)
     {
         Debug.Assert(options.DetectsStuckItems);
         _pool = pool;
         _threads = threads;
+        _relief = relief;
         TimeSpan threshold = options.StuckItemThreshold;
         _thresholdTicks = (long)(threshold.TotalSeconds * Stopwatch.Frequency);
         CheckPeriodMs = Math.Max(1, (long)threshold.TotalMilliseconds / 4);
@@ -51,25 +55,13 @@ internal sealed class StuckItemDetector
     /// <summary>Whether the pool has a worker to watch (a snapshot; the timer service reads it under its lock).</summary>
     public bool HasWorkers => _threads.ThreadCount > 0;
 
-    /// <summary>Timer thread only: looks at every worker once, at the Stopwatch timestamp <paramref name="now"/>.</summary>
+    /// <summary>Timer thread only: looks at every worker and at the relief thread once, at the Stopwatch timestamp <paramref name="now"/>.</summary>
     public void Check(long now)
     {
         foreach (Worker worker in _threads.Workers)
         {
             long completed = worker.CompletedCount; // first: see the remarks
-            if (worker.StartedCount == completed)
-            {
-                worker.StuckWatchCount = -1; // between items
-                continue;
-            }
-            if (completed != worker.StuckWatchCount)
-            {
-                // A new item (or the first look at this one): it has run at least since now.
-                worker.StuckWatchCount = completed;
-                worker.StuckWatchSince = now;
-                continue;
-            }
-            if (now - worker.StuckWatchSince < _thresholdTicks || worker.StuckReportedCount == completed)
+            if (!IsDue(completed, worker.StartedCount, ref worker.StuckWatchCount, ref worker.StuckWatchSince, worker.StuckReportedCount, now))
             {
                 continue;
             }
@@ -83,12 +75,46 @@ internal sealed class StuckItemDetector
             worker.StuckReportedCount = completed;
             if (!ItemDescriber.IsLongRunning(callback))
             {
-                Report(worker, callback, owner, lane, Stopwatch.GetElapsedTime(worker.StuckWatchSince, now));
+                Report(worker.Id, worker.Thread, callback, owner, lane, Stopwatch.GetElapsedTime(worker.StuckWatchSince, now));
+            }
+        }
+
+        OutsideRelief relief = _relief;
+        long reliefCompleted = relief.CompletedCount;
+        if (IsDue(reliefCompleted, relief.StartedCount, ref relief.StuckWatchCount, ref relief.StuckWatchSince, relief.StuckReportedCount, now))
+        {
+            object? callback = relief.RunningCallback;
+            object? owner = relief.RunningOwner;
+            if (callback is not null && relief.CompletedCount == reliefCompleted)
+            {
+                relief.StuckReportedCount = reliefCompleted;
+                Report(0, relief.Thread, callback, owner, lane: null, Stopwatch.GetElapsedTime(relief.StuckWatchSince, now));
             }
         }
     }
 
-    private void Report(Worker worker, object callback, object? owner, Lane? lane, TimeSpan runningTime)
+    /// <summary>
+    /// Advances one thread's watch with its counts (the completed count read first): true when the item it runs has run
+    /// for the threshold at least and has not been reported yet.
+    /// </summary>
+    private bool IsDue(long completed, long started, ref long watchCount, ref long watchSince, long reportedCount, long now)
+    {
+        if (started == completed)
+        {
+            watchCount = -1; // between items
+            return false;
+        }
+        if (completed != watchCount)
+        {
+            // A new item (or the first look at this one): it has run at least since now.
+            watchCount = completed;
+            watchSince = now;
+            return false;
+        }
+        return now - watchSince >= _thresholdTicks && reportedCount != completed;
+    }
+
+    private void Report(int workerId, Thread? thread, object callback, object? owner, Lane? lane, TimeSpan runningTime)
     {
         bool traced = SpindleEventSource.Log.IsOn(EventLevel.Warning, SpindleEventSource.Keywords.WorkItems);
         bool raised = _pool.HasStuckWorkItemHandlers;
@@ -99,11 +125,10 @@ internal sealed class StuckItemDetector
         string description = ItemDescriber.Describe(callback, owner, lane);
         if (traced)
         {
-            SpindleEventSource.Log.StuckWorkItem(_pool.Name, description, worker.Id, runningTime.TotalMilliseconds);
+            SpindleEventSource.Log.StuckWorkItem(_pool.Name, description, workerId, runningTime.TotalMilliseconds);
         }
         if (raised)
         {
-            Thread? thread = worker.Thread;
             WorkerPool.RaiseStuckWorkItemDetected(new StuckWorkItemEventArgs(_pool, description, thread?.Name,
                 thread?.ManagedThreadId ?? 0, runningTime, lane?.Options.Name));
         }

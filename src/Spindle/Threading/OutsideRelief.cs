@@ -28,9 +28,8 @@ namespace Spindle.Threading;
 /// only by an enqueue that found nobody to wake, so items that were queued while a worker searched (or while the pool
 /// added a worker), items moved to the global queue by a full local ring, and items that were waiting before the
 /// workers' items turned long wait for the next such enqueue or for a worker's look; the Monitor and WaitOnAddress
-/// blockers (other platforms than Linux) round its sleep up to whole milliseconds; and the stuck-item detector does not
-/// watch the items it runs. The thread is created at the first relief the pool needs and lives until the pool
-/// stops.</para>
+/// blockers (other platforms than Linux) round its sleep up to whole milliseconds. The thread is created at the first
+/// relief the pool needs and lives until the pool stops.</para>
 /// <para>Arming, a filter on the enqueue path. A global enqueue that found no worker to wake (none parked, none
 /// searching) calls <see cref="OnOutsideWorkUnattended"/>. That does nothing unless some worker counts as being in long
 /// items (<see cref="NoteLongItems"/>: workers in short items look within about 100 µs anyway) and the thread is not
@@ -51,15 +50,22 @@ namespace Spindle.Threading;
 /// after each, the worker hooks at start and exit), each under a drain hold taken before the admission state is read,
 /// so a shutdown either is seen before the take (and the workers drain the queue) or waits for the item. An item taken
 /// just as shutdown with <see cref="ShutdownMode.CancelPending"/> began is cancelled and counted, as a worker does.</para>
+/// <para>The stuck-item detector watches this thread as it watches a worker (see <see cref="Worker"/>): before each item
+/// this thread publishes the item's callback, then counts it in <see cref="_started"/>; the library's items with a
+/// shared callback publish themselves in <see cref="_runningOwner"/> (<see cref="EnterOwnedItem"/>); after the item
+/// this thread clears both and counts the completion. The detector reads the completed count, then the started count,
+/// then the callback and owner, and keeps them only if the completed count has not moved meanwhile. Its report names
+/// this thread with worker number 0 (workers are numbered from 1).</para>
 /// <para>State: <see cref="_armed"/> (atomics: enqueuers claim it, this thread clears it), <see cref="_armedAt"/> and
 /// <see cref="_armedMark"/> (the claimer, before its signal), <see cref="_longItemWorkers"/> (atomics, by workers at
 /// their transitions), <see cref="_thread"/>, <see cref="_released"/> and <see cref="_creationFailed"/> (under
-/// <see cref="_lock"/>), the completed count (this thread, read by anyone).</para>
+/// <see cref="_lock"/>), the started and completed counts, the running callback and owner (this thread, read by anyone),
+/// and the stuck-item watch fields (the detector, on the timer thread).</para>
 /// </remarks>
 internal sealed class OutsideRelief
 {
     [ThreadStatic]
-    private static WorkerPool? t_currentPool;
+    private static OutsideRelief? t_current;
 
     private readonly Lock _lock = new();
     private readonly WorkerPool _pool;
@@ -77,7 +83,10 @@ internal sealed class OutsideRelief
     private Thread? _thread;
     private bool _released;
     private bool _creationFailed;
+    private long _started;
     private long _completed;
+    private object? _runningCallback;
+    private object? _runningOwner;
     private readonly WorkItemEntry[] _one = new WorkItemEntry[1]; // this thread's take buffer
 
     public OutsideRelief(WorkerPool pool, WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, ThreadController threads, ItemRunner runner)
@@ -94,10 +103,43 @@ internal sealed class OutsideRelief
     }
 
     /// <summary>The pool whose relief thread is the calling thread, or null.</summary>
-    public static WorkerPool? CurrentPool => t_currentPool;
+    public static WorkerPool? CurrentPool => t_current?._pool;
 
     /// <summary>Items the relief thread has run to completion.</summary>
     public long CompletedCount => Interlocked.Read(ref _completed);
+
+    /// <summary>Items the relief thread has started; one ahead of <see cref="CompletedCount"/> while it runs one.</summary>
+    public long StartedCount => Interlocked.Read(ref _started);
+
+    /// <summary>The callback of the item the thread runs (null between items).</summary>
+    public object? RunningCallback => Volatile.Read(ref _runningCallback);
+
+    /// <summary>The library object that runs the caller's delegate under a shared callback (see <see cref="EnterOwnedItem"/>).</summary>
+    public object? RunningOwner => Volatile.Read(ref _runningOwner);
+
+    /// <summary>The relief thread, once started.</summary>
+    public Thread? Thread => Volatile.Read(ref _thread);
+
+    /// <summary>The stuck-item detector's watch (timer thread only): see <see cref="Telemetry.StuckItemDetector"/>.</summary>
+    public long StuckWatchCount = -1;
+
+    /// <summary>See <see cref="StuckWatchCount"/>.</summary>
+    public long StuckWatchSince;
+
+    /// <summary>See <see cref="StuckWatchCount"/>.</summary>
+    public long StuckReportedCount = -1;
+
+    /// <summary>
+    /// On a thread that is not a worker: if it is a relief thread, publishes <paramref name="owner"/> as the object
+    /// running its current item (cleared by the relief thread when the item returns).
+    /// </summary>
+    public static void EnterOwnedItem(object owner)
+    {
+        if (t_current is OutsideRelief relief)
+        {
+            Volatile.Write(ref relief._runningOwner, owner);
+        }
+    }
 
     /// <summary>
     /// A worker's looks found items of 200 µs or more at two looks running, or no longer do (<paramref name="longItems"/>
@@ -187,7 +229,7 @@ internal sealed class OutsideRelief
 
     private void Main()
     {
-        t_currentPool = _pool;
+        t_current = this;
         ItemRunner.OnPoolThreadStarted();
         NarrowTimerSlack();
         var threadState = new PoolThreadState(_options.UseBackgroundThreads);
@@ -213,7 +255,7 @@ internal sealed class OutsideRelief
             }
             finally
             {
-                t_currentPool = null;
+                t_current = null;
             }
         }
     }
@@ -335,12 +377,17 @@ internal sealed class OutsideRelief
             {
                 return true; // shutdown with CancelPending began between the check and the take: cancelled and counted, as a worker does
             }
+            // Published for the stuck-item detector (see the remarks): the callback, then the started count.
+            Volatile.Write(ref _runningCallback, item.Callback);
+            Interlocked.Increment(ref _started);
             try
             {
                 _runner.RunOnPoolThread(ref item);
             }
             finally
             {
+                Volatile.Write(ref _runningOwner, null);
+                Volatile.Write(ref _runningCallback, null);
                 Interlocked.Increment(ref _completed);
                 threadState.Reset();
             }
