@@ -38,7 +38,7 @@ public sealed class StuckWorkItemEventArgs : EventArgs
     /// </summary>
     public string? WorkerThreadName { get; }
 
-    /// <summary>The <see cref="System.Threading.Thread.ManagedThreadId"/> of the worker thread that runs the item (to find its stack in a dump).</summary>
+    /// <summary>The <see cref="System.Threading.Thread.ManagedThreadId"/> of the thread that runs the item, a worker or the relief thread (to find its stack in a dump).</summary>
     public int ManagedThreadId { get; }
 
     /// <summary>

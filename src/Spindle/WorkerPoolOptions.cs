@@ -53,7 +53,8 @@ public sealed class WorkerPoolOptions
     public TimeSpan IdleTimeout { get; set; } = TimeSpan.FromSeconds(20);
 
     /// <summary>
-    /// How long an item may run on a worker before the pool reports it as stuck: once, through
+    /// How long an item may run on a worker (or on the relief thread, see <see cref="OutsideWorkReliefDelay"/>) before
+    /// the pool reports it as stuck: once, through
     /// <see cref="WorkerPool.StuckWorkItemDetected"/> and the <c>Spindle</c> event source's <c>StuckWorkItem</c> event
     /// (keyword <c>WorkItems</c>). Defaults to 30 seconds; <see cref="Timeout.InfiniteTimeSpan"/> turns detection off.
     /// Must be at least 1 ms (and at most <see cref="int.MaxValue"/> ms) or infinite.
@@ -64,7 +65,8 @@ public sealed class WorkerPoolOptions
     /// thread looks at the workers, and at the relief thread (see <see cref="OutsideWorkReliefDelay"/>), every quarter
     /// threshold), and the reported running time is a lower bound.</para>
     /// <para>The cost: each worker counts the items it starts and publishes their callback (one plain store per item, and
-    /// a reference store when the callback changes; on or off alike), and, while detection is on, the pool's timer thread
+    /// a reference store when the callback changes; on or off alike; the relief thread, which runs few items, two
+    /// interlocked increments and three stores per item), and, while detection is on, the pool's timer thread
     /// (started with the first worker rather than with the first timer) wakes every quarter threshold while the pool has
     /// workers. Items queued with <see cref="WorkItemOptions.LongRunning"/> are not watched: they run on
     /// dedicated threads, or, in a lane, are declared long on purpose.</para>

@@ -224,7 +224,7 @@ public sealed class RegisteredWait : IShutdownAware, Telemetry.ICallbackWrapper
                 }
                 finally
                 {
-                    worker?.ExitOwnedItem();
+                    Worker.ExitOwnedItem(worker);
                     ExitCallback();
                 }
             }

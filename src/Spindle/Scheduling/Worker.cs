@@ -258,9 +258,8 @@ internal sealed class Worker
     /// <summary>
     /// Called by a library item whose queued callback is shared by many items (a Run item, a timer or wait firing, a
     /// scheduler task) when it starts the caller's code: publishes it for the stuck-item detector, which then names the
-    /// caller's delegate. Returns the worker to call <see cref="ExitOwnedItem"/> on when that code returns, or null off
-    /// the pool's workers (on the relief thread the owner is published too, and the relief thread clears it after the
-    /// item). Such items do not nest on a worker.
+    /// caller's delegate. Returns the worker to pass to <see cref="ExitOwnedItem"/> when that code returns, or null off
+    /// the pool's workers (on the relief thread the owner is published too). Such items do not nest on a worker.
     /// </summary>
     public static Worker? EnterOwnedItem(object owner)
     {
@@ -276,8 +275,22 @@ internal sealed class Worker
         return worker;
     }
 
-    /// <summary>The item that called <see cref="EnterOwnedItem"/> has returned: nothing keeps it alive from here.</summary>
-    public void ExitOwnedItem() => _runningOwner = null;
+    /// <summary>
+    /// The item that called <see cref="EnterOwnedItem"/> has returned: nothing keeps it alive from here. Takes what
+    /// <see cref="EnterOwnedItem"/> returned (null off the workers, where the relief thread's owner is cleared).
+    /// </summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    public static void ExitOwnedItem(Worker? worker)
+    {
+        if (worker is not null)
+        {
+            worker._runningOwner = null;
+        }
+        else
+        {
+            OutsideRelief.ExitOwnedItem();
+        }
+    }
 
     public void Main()
     {

@@ -76,7 +76,7 @@ internal sealed class ActionRunItem : TaskCompletionSource, IShutdownAware, ICal
         finally
         {
             _action = null;
-            worker?.ExitOwnedItem();
+            Worker.ExitOwnedItem(worker);
             SynchronizationContext.SetSynchronizationContext(previous);
         }
     }

@@ -149,7 +149,7 @@ internal sealed class RunWorkItem<TResult> : TaskCompletionSource<TResult>, IShu
         finally
         {
             _work = null;
-            worker?.ExitOwnedItem();
+            Worker.ExitOwnedItem(worker);
             SynchronizationContext.SetSynchronizationContext(previous);
         }
     }

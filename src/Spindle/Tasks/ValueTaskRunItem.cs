@@ -170,7 +170,7 @@ internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IVa
             failure = exception;
         }
         _work = null;
-        worker?.ExitOwnedItem();
+        Worker.ExitOwnedItem(worker);
         SynchronizationContext.SetSynchronizationContext(previous);
         if (failure is null)
         {

@@ -125,7 +125,7 @@ public sealed class WorkerPoolTaskScheduler : TaskScheduler, IShutdownAware
         }
         finally
         {
-            worker?.ExitOwnedItem();
+            Worker.ExitOwnedItem(worker);
         }
     }
 }

@@ -9,8 +9,8 @@ using Spindle.Threading;
 namespace Spindle.Telemetry;
 
 /// <summary>
-/// Stuck-item detection (<see cref="WorkerPoolOptions.StuckItemThreshold"/>): finds a worker that has been inside one
-/// item for the threshold and reports it once, through the <c>Spindle</c> event source and
+/// Stuck-item detection (<see cref="WorkerPoolOptions.StuckItemThreshold"/>): finds a worker (or the relief thread)
+/// that has been inside one item for the threshold and reports it once, through the <c>Spindle</c> event source and
 /// <see cref="WorkerPool.StuckWorkItemDetected"/>.
 /// </summary>
 /// <remarks>
@@ -52,8 +52,11 @@ internal sealed class StuckItemDetector
     /// <summary>How often the timer thread calls <see cref="Check"/> while the pool has workers: a quarter threshold, in wheel ticks (ms).</summary>
     public long CheckPeriodMs { get; }
 
-    /// <summary>Whether the pool has a worker to watch (a snapshot; the timer service reads it under its lock).</summary>
-    public bool HasWorkers => _threads.ThreadCount > 0;
+    /// <summary>
+    /// Whether the pool has a thread to watch: a worker, or the relief thread inside an item (which can outlast every
+    /// worker's retirement). A snapshot; the timer service reads it under its lock.
+    /// </summary>
+    public bool HasWorkers => _threads.ThreadCount > 0 || _relief.StartedCount != _relief.CompletedCount;
 
     /// <summary>Timer thread only: looks at every worker and at the relief thread once, at the Stopwatch timestamp <paramref name="now"/>.</summary>
     public void Check(long now)

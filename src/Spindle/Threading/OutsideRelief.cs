@@ -131,13 +131,22 @@ internal sealed class OutsideRelief
 
     /// <summary>
     /// On a thread that is not a worker: if it is a relief thread, publishes <paramref name="owner"/> as the object
-    /// running its current item (cleared by the relief thread when the item returns).
+    /// running its current item (cleared by <see cref="ExitOwnedItem"/>, and again by the relief thread after the item).
     /// </summary>
     public static void EnterOwnedItem(object owner)
     {
         if (t_current is OutsideRelief relief)
         {
             Volatile.Write(ref relief._runningOwner, owner);
+        }
+    }
+
+    /// <summary>The owner published by <see cref="EnterOwnedItem"/> has returned: on a relief thread, forgets it.</summary>
+    public static void ExitOwnedItem()
+    {
+        if (t_current is OutsideRelief relief)
+        {
+            Volatile.Write(ref relief._runningOwner, null);
         }
     }
 

@@ -324,7 +324,7 @@ internal sealed class PoolTimer : TimerNode, ITimer, IShutdownAware, Telemetry.I
         }
         finally
         {
-            worker?.ExitOwnedItem();
+            Worker.ExitOwnedItem(worker);
             EndCallback();
         }
     }
