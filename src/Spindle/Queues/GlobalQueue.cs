@@ -309,9 +309,10 @@ internal sealed partial class GlobalQueue
 
     /// <summary>
     /// Takes up to <paramref name="destination"/>.Length items, oldest first. Returns how many were taken (0 when the
-    /// queue looked empty).
+    /// queue looked empty). With <paramref name="wholeBatchOrOne"/>, takes the whole length only when that many items
+    /// are published in a row at the head, and otherwise only the oldest one (see <c>Worker.TryTakeGlobalBatch</c>).
     /// </summary>
-    public int TryDequeueBatch(Span<WorkItemEntry> destination)
+    public int TryDequeueBatch(Span<WorkItemEntry> destination, bool wholeBatchOrOne = false)
     {
         Debug.Assert(destination.Length > 0);
         while (true)
@@ -330,6 +331,10 @@ internal sealed partial class GlobalQueue
                 && Volatile.Read(ref slots[(head + ready) & Mask].Sequence) == head + ready + 1)
             {
                 ready++;
+            }
+            if (wholeBatchOrOne && ready > 1 && ready < destination.Length)
+            {
+                ready = 1;
             }
             if (ready == 0)
             {
