@@ -309,10 +309,9 @@ internal sealed partial class GlobalQueue
 
     /// <summary>
     /// Takes up to <paramref name="destination"/>.Length items, oldest first. Returns how many were taken (0 when the
-    /// queue looked empty). With <paramref name="wholeBatchOrOne"/>, takes the whole length only when that many items
-    /// are published in a row at the head, and otherwise only the oldest one (see <c>Worker.TryTakeGlobalBatch</c>).
+    /// queue looked empty).
     /// </summary>
-    public int TryDequeueBatch(Span<WorkItemEntry> destination, bool wholeBatchOrOne = false)
+    public int TryDequeueBatch(Span<WorkItemEntry> destination)
     {
         Debug.Assert(destination.Length > 0);
         while (true)
@@ -331,10 +330,6 @@ internal sealed partial class GlobalQueue
                 && Volatile.Read(ref slots[(head + ready) & Mask].Sequence) == head + ready + 1)
             {
                 ready++;
-            }
-            if (wholeBatchOrOne && ready > 1 && ready < destination.Length)
-            {
-                ready = 1;
             }
             if (ready == 0)
             {

@@ -265,8 +265,7 @@ internal sealed class Scheduler
 
     /// <summary>Takes up to <paramref name="destination"/>'s length from the global queue, oldest first.</summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    public int TryDequeueGlobalBatch(Span<WorkItemEntry> destination, bool wholeBatchOrOne = false) =>
-        _globalQueue.TryDequeueBatch(destination, wholeBatchOrOne);
+    public int TryDequeueGlobalBatch(Span<WorkItemEntry> destination) => _globalQueue.TryDequeueBatch(destination);
 
     /// <summary>
     /// Hands fired timers in, ahead of all ordinary work. Returns false, having taken nothing, once the pool has stopped

@@ -1028,23 +1028,12 @@ internal sealed class Worker
         return true;
     }
 
-    /// <summary>
-    /// Takes a batch from the global queue: returns the first, keeps the rest in the ring (where they can be stolen).
-    /// </summary>
-    /// <remarks>
-    /// A batch is taken only when the queue holds a whole one (or as much as the ring has room for) at its head;
-    /// otherwise this takes the oldest item alone. A shallow queue means its producers are just ahead of the workers: a
-    /// partial batch taken then is work the other workers cannot reach except by stealing, and the worker that holds it
-    /// may be descheduled with it. Measured on 2 cores, interleaved, 6 runs each: outside batches of 1,000 Run items
-    /// (`task-run`) went from 3.98M to 5.13M items/s (every run faster), and 10,000-item bursts (`burst-remote/items`)
-    /// from 40.7 to 33.2 ms; a one-item limit for every take (no batches) doubled the deep-queue times instead
-    /// (`queue-drain/separated` 142 to 302 ms).
-    /// </remarks>
+    /// <summary>Takes a batch from the global queue: returns the first, keeps the rest in the ring (where they can be stolen).</summary>
     public bool TryTakeGlobalBatch(out WorkItemEntry item)
     {
         int room = Ring.Capacity - Ring.Count;
         int want = Math.Min(_batch.Length, room + 1);
-        int taken = Scheduler.TryDequeueGlobalBatch(_batch.AsSpan(0, want), wholeBatchOrOne: true);
+        int taken = Scheduler.TryDequeueGlobalBatch(_batch.AsSpan(0, want));
         if (taken == 0)
         {
             item = default;
@@ -1065,8 +1054,8 @@ internal sealed class Worker
         }
         if (taken == want && taken > 1)
         {
-            // A full batch: the global queue may hold more, and others can steal the rest of this batch. A single item
-            // from a shallow queue wakes nobody: what it left stays in the global queue for any worker's next look.
+            // A full batch: the global queue may hold more, and others can steal the rest of this batch. A partial
+            // batch emptied the queue, so this worker alone can run what it took.
             _idle.WakeWorkerIfNeeded();
         }
         return true;

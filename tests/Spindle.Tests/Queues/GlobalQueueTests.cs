@@ -63,29 +63,6 @@ public sealed class GlobalQueueTests
     }
 
     [Fact]
-    public void WholeBatchOrOne_TakesAWholeBatch_OnlyWhenTheQueueHoldsOne_ElseTheOldestItemAlone()
-    {
-        var queue = new GlobalQueue();
-        for (int i = 0; i < 10; i++)
-        {
-            queue.TryEnqueue(Numbered(i));
-        }
-        var batch = new WorkItemEntry[4];
-        Assert.Equal(4, queue.TryDequeueBatch(batch, wholeBatchOrOne: true));
-        Assert.Equal([0, 1, 2, 3], Numbers(batch, 4));
-        Assert.Equal(4, queue.TryDequeueBatch(batch, wholeBatchOrOne: true));
-        Assert.Equal([4, 5, 6, 7], Numbers(batch, 4));
-        // Two left, fewer than a batch: one at a time, oldest first, the rest left for others.
-        Assert.Equal(1, queue.TryDequeueBatch(batch, wholeBatchOrOne: true));
-        Assert.Equal([8], Numbers(batch, 1));
-        Assert.Equal(1, queue.Count);
-        Assert.Equal(1, queue.TryDequeueBatch(batch, wholeBatchOrOne: true));
-        Assert.Equal([9], Numbers(batch, 1));
-        Assert.Equal(0, queue.TryDequeueBatch(batch, wholeBatchOrOne: true));
-        Assert.True(queue.IsEmpty);
-    }
-
-    [Fact]
     public void Batch_TakesWhatIsThere_UpToItsSize()
     {
         var queue = new GlobalQueue();
