@@ -22,8 +22,7 @@ namespace Spindle.Scheduling;
 /// <item>The stall monitor: <see cref="DeferredAt"/> and <see cref="MonitorSeen"/>.</item>
 /// <item>The thread controller: <see cref="Thread"/>, <see cref="InjectedFor"/>, <see cref="RegionDepth"/> (blocking
 /// regions).</item>
-/// <item>The stuck-item detector (on the pool's timer thread): <see cref="StuckWatchCount"/>,
-/// <see cref="StuckWatchSince"/>, <see cref="StuckReportedCount"/>.</item>
+/// <item>The stuck-item detector (on the pool's timer thread): <see cref="StuckWatch"/>.</item>
 /// </list>
 /// Thieves only take from the ring and the LIFO slot through their own protocols (WorkStealingRing, the slot's CAS).
 /// <para>What the worker runs, for the stuck-item detector (on the pool's timer thread, every quarter threshold). Before
@@ -138,12 +137,8 @@ internal sealed class Worker
     // the lane set when it hands out a lane item, cleared after the item; read by other threads only as a snapshot.
     public Lane? CurrentLane;
 
-    // Stuck-item detector (timer thread only): the completed count when it first saw this worker inside an item (-1:
-    // not watching), the Stopwatch timestamp of that check, and the completed count of the item it last reported
-    // (-1: none), so that each item is reported once.
-    public long StuckWatchCount = -1;
-    public long StuckWatchSince;
-    public long StuckReportedCount = -1;
+    // Stuck-item detector (timer thread only).
+    public StuckWatch StuckWatch = StuckWatch.New;
 
     // This worker's thread only (see the remarks): the callback of the item it runs or last ran (null once parked), items
     // started, and the library item that runs the caller's code right now.

@@ -16,9 +16,8 @@ namespace Spindle.Telemetry;
 /// <remarks>
 /// <para>It runs on the pool's timer thread (<see cref="Timers.TimerService"/> calls <see cref="Check"/> every
 /// <see cref="CheckPeriodMs"/> while the pool has workers), so it needs no free worker: every worker may be stuck. The
-/// timer thread is the only caller, one check at a time, so the per-worker watch fields it keeps on
-/// <see cref="Worker"/> (<see cref="Worker.StuckWatchCount"/>, <see cref="Worker.StuckWatchSince"/>,
-/// <see cref="Worker.StuckReportedCount"/>) need no synchronization.</para>
+/// timer thread is the only caller, one check at a time, so the watch it keeps on each watched thread
+/// (<see cref="StuckWatch"/>) needs no synchronization.</para>
 /// <para>A worker counts the items it starts and completes, and publishes the callback of the one it runs (see
 /// <see cref="Worker"/>). A check that finds the started count ahead of the completed count <c>n</c> notes <c>n</c> and
 /// the time: item <c>n + 1</c> has started. A later check that reads the same completed count knows that item has not
@@ -64,7 +63,8 @@ internal sealed class StuckItemDetector
         foreach (Worker worker in _threads.Workers)
         {
             long completed = worker.CompletedCount; // first: see the remarks
-            if (!IsDue(completed, worker.StartedCount, ref worker.StuckWatchCount, ref worker.StuckWatchSince, worker.StuckReportedCount, now))
+            ref StuckWatch watch = ref worker.StuckWatch;
+            if (!watch.IsDue(completed, worker.StartedCount, now, _thresholdTicks))
             {
                 continue;
             }
@@ -75,46 +75,26 @@ internal sealed class StuckItemDetector
             {
                 continue; // it ended while we looked: not stuck after all (its successor is watched afresh)
             }
-            worker.StuckReportedCount = completed;
+            watch.MarkReported(completed);
             if (!ItemDescriber.IsLongRunning(callback))
             {
-                Report(worker.Id, worker.Thread, callback, owner, lane, Stopwatch.GetElapsedTime(worker.StuckWatchSince, now));
+                Report(worker.Id, worker.Thread, callback, owner, lane, Stopwatch.GetElapsedTime(watch.Since, now));
             }
         }
 
         OutsideRelief relief = _relief;
         long reliefCompleted = relief.CompletedCount;
-        if (IsDue(reliefCompleted, relief.StartedCount, ref relief.StuckWatchCount, ref relief.StuckWatchSince, relief.StuckReportedCount, now))
+        ref StuckWatch reliefWatch = ref relief.StuckWatch;
+        if (reliefWatch.IsDue(reliefCompleted, relief.StartedCount, now, _thresholdTicks))
         {
             object? callback = relief.RunningCallback;
             object? owner = relief.RunningOwner;
             if (callback is not null && relief.CompletedCount == reliefCompleted)
             {
-                relief.StuckReportedCount = reliefCompleted;
-                Report(0, relief.Thread, callback, owner, lane: null, Stopwatch.GetElapsedTime(relief.StuckWatchSince, now));
+                reliefWatch.MarkReported(reliefCompleted);
+                Report(0, relief.Thread, callback, owner, lane: null, Stopwatch.GetElapsedTime(reliefWatch.Since, now));
             }
         }
-    }
-
-    /// <summary>
-    /// Advances one thread's watch with its counts (the completed count read first): true when the item it runs has run
-    /// for the threshold at least and has not been reported yet.
-    /// </summary>
-    private bool IsDue(long completed, long started, ref long watchCount, ref long watchSince, long reportedCount, long now)
-    {
-        if (started == completed)
-        {
-            watchCount = -1; // between items
-            return false;
-        }
-        if (completed != watchCount)
-        {
-            // A new item (or the first look at this one): it has run at least since now.
-            watchCount = completed;
-            watchSince = now;
-            return false;
-        }
-        return now - watchSince >= _thresholdTicks && reportedCount != completed;
     }
 
     private void Report(int workerId, Thread? thread, object callback, object? owner, Lane? lane, TimeSpan runningTime)

@@ -120,14 +120,8 @@ internal sealed class OutsideRelief
     /// <summary>The relief thread, once started.</summary>
     public Thread? Thread => Volatile.Read(ref _thread);
 
-    /// <summary>The stuck-item detector's watch (timer thread only): see <see cref="Telemetry.StuckItemDetector"/>.</summary>
-    public long StuckWatchCount = -1;
-
-    /// <summary>See <see cref="StuckWatchCount"/>.</summary>
-    public long StuckWatchSince;
-
-    /// <summary>See <see cref="StuckWatchCount"/>.</summary>
-    public long StuckReportedCount = -1;
+    /// <summary>The stuck-item detector's watch of this thread (timer thread only).</summary>
+    public Telemetry.StuckWatch StuckWatch = Telemetry.StuckWatch.New;
 
     /// <summary>
     /// On a thread that is not a worker: if it is a relief thread, publishes <paramref name="owner"/> as the object
