@@ -560,6 +560,7 @@ public sealed class GlobalQueueTests
     /// </summary>
     internal static void RunEmptinessChecks(int producers, int consumers, int itemsPerProducer)
     {
+        const int MaxBacklog = 4 * GlobalQueue.SegmentSize;
         var queue = new GlobalQueue(maxRetiredSegments: 4);
         int total = producers * itemsPerProducer;
         using var ledger = new ExactlyOnceLedger(total);
@@ -577,6 +578,13 @@ public sealed class GlobalQueueTests
                 go.Wait();
                 for (int i = start; i < start + itemsPerProducer; i++)
                 {
+                    // A bounded backlog, so that segments retire and are reused all along: left free, the producers
+                    // could fill every segment before a descheduled consumer took anything, and nothing would retire
+                    // before the last grow.
+                    while (Volatile.Read(ref accepted) - Volatile.Read(ref taken) > MaxBacklog)
+                    {
+                        Thread.Yield();
+                    }
                     Assert.True(queue.TryEnqueue(Numbered(i)));
                     Interlocked.Increment(ref accepted);
                 }
