@@ -26,6 +26,12 @@ public sealed partial class WorkerPool
     /// <summary>The number of runnable workers the pool currently aims for.</summary>
     internal int ThreadTarget => _threads.ThreadTarget;
 
+    /// <summary>Workers parked right now (tests and diagnostics; a snapshot).</summary>
+    internal int ParkedWorkerCount => _idle.IdleCount;
+
+    /// <summary>How many times the pool's workers have parked, exited workers included (tests and diagnostics).</summary>
+    internal long WorkerParkCount => _threads.WorkerParkCount;
+
     /// <summary>Dedicated threads waiting for an item (tests and diagnostics).</summary>
     internal int IdleDedicatedThreadCount => _dedicated.IdleCount;
 

@@ -47,6 +47,7 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
     private readonly WaitRegistry _waits;
     private readonly TaskBridge _tasks;
     private readonly StallMonitor _monitor;
+    private readonly IdleCoordinator _idle;
     private readonly OutsideRelief _relief;
     private WorkerPoolTimeProvider? _timeProvider;
 
@@ -68,7 +69,7 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
         // Wiring, in dependency order. The back edges (the idle coordinator and the scheduler need the thread controller
         // and the monitor, which need them) are set once by Connect, here, before any thread of the pool exists.
         _runner = new ItemRunner(this);
-        var idle = new IdleCoordinator(_options);
+        var idle = _idle = new IdleCoordinator(_options);
         _scheduler = new Scheduler(idle, _runner, _options.LaneStarvationIntervalMs);
         _timers = new TimerService(_options, _scheduler, _runner);
         _threads = new ThreadController(this, _options, _scheduler, idle, _runner, _timers);

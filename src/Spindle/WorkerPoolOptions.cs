@@ -133,6 +133,9 @@ public sealed class WorkerPoolOptions
     /// <summary>Test seam: how many times a searching worker yields its core before it parks (null: the default).</summary>
     internal int? YieldAttempts { get; set; }
 
+    /// <summary>Test seam: the yields a search adds while work arrives in back-to-back bursts (null: the default; 0: none).</summary>
+    internal int? BurstYieldAttempts { get; set; }
+
     /// <summary>Test seam: the lanes' starvation interval in milliseconds (null: <see cref="Lanes.LaneSet.StarvationIntervalMs"/>).</summary>
     internal int? LaneStarvationIntervalMs { get; set; }
 
@@ -196,9 +199,10 @@ public sealed class WorkerPoolOptions
         {
             throw new ArgumentOutOfRangeException(nameof(LocalQueueCapacity), capacity, "The local queue capacity must be a power of two, at least 2.");
         }
-        if (MaxSpinAttempts < 0 || YieldAttempts < 0)
+        if (MaxSpinAttempts < 0 || YieldAttempts < 0 || BurstYieldAttempts < 0)
         {
-            throw new ArgumentOutOfRangeException(MaxSpinAttempts < 0 ? nameof(MaxSpinAttempts) : nameof(YieldAttempts), "Spin and yield attempts must not be negative.");
+            string name = MaxSpinAttempts < 0 ? nameof(MaxSpinAttempts) : YieldAttempts < 0 ? nameof(YieldAttempts) : nameof(BurstYieldAttempts);
+            throw new ArgumentOutOfRangeException(name, "Spin and yield attempts must not be negative.");
         }
         if (!Enum.IsDefined(ExceptionPolicy))
         {

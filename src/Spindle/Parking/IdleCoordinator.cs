@@ -35,6 +35,10 @@ namespace Spindle.Parking;
 /// (the worker runs it next). If the pushing worker's current item then blocks, the stall monitor wakes a helper. The
 /// store-buffering race between an unfenced push and a parking searcher is closed on the parking side by a
 /// process-wide barrier (see <see cref="PushIdleAndLookAgain"/>).</item>
+/// <item>How long a searcher looks before it parks: a spin scaled by the free cores, then a few yields, and many more
+/// yields while its latest park was a short gap between bursts of work (<see cref="BurstTracker"/>), so that
+/// back-to-back bursts find a searcher instead of paying a wake-up each, while a trickle of single items still parks at
+/// once.</item>
 /// </list>
 /// </remarks>
 internal sealed class IdleCoordinator
@@ -54,9 +58,22 @@ internal sealed class IdleCoordinator
     /// <summary>How many times a searcher yields its core after spinning, before it parks.</summary>
     internal const int DefaultYieldAttempts = 4;
 
+    /// <summary>
+    /// Yields added to a search while work arrives in back-to-back bursts (<see cref="BurstTracker"/>). With nothing
+    /// else runnable a yield returns in about 0.3 µs, so this keeps the searcher available for some 40 µs more; with an
+    /// outside producer runnable on the same core, each yield lets it queue on. Measured on 2 cores (a Xeon VM) against
+    /// none, interleaved child processes of the comparison program, medians: outside batches of 1,000 Run items 4.54M
+    /// to 5.67M items/s (12 runs each); 10,000-item bursts 81.0 to 56.6 ms (Run items) and 29.8 to 27.8 ms (plain
+    /// items); socket round trips p99 1.45 to 0.90 ms (1 byte) and 3.68 to 0.96 ms (4 KB); channel ping-pong 4.1 to
+    /// 2.9 µs a hop; the pool's CPU time under one item per 100 µs or per 1 ms unchanged (449 and 434 ms, 60.9 and
+    /// 61.4 ms).
+    /// </summary>
+    internal const int DefaultBurstYieldAttempts = 128;
+
     private readonly IdleStack<Worker> _idle = new();
     private readonly int _maxSpinAttempts;
     private readonly int _yieldAttempts;
+    private readonly int _burstYieldAttempts;
     private readonly int _idleTimeoutMs;
 
     // Workers currently searching for work. Written by searchers and wakers with atomics; read by every enqueue.
@@ -72,6 +89,7 @@ internal sealed class IdleCoordinator
     {
         _maxSpinAttempts = options.MaxSpinAttempts ?? DefaultMaxSpinAttempts;
         _yieldAttempts = options.YieldAttempts ?? DefaultYieldAttempts;
+        _burstYieldAttempts = options.BurstYieldAttempts ?? DefaultBurstYieldAttempts;
         _idleTimeoutMs = options.IdleTimeoutMilliseconds;
     }
 
@@ -168,6 +186,8 @@ internal sealed class IdleCoordinator
         // owner fills them.
         bool checkOwnWork = counted;
         int attempts = SpinAttemptsForFreeCores();
+        // Past the spin, the yields: more of them while work comes in back-to-back bursts (see BurstTracker).
+        int yields = self.Bursts.InBackToBackBursts(self.StartedCount) ? _yieldAttempts + _burstYieldAttempts : _yieldAttempts;
         Scheduler scheduler = _scheduler;
         for (int attempt = 0; ; attempt++)
         {
@@ -187,7 +207,7 @@ internal sealed class IdleCoordinator
             {
                 self.Backoff.Spin(attempt);
             }
-            else if (attempt < attempts + _yieldAttempts)
+            else if (attempt < attempts + yields)
             {
                 // Past the spin budget, offer the core to other runnable threads before parking. When threads outnumber
                 // cores (an outside producer sharing the machine with the workers) this lets the producer run without
@@ -267,6 +287,7 @@ internal sealed class IdleCoordinator
             return true;
         }
         self.CountPark();
+        long parkedAt = Stopwatch.GetTimestamp();
         while (true)
         {
             int timeout = _idleTimeoutMs != Timeout.Infinite && _threads.ThreadCount > _threads.MinThreads
@@ -294,6 +315,7 @@ internal sealed class IdleCoordinator
                 return true;
             }
         }
+        self.Bursts.NoteWoken(Stopwatch.GetTimestamp() - parkedAt, self.StartedCount);
         _monitor.EnsureMonitorIfNoneIdle(); // this worker is busy again: if nobody is left parked, the monitor must watch
         return true;
     }

@@ -154,6 +154,8 @@ internal sealed class Worker
     private long _steals;
     private long _parks;
     private long _inlineRuns;
+    // Owner only: how the latest park ended, for the length of the next search (see IdleCoordinator.Search).
+    public BurstTracker Bursts;
     // Owner only: the pace of the items timed for the run-time histogram.
     private SamplePacer _durationPacer;
     // Owner only: the pace of this worker's enqueues sampled for the queue-wait histogram (PoolMetrics.ShouldSampleWait).

@@ -1,0 +1,62 @@
+using Spindle.Parking;
+using Xunit;
+
+namespace Spindle.Tests.Parking;
+
+/// <summary>
+/// <see cref="BurstTracker"/>: a search is extended only after a short park followed by a burst's worth of items; a
+/// trickle of single items or a long park never extends it.
+/// </summary>
+public sealed class BurstTrackerTests
+{
+    private static readonly long Short = BurstTracker.ShortParkTicks - 1;
+    private static readonly long Long = BurstTracker.ShortParkTicks;
+
+    [Fact]
+    public void ANewTracker_DoesNotExtend_HoweverManyItemsRan()
+    {
+        var tracker = default(BurstTracker);
+        Assert.False(tracker.InBackToBackBursts(0));
+        Assert.False(tracker.InBackToBackBursts(1_000_000));
+    }
+
+    [Fact]
+    public void AShortPark_FollowedByABurstsWorthOfItems_Extends()
+    {
+        var tracker = default(BurstTracker);
+        tracker.NoteWoken(Short, started: 500);
+        Assert.False(tracker.InBackToBackBursts(500 + BurstTracker.BurstItems - 1));
+        Assert.True(tracker.InBackToBackBursts(500 + BurstTracker.BurstItems));
+        Assert.True(tracker.InBackToBackBursts(500 + 10_000)); // stays on while the worker keeps finding work
+    }
+
+    [Fact]
+    public void ShortParks_EachFollowedByOneItem_NeverExtend()
+    {
+        // A trickle: the worker wakes soon after each park, but runs one item per wake.
+        var tracker = default(BurstTracker);
+        long started = 0;
+        for (int i = 0; i < 100; i++)
+        {
+            tracker.NoteWoken(0, started);
+            started++;
+            Assert.False(tracker.InBackToBackBursts(started));
+        }
+    }
+
+    [Fact]
+    public void ALongPark_TurnsTheExtensionOff_UntilTheNextShortOne()
+    {
+        var tracker = default(BurstTracker);
+        tracker.NoteWoken(Short, started: 0);
+        Assert.True(tracker.InBackToBackBursts(BurstTracker.BurstItems));
+
+        tracker.NoteWoken(Long, started: BurstTracker.BurstItems);
+        Assert.False(tracker.InBackToBackBursts(BurstTracker.BurstItems));
+        Assert.False(tracker.InBackToBackBursts(100 * BurstTracker.BurstItems));
+
+        tracker.NoteWoken(Short, started: 100 * BurstTracker.BurstItems);
+        Assert.False(tracker.InBackToBackBursts(100 * BurstTracker.BurstItems)); // counted from this wake
+        Assert.True(tracker.InBackToBackBursts(101 * BurstTracker.BurstItems));
+    }
+}
