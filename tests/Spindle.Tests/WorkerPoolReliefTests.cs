@@ -112,6 +112,46 @@ public sealed class WorkerPoolReliefTests
         Assert.False(first.Faulted || second.Faulted);
     }
 
+    [Fact]
+    public void AnItemTheReliefThreadRuns_IsTimedForTheRunTimeHistogram()
+    {
+        // Both workers run chains of 2 ms items; the probe the relief thread takes is held for 40 ms, which no other
+        // item lasts, so a run time of 30 ms or more can only come from the relief thread.
+        var runTimes = new System.Collections.Concurrent.ConcurrentQueue<double>();
+        using var listener = new System.Diagnostics.Metrics.MeterListener();
+        listener.InstrumentPublished = (instrument, l) =>
+        {
+            if (instrument.Meter.Name == "Spindle" && instrument.Name == "spindle.pool.work_item.duration")
+            {
+                l.EnableMeasurementEvents(instrument);
+            }
+        };
+        listener.SetMeasurementEventCallback<double>((_, value, tags, _) =>
+        {
+            foreach (System.Collections.Generic.KeyValuePair<string, object?> tag in tags)
+            {
+                if (tag.Key == "spindle.pool.name" && (string?)tag.Value == nameof(WorkerPoolReliefTests))
+                {
+                    runTimes.Enqueue(value);
+                }
+            }
+        });
+        listener.Start();
+        using WorkerPool pool = CreatePool(minThreads: 2, maxThreads: 8);
+        using var first = new SpinChain(pool, TimeSpan.FromMilliseconds(2), viaSlot: false);
+        using var second = new SpinChain(pool, TimeSpan.FromMilliseconds(2), viaSlot: false);
+        first.Start();
+        second.Start();
+        Assert.True(first.WaitForItems(3, Waits.MustHappen) && second.WaitForItems(3, Waits.MustHappen), "The chains did not start.");
+        using var gate = new ManualResetEventSlim();
+        Probe? relieved = ProbeUntilRelieved(pool, gate);
+        Assert.True(relieved is not null, "No outside probe ever ran on the relief thread while both workers ran 2 ms items.");
+        Thread.Sleep(40);
+        gate.Set();
+        Waits.Until(() => runTimes.Any(t => t >= 0.03), "the relief thread's item in the run-time histogram");
+        Assert.False(first.Faulted || second.Faulted);
+    }
+
     /// <summary>Queues probes one at a time until one runs on the relief thread (held at <paramref name="gate"/>, if any); null if none did.</summary>
     private static Probe? ProbeUntilRelieved(WorkerPool pool, ManualResetEventSlim? gate = null, bool viaRun = false)
     {

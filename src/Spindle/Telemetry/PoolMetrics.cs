@@ -31,7 +31,8 @@ namespace Spindle.Telemetry;
 /// starts it. With the histogram off, an enqueue pays one check of the instrument's enabled state.</para>
 /// <para>The run-time histogram (<c>spindle.pool.work_item.duration</c>): a worker times the items its pacer chooses
 /// (two clock reads), only while a listener has the histogram enabled; the other items pay one decrement of a
-/// worker-owned counter. A first version timed one item in 32 and recorded one enqueue in 64: with a listener on every
+/// worker-owned counter. Dedicated threads and the relief thread time every item while it is enabled
+/// (<see cref="Scheduling.ItemRunner.RunTimedOnPoolThread"/>): their items are few and long. A first version timed one item in 32 and recorded one enqueue in 64: with a listener on every
 /// instrument, a chain of 30 ns items ran at 0.78x its unobserved speed (24.9M against 32.0M items/s), the recorded
 /// measurements costing more than the items.</para>
 /// </remarks>
@@ -96,7 +97,7 @@ internal sealed class PoolMetrics : IDisposable
             "{work_item}", "Work items of a lane cancelled by its shutdown or the pool's.");
 
         _duration = _meter.CreateHistogram<double>("spindle.pool.work_item.duration", "s",
-            "Run time of work items on workers, sampled: about one item per 100 µs of each worker's time.");
+            "Run time of work items: on workers sampled, about one item per 100 µs of each worker's time; on dedicated threads and the relief thread every item.");
         _wait = _meter.CreateHistogram<double>("spindle.pool.work_item.wait.duration", "s",
             "Time work items wait from being queued to starting, sampled: about one enqueue per 100 µs of each queueing thread.");
     }

@@ -202,7 +202,7 @@ internal sealed class DedicatedThreads
                 {
                     try
                     {
-                        runner.RunOnPoolThread(ref item);
+                        runner.RunTimedOnPoolThread(ref item);
                     }
                     finally
                     {

@@ -385,7 +385,7 @@ internal sealed class OutsideRelief
             Interlocked.Increment(ref _started);
             try
             {
-                _runner.RunOnPoolThread(ref item);
+                _runner.RunTimedOnPoolThread(ref item);
             }
             finally
             {

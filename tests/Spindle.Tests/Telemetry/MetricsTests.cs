@@ -168,6 +168,26 @@ public sealed class MetricsTests
     }
 
     [Fact]
+    public void TheRunTimeHistogram_TimesEveryItemOfADedicatedThread()
+    {
+        string name = $"{nameof(MetricsTests)}-{Guid.NewGuid():N}";
+        using var collector = new Collector(name);
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = name, MinThreads = 1, MaxThreads = 1 });
+        // Long-running items: each one runs on a dedicated thread, not on the worker, and no worker item lasts 40 ms.
+        const int Items = 3;
+        using var done = new CountdownEvent(Items);
+        for (int i = 0; i < Items; i++)
+        {
+            pool.QueueUserWorkItem(static d => { Thread.Sleep(50); d.Signal(); }, done, WorkItemOptions.LongRunning);
+        }
+        Waits.For(done, "the long-running items");
+        Waits.Until(() => collector.Measurements.Count(m => m.Instrument == "spindle.pool.work_item.duration" && m.Value >= 0.04) >= Items,
+            "a run time of 40 ms or more for every long-running item");
+        Assert.All(collector.Measurements.Where(m => m.Instrument == "spindle.pool.work_item.duration" && m.Value >= 0.04),
+            m => Assert.False(m.Tags.ContainsKey("spindle.lane.name")));
+    }
+
+    [Fact]
     public void TheQueueWaitHistogram_SamplesEnqueues_AndSampledItemsKeepTheirContextAndLane()
     {
         string name = $"{nameof(MetricsTests)}-{Guid.NewGuid():N}";
