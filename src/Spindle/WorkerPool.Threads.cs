@@ -32,6 +32,20 @@ public sealed partial class WorkerPool
     /// <summary>How many times the pool's workers have parked, exited workers included (tests and diagnostics).</summary>
     internal long WorkerParkCount => _threads.WorkerParkCount;
 
+    /// <summary>Steals the current workers made from a stalled peer they watched (for tests; exited workers' are not kept).</summary>
+    internal long PeerWatchStealCount
+    {
+        get
+        {
+            long sum = 0;
+            foreach (Scheduling.Worker worker in _threads.Workers)
+            {
+                sum += worker.PeerWatchStealCount;
+            }
+            return sum;
+        }
+    }
+
     /// <summary>Dedicated threads waiting for an item (tests and diagnostics).</summary>
     internal int IdleDedicatedThreadCount => _dedicated.IdleCount;
 

@@ -450,6 +450,9 @@ internal sealed class Lane
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public bool IsPublishedAhead(int distance) => _queue.IsPublishedAhead(distance);
 
+    /// <summary>Waits briefly for a producer at work to get <paramref name="gap"/> items ahead; see GlobalQueue.WaitForGap.</summary>
+    public void WaitForGap(int gap, int maxWaits) => _queue.WaitForGap(gap, maxWaits);
+
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     private bool TryAcquireSlot()
     {

@@ -1,5 +1,6 @@
 using System;
 using System.Diagnostics;
+using System.Runtime.CompilerServices;
 using System.Threading;
 using Spindle.Threading;
 
@@ -381,6 +382,53 @@ internal sealed partial class GlobalQueue
             return true; // in the next segment: not looked for (the answer only spares the caller a wait)
         }
         return Volatile.Read(ref segment.Slots[position & Mask].Sequence) == position + 1;
+    }
+
+    /// <summary>
+    /// Consumer side: waits until the item <paramref name="gap"/> positions past the head is published, for at most
+    /// <paramref name="maxWaits"/> short spins (<c>Thread.SpinWait(8)</c>, about 0.3 µs each on the 2-core VM), and
+    /// gives up at once when a spin saw no new item published: then nobody is queueing right now (a burst of a few items
+    /// has ended), and waiting for more would only delay the ones there.
+    /// </summary>
+    /// <remarks>
+    /// Why a consumer waits at all: one that has caught up with a producer takes each item just after it is published,
+    /// reading the slot's cache line and freeing the slot, so the producer's next write into that line (two slots share
+    /// one) has to fetch it back, and the two threads pass lines back and forth for every item or two. Given a moment,
+    /// a producer at work gets far enough ahead that the lines the consumer takes are ones it has finished with. The
+    /// looks read slots near the head (never the tail), and spinning touches nothing shared.
+    /// </remarks>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public void WaitForGap(int gap, int maxWaits)
+    {
+        Debug.Assert(gap is > 1 and < SegmentSize);
+        int published = FurthestPublished(gap, 0);
+        for (int i = 0; i < maxWaits; i++)
+        {
+            Thread.SpinWait(8);
+            if (IsPublishedAhead(gap))
+            {
+                return;
+            }
+            int now = FurthestPublished(gap, published);
+            if (now == published)
+            {
+                return;
+            }
+            published = now;
+        }
+    }
+
+    /// <summary>
+    /// The furthest distance past the head, below <paramref name="gap"/>, up to which items are published without a
+    /// hole, starting from <paramref name="known"/> (already seen published).
+    /// </summary>
+    private int FurthestPublished(int gap, int known)
+    {
+        while (known + 1 < gap && IsPublishedAhead(known + 1))
+        {
+            known++;
+        }
+        return known;
     }
 
     /// <summary>

@@ -67,6 +67,9 @@ internal sealed class Worker
     /// <summary>Most items a worker takes from the global queue at once.</summary>
     internal const int GlobalBatchSize = 32;
 
+    /// <summary>How many of a worker's takes from the global queue one watch of a peer lasts (see <see cref="TakeShared"/>).</summary>
+    internal const int PeerWatchTakes = 16;
+
     [ThreadStatic]
     private static Worker? t_current;
 
@@ -183,6 +186,12 @@ internal sealed class Worker
     private bool _longLookStreak;   // owner only: the previous timed look found a long item (see NoteItemLength)
     private long _bottomTop = -1;   // owner only: the ring's top index at the last fairness look
     private long _bottomSince;      // owner only: when that top index was first seen
+    // Peer watch (owner only, see TakeShared): takes from the global queue left in the current watch, the watched peer,
+    // and its started count when the watch began.
+    private int _peerWatchCountdown = PeerWatchTakes;
+    private Worker? _watchedPeer;
+    private long _watchedPeerStarted;
+    private long _peerWatchSteals; // written by the owner, read by anyone
     private Backoff _backoff;
     // Timer assist (owner only): items left before the next look at the timer deadline, the look's interval in items,
     // when the last look read the clock, and the worker's buffer for timers it expires itself.
@@ -222,6 +231,9 @@ internal sealed class Worker
     public long ParkCount => Volatile.Read(ref _parks);
 
     /// <summary>Owner only: a steal succeeded.</summary>
+    /// <summary>Steals this worker made from a stalled peer it watched (see <see cref="TakeShared"/>); part of <see cref="StealCount"/>.</summary>
+    public long PeerWatchStealCount => Volatile.Read(ref _peerWatchSteals);
+
     public void CountSteal() => Volatile.Write(ref _steals, _steals + 1);
 
     /// <summary>Owner only: the worker is about to sleep.</summary>
@@ -599,50 +611,11 @@ internal sealed class Worker
             // one look per LaneTurnGap items, not one per item.
             if (!lane.IsPublishedAhead(LaneTurnGap))
             {
-                WaitForGap(lane);
+                lane.WaitForGap(LaneTurnGap, LaneTurnGapWaits);
             }
             unwatched = LaneTurnGap - 1;
         }
         return lane.TryTakeNextInTurn(out item);
-    }
-
-    /// <summary>
-    /// Waits until the item <see cref="LaneTurnGap"/> past the head is published, for at most
-    /// <see cref="LaneTurnGapWaits"/> short spins, and gives up at once when a spin saw no new item published: then
-    /// the producer is not queueing right now (a burst of a few items has ended), and waiting for more would only delay
-    /// the ones there.
-    /// </summary>
-    [MethodImpl(MethodImplOptions.NoInlining)]
-    private static void WaitForGap(Lane lane)
-    {
-        int published = FurthestPublished(lane, 0);
-        for (int i = 0; i < LaneTurnGapWaits; i++)
-        {
-            Thread.SpinWait(8);
-            if (lane.IsPublishedAhead(LaneTurnGap))
-            {
-                return;
-            }
-            int now = FurthestPublished(lane, published);
-            if (now == published)
-            {
-                return;
-            }
-            published = now;
-        }
-    }
-
-    /// <summary>
-    /// The furthest distance past the head, below <see cref="LaneTurnGap"/>, up to which items are published without a
-    /// hole, starting from <paramref name="known"/> (already seen published).
-    /// </summary>
-    private static int FurthestPublished(Lane lane, int known)
-    {
-        while (known + 1 < LaneTurnGap && lane.IsPublishedAhead(known + 1))
-        {
-            known++;
-        }
-        return known;
     }
 
     /// <summary>Spins of a lane turn that found the lane's queue empty before it gives the slot back.</summary>
@@ -796,7 +769,67 @@ internal sealed class Worker
         {
             return true;
         }
-        return TryTakeLifoSlot(out item) || Ring.TryPop(out item) || TryTakeGlobalBatch(out item);
+        return TryTakeLifoSlot(out item) || Ring.TryPop(out item) || TakeShared(out item);
+    }
+
+    /// <summary>
+    /// Owner only, with its own queues empty: takes a batch from the global queue, unless the watch of a peer shows that
+    /// peer stalled with items in its ring; then it takes half of those instead.
+    /// </summary>
+    /// <remarks>
+    /// <para>Why: a worker takes up to <see cref="GlobalBatchSize"/> items from the global queue at once and keeps the
+    /// rest in its ring. If the operating system deschedules it (a time slice of several milliseconds when the cores
+    /// have more runnable threads than cores), those items wait. A searching worker would steal them, but a busy one
+    /// under a steady inflow from outside (socket completions) always finds the global queue first, so they waited the
+    /// whole slice: round trips of 4-6 ms among round trips of under 1 ms.</para>
+    /// <para>The watch costs one read of a peer's started count per <see cref="PeerWatchTakes"/> takes: at the start of
+    /// a watch this worker notes the peer's count; at its end, a peer that has started nothing meanwhile while its ring
+    /// holds items (through <see cref="MayStealFrom"/>, so a lone item is left to a running owner) gives half of them,
+    /// and stays watched; otherwise the watch moves on to the next worker. Every peer is thus looked at within
+    /// <see cref="PeerWatchTakes"/> takes times the number of workers. A peer that runs one long item loses ring items
+    /// that waited behind it, which is what a thief would do anyway.</para>
+    /// </remarks>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private bool TakeShared(out WorkItemEntry item)
+    {
+        if (--_peerWatchCountdown <= 0 && EndPeerWatch(out item))
+        {
+            return true;
+        }
+        return TryTakeGlobalBatch(out item);
+    }
+
+    /// <summary>The end of a watch (see <see cref="TakeShared"/>): steals from the peer if it stalled, else watches the next one.</summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private bool EndPeerWatch(out WorkItemEntry item)
+    {
+        _peerWatchCountdown = PeerWatchTakes;
+        Worker? peer = _watchedPeer;
+        if (peer is not null
+            && Volatile.Read(ref peer._started) == _watchedPeerStarted
+            && !peer.Ring.IsEmpty
+            && peer.MayStealFrom()
+            && peer.Ring.StealHalfInto(Ring, out item) != 0)
+        {
+            CountSteal();
+            Volatile.Write(ref _peerWatchSteals, _peerWatchSteals + 1);
+            return true; // the same peer stays watched, from the same count: if it is still stalled, the next watch takes more
+        }
+        Worker[] workers = Threads.Workers;
+        Worker? next = null;
+        if (workers.Length > 1)
+        {
+            int index = Array.IndexOf(workers, peer) + 1; // -1 (none yet, or it left the list) starts at the first
+            next = workers[index % workers.Length];
+            if (next == this)
+            {
+                next = workers[(index + 1) % workers.Length];
+            }
+        }
+        _watchedPeer = next;
+        _watchedPeerStarted = next is null ? 0 : Volatile.Read(ref next._started);
+        item = default;
+        return false;
     }
 
     /// <summary>
@@ -1028,6 +1061,7 @@ internal sealed class Worker
     /// <summary>Takes a batch from the global queue: returns the first, keeps the rest in the ring (where they can be stolen).</summary>
     public bool TryTakeGlobalBatch(out WorkItemEntry item)
     {
+        Scheduler.KeepGlobalGap();
         int room = Ring.Capacity - Ring.Count;
         int want = Math.Min(_batch.Length, room + 1);
         int taken = Scheduler.TryDequeueGlobalBatch(_batch.AsSpan(0, want));
