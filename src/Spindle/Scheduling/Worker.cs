@@ -230,10 +230,10 @@ internal sealed class Worker
     /// <summary>Times this worker went to sleep for lack of work (a snapshot).</summary>
     public long ParkCount => Volatile.Read(ref _parks);
 
-    /// <summary>Owner only: a steal succeeded.</summary>
     /// <summary>Steals this worker made from a stalled peer it watched (see <see cref="TakeShared"/>); part of <see cref="StealCount"/>.</summary>
     public long PeerWatchStealCount => Volatile.Read(ref _peerWatchSteals);
 
+    /// <summary>Owner only: a steal succeeded.</summary>
     public void CountSteal() => Volatile.Write(ref _steals, _steals + 1);
 
     /// <summary>Owner only: the worker is about to sleep.</summary>
@@ -1058,7 +1058,11 @@ internal sealed class Worker
         return true;
     }
 
-    /// <summary>Takes a batch from the global queue: returns the first, keeps the rest in the ring (where they can be stolen).</summary>
+    /// <summary>
+    /// Takes a batch from the global queue, after giving a producer this worker has caught up with a moment to get a
+    /// batch ahead (<see cref="Scheduling.Scheduler.KeepGlobalGap"/>): returns the first, keeps the rest in the ring
+    /// (where they can be stolen).
+    /// </summary>
     public bool TryTakeGlobalBatch(out WorkItemEntry item)
     {
         Scheduler.KeepGlobalGap();
