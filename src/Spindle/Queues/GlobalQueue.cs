@@ -310,9 +310,12 @@ internal sealed partial class GlobalQueue
 
     /// <summary>
     /// Takes up to <paramref name="destination"/>.Length items, oldest first. Returns how many were taken (0 when the
-    /// queue looked empty).
+    /// queue looked empty). With <paramref name="gapWaits"/> above zero, a consumer that finds two items or more but
+    /// fewer than it asked for (in the head segment) has caught up with a producer: it first waits for the producer to
+    /// get a whole batch ahead (<see cref="WaitForGap"/>, at most that many short spins), once, then counts again. A lone
+    /// item is taken at once.
     /// </summary>
-    public int TryDequeueBatch(Span<WorkItemEntry> destination)
+    public int TryDequeueBatch(Span<WorkItemEntry> destination, int gapWaits = 0)
     {
         Debug.Assert(destination.Length > 0);
         while (true)
@@ -331,6 +334,13 @@ internal sealed partial class GlobalQueue
                 && Volatile.Read(ref slots[(head + ready) & Mask].Sequence) == head + ready + 1)
             {
                 ready++;
+            }
+            if (gapWaits > 0 && ready >= 2 && ready < destination.Length
+                && ((head + destination.Length) & Mask) >= destination.Length) // the batch's end is in this segment
+            {
+                WaitForGap(destination.Length, gapWaits);
+                gapWaits = 0;
+                continue;
             }
             if (ready == 0)
             {

@@ -260,39 +260,12 @@ internal sealed class Scheduler
     /// <summary>A mark of the global queue's consumers' progress (see <see cref="GlobalQueue.HeadMark"/>).</summary>
     public GlobalQueue.Mark GlobalHeadMark => _globalQueue.HeadMark;
 
-    /// <summary>
-    /// Before a worker takes a batch from the global queue: when it holds two items or more but fewer than
-    /// <see cref="GlobalTakeGap"/>, the worker has caught up with whoever queues them, and it gives a producer at work a
-    /// moment (at most <see cref="GlobalTakeGapWaits"/> short spins, about 1 µs) to get that far ahead (see
-    /// <see cref="GlobalQueue.WaitForGap"/>). A lone item is taken at once: it is the common shape of a single outside
-    /// item for an idle pool, whose latency would pay for the wait.
-    /// </summary>
-    /// <remarks>
-    /// Measured with outside batches of 1,000 <c>Run</c> items (<c>task-run</c>) on 2 cores, two sets of 30 interleaved
-    /// runs of each: medians of 5.44M and 5.37M items/s without the wait, 6.28M and 5.73M with it. The queueing thread's items are then taken in batches it has
-    /// finished writing, and its own cost per item falls.
-    /// </remarks>
-    [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    public void KeepGlobalGap()
-    {
-        if (_globalQueue.IsPublishedAhead(1) && !_globalQueue.IsPublishedAhead(GlobalTakeGap))
-        {
-            _globalQueue.WaitForGap(GlobalTakeGap, GlobalTakeGapWaits);
-        }
-    }
-
-    /// <summary>How far ahead of a worker taking from the global queue <see cref="KeepGlobalGap"/> lets a producer get: a full batch.</summary>
-    internal const int GlobalTakeGap = Worker.GlobalBatchSize;
-
-    /// <summary>Most short spins <see cref="KeepGlobalGap"/> waits.</summary>
-    internal const int GlobalTakeGapWaits = 3;
-
     /// <summary>Whether the global queue holds nothing right now.</summary>
     public bool IsGlobalQueueEmpty => _globalQueue.IsEmpty;
 
     /// <summary>Takes up to <paramref name="destination"/>'s length from the global queue, oldest first.</summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    public int TryDequeueGlobalBatch(Span<WorkItemEntry> destination) => _globalQueue.TryDequeueBatch(destination);
+    public int TryDequeueGlobalBatch(Span<WorkItemEntry> destination, int gapWaits = 0) => _globalQueue.TryDequeueBatch(destination, gapWaits);
 
     /// <summary>
     /// Hands fired timers in, ahead of all ordinary work. Returns false, having taken nothing, once the pool has stopped
