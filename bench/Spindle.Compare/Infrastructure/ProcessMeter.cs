@@ -1,6 +1,7 @@
 using System;
 using System.Diagnostics;
 using System.IO;
+using System.Runtime;
 using System.Threading;
 using Microsoft.Win32.SafeHandles;
 using Spindle.Compare.Scenarios;
@@ -9,8 +10,9 @@ namespace Spindle.Compare.Infrastructure;
 
 /// <summary>
 /// Process-wide figures of a child run's measured part, reported for every scenario and pool: wall time, process CPU
-/// time, peak thread count, allocated bytes (per item when the scenario says how many items it ran) and collections
-/// per generation.
+/// time, peak thread count, allocated bytes (per item when the scenario says how many items it ran), collections per
+/// generation, and the methods the JIT compiled meanwhile (tier-ups included: a figure well above zero means the
+/// warm-up ended before the code being measured had reached its final tier).
 /// </summary>
 /// <remarks>
 /// The measured part starts when the warm-up ends (<see cref="Warmup.Repeat(System.Action)"/> calls <see cref="MarkMeasuredStart"/>;
@@ -31,6 +33,7 @@ internal static class ProcessMeter
         new("process gen0", "collections", Better.Lower),
         new("process gen1", "collections", Better.Lower),
         new("process gen2", "collections", Better.Lower),
+        new("process jit", "methods", Better.Lower),
     ];
 
     public const string Prefix = "process ";
@@ -38,6 +41,7 @@ internal static class ProcessMeter
     private static long s_startTimestamp;
     private static long s_startCpu;
     private static GcSnapshot s_startGc;
+    private static long s_startJit;
     private static int s_peakThreads;
     private static volatile bool s_sampling;
     private static Thread? s_sampler;
@@ -59,6 +63,7 @@ internal static class ProcessMeter
         // The thread count is read before the snapshots, so that its first read's buffer is not counted as the workload's.
         Volatile.Write(ref s_peakThreads, ReadThreadCount());
         s_startGc = GcSnapshot.Take();
+        s_startJit = JitInfo.GetCompiledMethodCount();
         s_startCpu = CpuClock.ProcessNanoseconds();
         s_startTimestamp = Stopwatch.GetTimestamp();
     }
@@ -68,6 +73,7 @@ internal static class ProcessMeter
     {
         long end = Stopwatch.GetTimestamp();
         long cpu = CpuClock.ProcessNanoseconds();
+        long jit = JitInfo.GetCompiledMethodCount() - s_startJit;
         GcSnapshot gc = GcSnapshot.Take() - s_startGc;
         s_sampling = false;
         int peak = Math.Max(Volatile.Read(ref s_peakThreads), ReadThreadCount());
@@ -78,7 +84,8 @@ internal static class ProcessMeter
             .Set(Metrics[3].Name, measurement.Items is > 0 and var items ? (double)gc.AllocatedBytes / items : gc.AllocatedBytes)
             .Set(Metrics[4].Name, gc.Gen0)
             .Set(Metrics[5].Name, gc.Gen1)
-            .Set(Metrics[6].Name, gc.Gen2);
+            .Set(Metrics[6].Name, gc.Gen2)
+            .Set(Metrics[7].Name, jit);
     }
 
     private static void Sample()

@@ -1,6 +1,7 @@
 using System;
 using System.Diagnostics;
 using System.Globalization;
+using System.Runtime;
 using System.Threading;
 
 namespace Spindle.Compare.Infrastructure;
@@ -13,6 +14,12 @@ namespace Spindle.Compare.Infrastructure;
 /// </summary>
 internal static class Warmup
 {
+    /// <summary>
+    /// <c>SPINDLE_COMPARE_WARMUP_TRACE=1</c> prints each warm-up round's end time and the process's count of compiled
+    /// methods to stderr: the rounds after which the count stops growing are the ones a scenario's minimum must cover.
+    /// </summary>
+    private static readonly bool s_trace = Environment.GetEnvironmentVariable("SPINDLE_COMPARE_WARMUP_TRACE") == "1";
+
     public static TimeSpan Minimum { get; } = TimeSpan.FromMilliseconds(
         int.TryParse(Environment.GetEnvironmentVariable("SPINDLE_COMPARE_WARMUP_MS"), NumberStyles.None, CultureInfo.InvariantCulture, out int ms) ? ms : 500);
 
@@ -38,6 +45,10 @@ internal static class Warmup
         {
             round();
             rounds++;
+            if (s_trace)
+            {
+                Console.Error.WriteLine($"warm-up round {rounds}: {elapsed.Elapsed.TotalMilliseconds:F0} ms, {JitInfo.GetCompiledMethodCount()} methods compiled");
+            }
         }
         Thread.Sleep(100);
         ProcessMeter.MarkMeasuredStart();

@@ -9,13 +9,13 @@ namespace Spindle.Compare.Reporting;
 
 /// <summary>
 /// The process figures of every case (<see cref="ProcessMeter"/>), one line per case and pool: medians over the runs
-/// of the measured part's wall time, CPU time, peak thread count, allocation per item and collections.
+/// of the measured part's wall time, CPU time, peak thread count, allocation per item, collections and methods compiled.
 /// </summary>
 internal static class ProcessTable
 {
     private const int NumericFrom = 3;
 
-    public static readonly string[] Header = ["scenario", "variant", "pool", "wall (ms)", "cpu (ms)", "cpu/wall", "peak threads", "alloc (B/item)", "gen0", "gen1", "gen2"];
+    public static readonly string[] Header = ["scenario", "variant", "pool", "wall (ms)", "cpu (ms)", "cpu/wall", "peak threads", "alloc (B/item)", "gen0", "gen1", "gen2", "jit"];
 
     /// <summary>The table's cells, one array per line.</summary>
     public static List<string[]> Lines(IReadOnlyList<ReportRow> rows)
@@ -43,6 +43,7 @@ internal static class ProcessTable
                     Cell(4),
                     Cell(5),
                     Cell(6),
+                    Cell(7),
                 ]);
                 first = false;
             }
@@ -59,7 +60,7 @@ internal static class ProcessTable
         }
         int[] widths = Header.Select((h, column) => Math.Max(h.Length, lines.Max(line => line[column].Length))).ToArray();
         writer.WriteLine("Process figures of the measured part of each run (after the warm-up; medians over the runs; alloc per item"
-            + " handled, or in total where a scenario counts no items):");
+            + " handled, or in total where a scenario counts no items; jit: methods compiled, tier-ups included):");
         writer.WriteLine(ConsoleTable.Render(Header, widths, NumericFrom));
         writer.WriteLine(string.Join("-+-", widths.Select(width => new string('-', width))));
         foreach (string[] line in lines)
