@@ -29,10 +29,11 @@ namespace Spindle.Tasks;
 /// their first call (<see cref="MethodImplOptions.AggressiveOptimization"/>), with the scheduler's enqueue inlined into
 /// them. Under tiered compilation they would start at tier 0, and call counting, which promotes them, begins only once
 /// the process has compiled no new tier-0 method for 100 ms: a process whose pool, timers and monitor keep reaching
-/// code for the first time keeps postponing it. Traced on 2 cores, a producer calling Run(Action) from outside still
-/// ran QueueActionRun at tier 0 or instrumented 3-5 s into the process, at 4.4-5.0M tasks/s in batches of 1,000; compiled
-/// this way it ran 7.3-8.6M from the start, as fast as with tiering turned off. They give up dynamic PGO, which has
-/// nothing to devirtualise on this path.</para>
+/// code for the first time keeps postponing it. Traced on 2 cores (perf, with the runtime's perf map), a producer
+/// calling Run(Action) from outside in batches of 1,000 still ran QueueActionRun at tier 0 or instrumented 3-5 s into
+/// the process. Compiled this way, medians of interleaved runs timed 3 s in: 6.1M to 7.4M tasks/s, and 4.7M to 8.8M in a
+/// process that also made one reflection call per batch (its stubs are tier-0 compilations). They give up dynamic PGO,
+/// which has nothing to devirtualise on this path.</para>
 /// </remarks>
 internal sealed class TaskBridge
 {
