@@ -18,11 +18,27 @@ internal sealed record ChildOutcome(Measurement? Measurement, string? Failure, i
 }
 
 /// <summary>The parent side: re-launches this program as a child for one measurement and collects its result line.</summary>
+/// <remarks>
+/// Children of warm scenarios run with <c>DOTNET_TC_CallCountingDelayMs=0</c> (unless the caller's environment sets
+/// it), both pools alike. By default the runtime starts the call counting that promotes tier-0 code only once the
+/// process has compiled no new tier-0 method for 100 ms, and a child whose threads keep reaching code for the first
+/// time postpones it, so on 2 cores hot methods were still at tier 0 or instrumented after a 500 ms warm-up: the
+/// timed runs of <c>queue-drain/separated/ec-flow</c> compiled up to 200 methods (the process table's <c>jit</c>
+/// column), and Spindle ran them in 129-302 ms where, warmed for 2 s, it ran them in 110 ms. With the delay at zero
+/// the same 500 ms warm-up gave 99-117 ms. Cold scenarios (<see cref="IScenario.MeasuresColdProcess"/>) keep the
+/// runtime's default, which is what a fresh process gets.
+/// </remarks>
 internal static class ChildProcess
 {
+    private const string CallCountingDelayVariable = "DOTNET_TC_CallCountingDelayMs";
+
     public static ChildOutcome Run(IScenario scenario, string variant, PoolKind pool, bool full, TimeSpan timeout)
     {
         ProcessStartInfo startInfo = CreateStartInfo();
+        if (!scenario.MeasuresColdProcess(variant) && Environment.GetEnvironmentVariable(CallCountingDelayVariable) is null)
+        {
+            startInfo.Environment[CallCountingDelayVariable] = "0";
+        }
         startInfo.ArgumentList.Add(ChildProtocol.ChildSwitch);
         startInfo.ArgumentList.Add(scenario.Id);
         startInfo.ArgumentList.Add(variant);

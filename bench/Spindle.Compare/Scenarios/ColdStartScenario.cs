@@ -29,6 +29,8 @@ internal sealed class ColdStartScenario : IScenario
 
     public IReadOnlyList<string> Variants { get; } = ["queue-drain", "chain-throughput"];
 
+    public bool MeasuresColdProcess(string variant) => true;
+
     public IReadOnlyList<MetricInfo> Metrics { get; } =
     [
         new("time", "ms", Better.Lower),

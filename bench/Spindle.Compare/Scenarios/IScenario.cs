@@ -42,6 +42,13 @@ internal interface IScenario
     bool AllowsThreadSampling => true;
 
     /// <summary>
+    /// Whether <paramref name="variant"/> measures a cold process: its child runs with the runtime's default tiered
+    /// compilation. Every other child starts call counting at once (see <see cref="Runner.ChildProcess"/>), so that its
+    /// warm-up brings the code it measures to its final tier.
+    /// </summary>
+    bool MeasuresColdProcess(string variant) => false;
+
+    /// <summary>
     /// Pairs of variants whose ratio on the same pool the report shows, run by run (the runner interleaves the variants
     /// so that the runs it pairs are measured seconds apart). Empty for most scenarios.
     /// </summary>

@@ -35,6 +35,8 @@ internal sealed class LongRunningScenario : IScenario
 
     public IReadOnlyList<string> Variants { get; } = ["plain", "long-running", "long-running-cold"];
 
+    public bool MeasuresColdProcess(string variant) => variant == "long-running-cold";
+
     public IReadOnlyList<MetricInfo> Metrics { get; } =
     [
         new("all started", "ms", Better.Lower),
