@@ -338,7 +338,7 @@ internal sealed partial class GlobalQueue
             if (gapWaits > 0 && ready >= 2 && ready < destination.Length
                 && ((head + destination.Length) & Mask) >= destination.Length) // the batch's end is in this segment
             {
-                WaitForGap(destination.Length, gapWaits);
+                WaitForGap(destination.Length, gapWaits, published: ready - 1);
                 gapWaits = 0;
                 continue;
             }
@@ -398,7 +398,8 @@ internal sealed partial class GlobalQueue
     /// Consumer side: waits until the item <paramref name="gap"/> positions past the head is published, for at most
     /// <paramref name="maxWaits"/> short spins (<c>Thread.SpinWait(8)</c>, about 0.3 µs each on the 2-core VM), and
     /// gives up at once when a spin saw no new item published: then nobody is queueing right now (a burst of a few items
-    /// has ended), and waiting for more would only delay the ones there.
+    /// has ended), and waiting for more would only delay the ones there. <paramref name="published"/>: a distance the
+    /// caller has already seen published without a hole before it (0 when it has not looked), where the count resumes.
     /// </summary>
     /// <remarks>
     /// Why a consumer waits at all: one that has caught up with a producer takes each item just after it is published,
@@ -408,10 +409,11 @@ internal sealed partial class GlobalQueue
     /// looks read slots near the head (never the tail), and spinning touches nothing shared.
     /// </remarks>
     [MethodImpl(MethodImplOptions.NoInlining)]
-    public void WaitForGap(int gap, int maxWaits)
+    public void WaitForGap(int gap, int maxWaits, int published = 0)
     {
         Debug.Assert(gap is > 1 and < SegmentSize);
-        int published = FurthestPublished(gap, 0);
+        Debug.Assert(published >= 0 && published < gap);
+        published = FurthestPublished(gap, published);
         for (int i = 0; i < maxWaits; i++)
         {
             Thread.SpinWait(8);
