@@ -357,4 +357,158 @@ public sealed class WorkerPoolReliefTests
             second.Dispose();
         }
     }
+
+    /// <summary>Where a lane probe ran: whether on the relief thread, and which lane the thread said it was running.</summary>
+    private sealed class LaneProbe
+    {
+        public readonly ManualResetEventSlim Ran = new();
+        public int Runs;
+        public bool OnRelief;
+        public WorkerPoolLane? CurrentLane;
+        public string? ThreadName;
+    }
+
+    /// <summary>
+    /// Queues probes to <paramref name="lane"/> from this (outside) thread, one at a time, until one runs on the relief
+    /// thread; that one then runs <paramref name="onRelief"/> there before it returns. Null if none did.
+    /// </summary>
+    private static LaneProbe? LaneProbeUntilRelieved(WorkerPoolLane lane, Action? onRelief = null)
+    {
+        for (int attempt = 0; attempt < 100; attempt++)
+        {
+            var probe = new LaneProbe();
+            lane.UnsafeQueueUserWorkItem(p =>
+            {
+                Interlocked.Increment(ref p.Runs);
+                p.ThreadName = Thread.CurrentThread.Name;
+                p.OnRelief = p.ThreadName?.EndsWith(ReliefSuffix, StringComparison.Ordinal) == true;
+                p.CurrentLane = WorkerPoolLane.Current;
+                if (p.OnRelief)
+                {
+                    onRelief?.Invoke();
+                }
+                p.Ran.Set();
+            }, probe, preferLocal: false);
+            Assert.True(probe.Ran.Wait(Waits.MustHappen), "A lane probe never ran.");
+            if (probe.OnRelief)
+            {
+                return probe;
+            }
+            Thread.Sleep(3);
+        }
+        return null;
+    }
+
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)]
+    public void AHighLanesItem_RunsOnTheReliefThread_AsTheLanesOwn_WhileEveryWorkerIsInsideALongItem(bool longItemsInALowLane)
+    {
+        // Both workers run chains of 2 ms items: of the pool's own queue, or of a Low lane (whose items the workers run in
+        // turns, timed by the same look interval). A High lane's item queued from outside would wait for the first of
+        // them to end; nobody takes it for the relief delay, so the relief thread runs it, as the High lane's item.
+        using WorkerPool pool = CreatePool(minThreads: 2, maxThreads: 8);
+        WorkerPoolLane high = pool.CreateLane(new LaneOptions { Name = "interactive", Priority = LanePriority.High });
+        WorkTarget chainTarget = longItemsInALowLane
+            ? pool.CreateLane(new LaneOptions { Name = "batch", Priority = LanePriority.Low })
+            : pool;
+        using var first = new SpinChain(chainTarget, TimeSpan.FromMilliseconds(2), viaSlot: true);
+        using var second = new SpinChain(chainTarget, TimeSpan.FromMilliseconds(2), viaSlot: false);
+        first.Start();
+        second.Start();
+        Assert.True(first.WaitForItems(3, Waits.MustHappen) && second.WaitForItems(3, Waits.MustHappen), "The chains did not start.");
+
+        LaneProbe? relieved = LaneProbeUntilRelieved(high);
+        Assert.True(relieved is not null, "No High lane item ever ran on the relief thread while both workers ran 2 ms items.");
+        Assert.Same(high, relieved.CurrentLane);
+        Thread.Sleep(5);
+        Assert.Equal(1, Volatile.Read(ref relieved.Runs));
+        Assert.Equal(0, high.PendingWorkItemCount);
+        Assert.True(Waits.Poll(() => high.RunningWorkItemCount == 0, Waits.MustHappen), "The relief thread kept the lane's slot.");
+        Assert.False(first.Faulted || second.Faulted);
+    }
+
+    [Fact]
+    public void ASerialLanesItems_KeepTheirOrderAndCap_WhenTheReliefThreadRunsSomeOfThem()
+    {
+        // Both workers run chains of 2 ms items of the pool's queue. A serial lane gets bursts of short items from outside:
+        // the relief thread runs some, the workers' dispatches others; every item runs once, one at a time, in order.
+        using WorkerPool pool = CreatePool(minThreads: 2, maxThreads: 8);
+        WorkerPoolLane serial = pool.CreateLane(new LaneOptions { Name = "strand", MaxConcurrency = 1 });
+        using var first = new SpinChain(pool, TimeSpan.FromMilliseconds(2), viaSlot: true);
+        using var second = new SpinChain(pool, TimeSpan.FromMilliseconds(2), viaSlot: false);
+        first.Start();
+        second.Start();
+        Assert.True(first.WaitForItems(3, Waits.MustHappen) && second.WaitForItems(3, Waits.MustHappen), "The chains did not start.");
+        Assert.True(LaneProbeUntilRelieved(serial) is not null, "No serial lane item ever ran on the relief thread.");
+
+        const int items = 400;
+        var meter = new ConcurrencyMeter();
+        var order = new System.Collections.Concurrent.ConcurrentQueue<int>();
+        int onRelief = 0;
+        using var done = new CountdownEvent(items);
+        for (int i = 0; i < items; i++)
+        {
+            serial.UnsafeQueueUserWorkItem(index =>
+            {
+                using (meter.Enter())
+                {
+                    if (Thread.CurrentThread.Name?.EndsWith(ReliefSuffix, StringComparison.Ordinal) == true)
+                    {
+                        Interlocked.Increment(ref onRelief);
+                    }
+                    order.Enqueue(index);
+                    long until = Stopwatch.GetTimestamp() + Stopwatch.Frequency / 20_000; // 50 us
+                    while (Stopwatch.GetTimestamp() < until)
+                    {
+                        Thread.SpinWait(8);
+                    }
+                }
+                done.Signal();
+            }, i, preferLocal: false);
+            if (i % 20 == 19)
+            {
+                Thread.Sleep(1);
+            }
+        }
+        Assert.True(done.Wait(Waits.MustHappen), "The serial lane's items did not all run.");
+        Assert.Equal(Enumerable.Range(0, items), order);
+        Assert.Equal(1, meter.Most);
+        Assert.True(Volatile.Read(ref onRelief) > 0, "The relief thread ran none of the serial lane's items.");
+        Assert.False(first.Faulted || second.Faulted);
+    }
+
+    [Fact]
+    public void AnItemOfACappedLane_OnTheReliefThread_CannotBlockWaitingForRoomInItsOwnLane()
+    {
+        // As on a worker: the relief thread holds the lane's only slot while the item runs, so waiting for room in the lane
+        // would wait for itself. The call is refused instead of hanging the relief thread.
+        using WorkerPool pool = CreatePool(minThreads: 2, maxThreads: 8);
+        WorkerPoolLane mailbox = pool.CreateLane(new LaneOptions { Name = "mailbox", MaxConcurrency = 1, QueueLimit = 1 });
+        using var first = new SpinChain(pool, TimeSpan.FromMilliseconds(2), viaSlot: true);
+        using var second = new SpinChain(pool, TimeSpan.FromMilliseconds(2), viaSlot: false);
+        first.Start();
+        second.Start();
+        Assert.True(first.WaitForItems(3, Waits.MustHappen) && second.WaitForItems(3, Waits.MustHappen), "The chains did not start.");
+        Exception? error = null;
+        bool triedAndFailed = false;
+        LaneProbe? relieved = LaneProbeUntilRelieved(mailbox, () =>
+        {
+            mailbox.QueueUserWorkItem(_ => { }); // takes the lane's one place
+            triedAndFailed = !mailbox.TryQueueUserWorkItem(_ => { }, 0, preferLocal: false);
+            try
+            {
+                mailbox.QueueUserWorkItem(_ => { });
+            }
+            catch (InvalidOperationException e)
+            {
+                error = e;
+            }
+        });
+        Assert.True(relieved is not null, "No item of the capped lane ever ran on the relief thread.");
+        Assert.True(triedAndFailed, "TryQueueUserWorkItem on the full lane did not refuse.");
+        Assert.IsType<InvalidOperationException>(error);
+        Assert.Contains("wait for itself", error!.Message, StringComparison.Ordinal);
+        Assert.False(first.Faulted || second.Faulted);
+    }
 }

@@ -150,6 +150,9 @@ internal sealed class Lane
     /// <summary>Whether a worker could start an item of this lane now: something is queued and a slot is free (a snapshot).</summary>
     public bool HasRunnableWork => !_queue.IsEmpty && Volatile.Read(ref _running.Value) < Cap;
 
+    /// <summary>The position of the queue's head: it grows with every take (see <see cref="LaneSet.TakenMark"/>).</summary>
+    public long HeadPosition => _queue.HeadMark.Head;
+
     /// <summary>Whether the queue holds anything, counting items still being published (the leftover sweep's test).</summary>
     public bool HasQueued => !_queue.IsEmpty;
 
@@ -260,7 +263,13 @@ internal sealed class Lane
     }
 
     /// <summary>An item of a capped lane must not block waiting for room in it: the room may need its own slot.</summary>
-    public bool CanWaitForRoom => Cap == int.MaxValue || Worker.Current?.CurrentLane != this;
+    public bool CanWaitForRoom => Cap == int.MaxValue || OfCurrentThread != this;
+
+    /// <summary>
+    /// The lane whose item the calling thread is running: a worker's (<see cref="Worker.CurrentLane"/>) or the relief
+    /// thread's (<see cref="OutsideRelief.CurrentLane"/>); null on other threads and in the pool's own work.
+    /// </summary>
+    public static Lane? OfCurrentThread => Worker.Current?.CurrentLane ?? OutsideRelief.CurrentLane;
 
     /// <summary>
     /// Blocks until the bound has room (true, the room taken) or <paramref name="cancellationToken"/> is cancelled (false,

@@ -134,9 +134,12 @@ internal sealed class LaneSet
         Interlocked.Decrement(ref _anyReady.Value);
     }
 
-    /// <summary>A lane item was published and a slot is free: wake a worker if nobody is looking.</summary>
+    /// <summary>
+    /// A lane item was published and a slot is free: wake a worker if nobody is looking, and if nobody is free to, let
+    /// the relief thread know (a lane's items, like the pool's queue's, are seen by busy workers only between items).
+    /// </summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    public void WakeForLane() => _idle.WakeWorkerIfNeeded();
+    public void WakeForLane() => _idle.WakeWorkerForOutsideWork();
 
     /// <summary>
     /// A worker ended its turn in a lane that was at its cap and still has work: a slot is free and no
@@ -351,6 +354,62 @@ internal sealed class LaneSet
             return false;
         }
         return self.TryTakeDefault(out item);
+    }
+
+    /// <summary>
+    /// The relief thread's take (see <see cref="Threading.OutsideRelief"/>): an item of the first runnable lane of the
+    /// classes from <paramref name="firstClass"/> to <paramref name="lastClass"/>, looked at from each class's cursor on,
+    /// with a slot of the lane (so its cap holds). The workers' turns and credits are left as they are: the relief takes
+    /// an item now and then, and only while no worker is free.
+    /// </summary>
+    public bool TryTakeForRelief(int firstClass, int lastClass, out WorkItemEntry item, out Lane? lane)
+    {
+        for (int c = firstClass; c <= lastClass; c++)
+        {
+            LaneClass laneClass = _classes[c];
+            if (Volatile.Read(ref laneClass.Ready) == 0)
+            {
+                continue;
+            }
+            Lane[] lanes = Volatile.Read(ref laneClass.Lanes);
+            int start = laneClass.Cursor;
+            for (int i = 0; i < lanes.Length; i++)
+            {
+                int index = start + i;
+                while (index >= lanes.Length)
+                {
+                    index -= lanes.Length;
+                }
+                Lane candidate = lanes[index];
+                if (candidate.IsRunnable && candidate.TryTake(out item))
+                {
+                    laneClass.LastServed = Environment.TickCount64;
+                    lane = candidate;
+                    return true;
+                }
+            }
+        }
+        item = default;
+        lane = null;
+        return false;
+    }
+
+    /// <summary>
+    /// The sum of the lanes' queue heads: it moves whenever anyone takes a lane's item (the relief thread's measure of
+    /// whether the workers are serving the lanes). Lanes added or removed meanwhile move it too, which only makes the
+    /// relief wait one more delay.
+    /// </summary>
+    public long TakenMark
+    {
+        get
+        {
+            long mark = 0;
+            foreach (Lane lane in All)
+            {
+                mark += lane.HeadPosition;
+            }
+            return mark;
+        }
     }
 
     /// <summary>

@@ -88,8 +88,8 @@ public sealed class WorkerPoolLane : WorkTarget, IDisposable, IAsyncDisposable
     /// <summary>Whether the lane's shutdown, or the pool's, has begun: the lane accepts no new work.</summary>
     public bool IsShutdownStarted => _lane.IsShutdownStarted;
 
-    /// <summary>The lane whose item the calling thread is running, or null (outside the pool's workers, or in the pool's own work).</summary>
-    public static WorkerPoolLane? Current => Worker.Current?.CurrentLane?.Public;
+    /// <summary>The lane whose item the calling thread is running, or null (outside the pool's threads, or in the pool's own work).</summary>
+    public static WorkerPoolLane? Current => Lane.OfCurrentThread?.Public;
 
     /// <summary>
     /// Stops the lane's intake and waits until every item it accepted has run (<see cref="ShutdownMode.Drain"/>) or
@@ -151,7 +151,7 @@ public sealed class WorkerPoolLane : WorkTarget, IDisposable, IAsyncDisposable
         $"Lane '{Name}' of pool '{Pool.Name}' ({Priority}, share {Share}, cap {MaxConcurrency?.ToString(System.Globalization.CultureInfo.InvariantCulture) ?? "none"}, pending {PendingWorkItemCount}, running {RunningWorkItemCount})";
 
     /// <summary>Whether the calling thread is running an item of this lane.</summary>
-    private bool IsOwnItem => Worker.Current?.CurrentLane == _lane;
+    private bool IsOwnItem => Lane.OfCurrentThread == _lane;
 
     private static void ValidateMode(ShutdownMode mode)
     {

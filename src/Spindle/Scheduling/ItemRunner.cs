@@ -116,7 +116,7 @@ internal sealed class ItemRunner
     /// operator looks for in the histogram), so two clock reads each cost nothing that matters, where a worker's stream
     /// of short items needs its pacer.
     /// </summary>
-    public void RunTimedOnPoolThread(ref WorkItemEntry item)
+    public void RunTimedOnPoolThread(ref WorkItemEntry item, Lanes.Lane? lane = null)
     {
         Telemetry.PoolMetrics metrics = _pool.Metrics;
         if (!metrics.DurationEnabled)
@@ -126,7 +126,7 @@ internal sealed class ItemRunner
         }
         long start = Stopwatch.GetTimestamp();
         RunOnPoolThread(ref item);
-        metrics.RecordDuration(start, Stopwatch.GetTimestamp(), lane: null);
+        metrics.RecordDuration(start, Stopwatch.GetTimestamp(), lane);
     }
 
     /// <summary>Runs a worker hook (start, stop), applying the exception policy to what it throws.</summary>

@@ -538,7 +538,16 @@ internal sealed class Worker
                 else
                 {
                     RunItem(ref item, ref threadState);
-                    ran++;
+                    // The items a turn runs past its first count down the look interval too, and are timed when it
+                    // runs out, so a worker in a turn of long items enters the relief's count of long-item workers (a
+                    // lane item queued from outside then waits no longer than the pool's own would). A turn's first
+                    // item is timed with the dispatch's (the interval's next look covers it), so one short lane item
+                    // between long items of the pool's queue does not read as a short item; and a turn reads no clock
+                    // otherwise.
+                    if (++ran > 1 && --_fairnessCountdown <= 0)
+                    {
+                        TimeItemsSinceLastLook();
+                    }
                 }
                 if (_urgent.MayBeWaiting || !_lanes.IsAloneInTurn(lane, this))
                 {
@@ -892,23 +901,7 @@ internal sealed class Worker
         {
             LookOutsideRequested = false; // before the look: a request made after it is kept for the next dispatch
         }
-        long now = Stopwatch.GetTimestamp();
-        long elapsed = now - _lastFairnessLook;
-        int interval = _fairnessInterval;
-        bool longItems = false;
-        if (_lastFairnessLook != 0 && elapsed > 0)
-        {
-            // The items run since the last look (fewer than the interval when the monitor asked for this look early).
-            // After a park the first look only starts the clock (see Dispatch).
-            long ran = Math.Max(1, interval - _fairnessCountdown);
-            long fitting = ran * FairnessLookTicks / elapsed;
-            interval = (int)Math.Clamp(fitting, 1, Math.Min(4L * interval, FairnessInterval));
-            longItems = elapsed >= ran * s_longItemTicks; // implies an interval of one item
-        }
-        NoteItemLength(longItems);
-        _fairnessInterval = interval;
-        _fairnessCountdown = interval;
-        _lastFairnessLook = now;
+        TimeItemsSinceLastLook();
         // A look the monitor asked for serves a stranded worker's work first: it has waited longest (StrandedAfterMs
         // and more), and under a steady inflow from outside it would never be reached after the global queue.
         if (requested && TryStealFromStranded(out item))
@@ -935,6 +928,32 @@ internal sealed class Worker
         }
         item = default;
         return false;
+    }
+
+    /// <summary>
+    /// Owner only: the clock part of a look (see <see cref="LookOutside"/>), also reached from a lane's items, which count
+    /// down the same interval (see <see cref="RunLaneItem"/>): sets the number of items until the next timing from the
+    /// items run since the last one, and enters or leaves the relief's count of workers in long items.
+    /// </summary>
+    private void TimeItemsSinceLastLook()
+    {
+        long now = Stopwatch.GetTimestamp();
+        long elapsed = now - _lastFairnessLook;
+        int interval = _fairnessInterval;
+        bool longItems = false;
+        if (_lastFairnessLook != 0 && elapsed > 0)
+        {
+            // The items run since the last look (fewer than the interval when the monitor asked for this look early).
+            // After a park the first look only starts the clock (see Dispatch).
+            long ran = Math.Max(1, interval - _fairnessCountdown);
+            long fitting = ran * FairnessLookTicks / elapsed;
+            interval = (int)Math.Clamp(fitting, 1, Math.Min(4L * interval, FairnessInterval));
+            longItems = elapsed >= ran * s_longItemTicks; // implies an interval of one item
+        }
+        NoteItemLength(longItems);
+        _fairnessInterval = interval;
+        _fairnessCountdown = interval;
+        _lastFairnessLook = now;
     }
 
     /// <summary>

@@ -56,7 +56,7 @@ internal sealed class TaskBridge
     public WorkerPoolLane? PublicLane => Lane?.Public;
 
     /// <summary>Whether the calling thread may run this bridge's work inline: a thread of the pool, running an item of the lane for a lane (so its cap holds).</summary>
-    public bool IsOwnThread => Lane is null ? WorkerPool.Current == Pool : Worker.Current?.CurrentLane == Lane;
+    public bool IsOwnThread => Lane is null ? WorkerPool.Current == Pool : Lanes.Lane.OfCurrentThread == Lane;
 
     /// <summary>Queues a continuation (never throws): to the lane's queue, or the scheduler's continuation path.</summary>
     public void EnqueueContinuation(in WorkItemEntry entry, bool preferLocal)

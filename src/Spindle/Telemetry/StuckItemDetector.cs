@@ -89,10 +89,14 @@ internal sealed class StuckItemDetector
         {
             object? callback = relief.RunningCallback;
             object? owner = relief.RunningOwner;
+            Lane? lane = relief.RunningLane;
             if (callback is not null && relief.CompletedCount == reliefCompleted)
             {
                 reliefWatch.MarkReported(reliefCompleted);
-                Report(0, relief.Thread, callback, owner, lane: null, Stopwatch.GetElapsedTime(reliefWatch.Since, now));
+                if (!ItemDescriber.IsLongRunning(callback))
+                {
+                    Report(0, relief.Thread, callback, owner, lane, Stopwatch.GetElapsedTime(reliefWatch.Since, now));
+                }
             }
         }
     }

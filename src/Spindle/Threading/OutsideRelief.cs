@@ -2,6 +2,7 @@ using System;
 using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Threading;
+using Spindle.Lanes;
 using Spindle.Parking;
 using Spindle.Queues;
 using Spindle.Scheduling;
@@ -9,13 +10,14 @@ using Spindle.Scheduling;
 namespace Spindle.Threading;
 
 /// <summary>
-/// The relief thread: bounds in time how long work queued from outside the pool usually waits while every worker is
-/// inside a long item. A busy worker looks at the global queue about every 100 µs of work, but only between items, so
-/// behind items of 1 ms an outside item waits for the first of them to end (on two workers, about 0.3 ms at the median
-/// and 0.9 ms at the 99th percentile; behind 10 ms items, ten times that). No worker can be interrupted, so the bound
-/// needs a thread that is not inside an item: this one, which runs the oldest outside items itself once nobody has taken
-/// any for <see cref="WorkerPoolOptions.OutsideWorkReliefDelay"/>, and goes back to sleep as soon as a worker takes
-/// outside work again, no worker is in long items any more, or the queue is empty.
+/// The relief thread: bounds in time how long work queued from outside the pool (to its queue or to a lane) usually
+/// waits while every worker is inside a long item. A busy worker looks at the global queue about every 100 µs of work,
+/// and at the lanes at each dispatch, but only between items, so behind items of 1 ms an outside item waits for the
+/// first of them to end (on two workers, about 0.3 ms at the median and 0.9 ms at the 99th percentile; behind 10 ms
+/// items, ten times that). No worker can be interrupted, so the bound needs a thread that is not inside an item: this
+/// one, which runs queued items itself once nobody has taken any for
+/// <see cref="WorkerPoolOptions.OutsideWorkReliefDelay"/>, and goes back to sleep as soon as a worker takes queued work
+/// again, no worker is in long items any more, or nothing is left that it may take.
 /// </summary>
 /// <remarks>
 /// <para>The cost is one thread above the cores while it runs (the items it relieves share the cores with the long
@@ -23,33 +25,42 @@ namespace Spindle.Threading;
 /// is armed, and takes each item, only while the pool has fewer workers than its maximum, so a pool at its maximum (a
 /// pool of one thread used as a serial executor, say) never runs an item on it, nor does a pool with relief turned off.
 /// (A worker the controller adds while the relief thread is inside an item can exceed the maximum by that one item.)
-/// It takes only the pool's own queue's items (a lane's items stay under the lane's cap).</para>
+/// It takes a High lane's item first, then the oldest of the pool's queue, then a Normal or Low lane's, as a worker's
+/// dispatch would (without the lower classes' minimum share, which matters only while workers dispatch), and a lane's
+/// item only with one of the lane's slots, so caps hold: a serial lane's items still run one at a time, in order.</para>
 /// <para>What the bound does not cover: an outside item that itself runs long holds the thread; the thread is armed
 /// only by an enqueue that found nobody to wake, so items that were queued while a worker searched (or while the pool
 /// added a worker), items moved to the global queue by a full local ring, and items that were waiting before the
 /// workers' items turned long wait for the next such enqueue or for a worker's look; the Monitor and WaitOnAddress
 /// blockers (other platforms than Linux) round its sleep up to whole milliseconds. The thread is created at the first
 /// relief the pool needs and lives until the pool stops.</para>
-/// <para>Arming, a filter on the enqueue path. A global enqueue that found no worker to wake (none parked, none
-/// searching) calls <see cref="OnOutsideWorkUnattended"/>. That does nothing unless some worker counts as being in long
-/// items (<see cref="NoteLongItems"/>: workers in short items look within about 100 µs anyway) and the thread is not
-/// armed already; otherwise it claims <see cref="_armed"/> 0 -> 1 (so a burst arms it once), stores the global queue's
-/// head mark and the time, and signals the thread. So a burst of short items, the common shape, costs two plain loads
+/// <para>Arming, a filter on the enqueue path. A global enqueue, or a lane's with a slot free, that found no worker to
+/// wake (none parked, none searching) calls <see cref="OnOutsideWorkUnattended"/>. That does nothing unless some worker
+/// counts as being in long items (<see cref="NoteLongItems"/>, from the timing of the workers' looks, which a lane's
+/// items count down too: workers in short items look within about 100 µs anyway) and the thread is not armed already;
+/// otherwise it claims <see cref="_armed"/> 0 -> 1 (so a burst arms it once), stores the takers' progress
+/// (<see cref="Progress"/>) and the time, and signals the thread. So a burst of short items, the common shape, costs two plain loads
 /// per enqueue and never wakes this thread.</para>
-/// <para>Watching (this thread only). It waits until one delay after the arming, then compares the global queue's head
-/// mark (<see cref="GlobalQueue.HeadMark"/>, which changes with every take) with the mark at the arming: if a worker took
-/// outside work meanwhile, or a worker is parked or searching, it watches one more delay from now; if the queue is
-/// empty, the pool is at its maximum or no worker is in long items any more, it disarms. Otherwise nobody took outside
-/// work for a whole delay: it takes the oldest item and runs it, then, if no worker took outside work while it ran, the
-/// next one at once (it has waited at least as long).</para>
-/// <para>Disarming on an empty queue: the thread stores <see cref="_armed"/> = 0, fences, then looks at the queue once
-/// more. An enqueue's claim is a full fence before its read of <see cref="_armed"/>, so either that read sees 0 (and
-/// arms again) or this look sees the item (and the thread arms itself again). Nothing is lost either way: an item the
-/// relief does not take is taken by a worker at its next look, as it would be without relief.</para>
+/// <para>Watching (this thread only). It waits until one delay after the arming, then compares the takers' progress (the
+/// global queue's head mark, <see cref="GlobalQueue.HeadMark"/>, and the sum of the lanes' queue heads: both change with
+/// every take) with the progress at the arming: if a worker took queued work meanwhile, or a worker is parked or
+/// searching, it watches one more delay from now; if nothing is left that it may take (the pool's queue empty, no lane
+/// with an item and a free slot), the pool is at its maximum or no worker is in long items any more, it disarms.
+/// Otherwise nobody took queued work for a whole delay: it takes the next item and runs it, then, if no worker took
+/// queued work while it ran, the next one at once (it has waited at least as long).</para>
+/// <para>Disarming with nothing to take: the thread stores <see cref="_armed"/> = 0, fences, then looks at the queues
+/// once more. An enqueue publishes its item (a full fence) before it reads <see cref="_armed"/> (a lane's enqueue marks
+/// the lane ready before that read, and a lane stays ready while it holds items), so either that read sees 0 (and arms
+/// again) or this look sees the item (and the thread arms itself again). Nothing is lost either way: an item the relief
+/// does not take is taken by a worker at its next look or dispatch, as it would be without relief.</para>
 /// <para>Items run here as on a dedicated thread (<see cref="ItemRunner.RunOnPoolThread"/>, the thread state reset
 /// after each, the worker hooks at start and exit), each under a drain hold taken before the admission state is read,
-/// so a shutdown either is seen before the take (and the workers drain the queue) or waits for the item. An item taken
-/// just as shutdown with <see cref="ShutdownMode.CancelPending"/> began is cancelled and counted, as a worker does.</para>
+/// so a shutdown either is seen before the take (and the workers drain the queues) or waits for the item. An item taken
+/// just as shutdown with <see cref="ShutdownMode.CancelPending"/> began is cancelled and counted, as a worker does; a
+/// lane's item likewise when the lane's own shutdown cancels, and its slot is given back after it either way (which
+/// lets a lane that is shutting down stop). While a lane's item runs here, <see cref="CurrentLane"/> names the lane, so
+/// the item is its lane's own (<see cref="WorkerPoolLane.Current"/>; an item of a capped lane does not wait for room in
+/// it, as on a worker).</para>
 /// <para>The stuck-item detector watches this thread as it watches a worker (see <see cref="Worker"/>): before each item
 /// this thread publishes the item's callback, then counts it in <see cref="_started"/>; the library's items with a
 /// shared callback publish themselves in <see cref="_runningOwner"/> (<see cref="EnterOwnedItem"/>); after the item
@@ -59,8 +70,8 @@ namespace Spindle.Threading;
 /// <para>State: <see cref="_armed"/> (atomics: enqueuers claim it, this thread clears it), <see cref="_armedAt"/> and
 /// <see cref="_armedMark"/> (the claimer, before its signal), <see cref="_longItemWorkers"/> (atomics, by workers at
 /// their transitions), <see cref="_thread"/>, <see cref="_released"/> and <see cref="_creationFailed"/> (under
-/// <see cref="_lock"/>), the started and completed counts, the running callback and owner (this thread, read by anyone),
-/// and the stuck-item watch fields (the detector, on the timer thread).</para>
+/// <see cref="_lock"/>), the started and completed counts, the running callback, owner and lane (this thread, read by
+/// anyone), and the stuck-item watch fields (the detector, on the timer thread).</para>
 /// </remarks>
 internal sealed class OutsideRelief
 {
@@ -79,7 +90,7 @@ internal sealed class OutsideRelief
     private PaddedInt32 _armed;          // 0: asleep or about to be; 1: armed (see the remarks)
     private PaddedInt32 _longItemWorkers;
     private long _armedAt;
-    private GlobalQueue.Mark _armedMark; // the head mark at the arming (written with _armedAt, before the signal)
+    private Progress _armedMark;         // the takers' progress at the arming (written with _armedAt, before the signal)
     private Thread? _thread;
     private bool _released;
     private bool _creationFailed;
@@ -87,6 +98,7 @@ internal sealed class OutsideRelief
     private long _completed;
     private object? _runningCallback;
     private object? _runningOwner;
+    private Lane? _runningLane;          // this thread, while it runs an item of a lane (read by anyone)
     private readonly WorkItemEntry[] _one = new WorkItemEntry[1]; // this thread's take buffer
 
     public OutsideRelief(WorkerPool pool, WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, ThreadController threads, ItemRunner runner)
@@ -104,6 +116,23 @@ internal sealed class OutsideRelief
 
     /// <summary>The pool whose relief thread is the calling thread, or null.</summary>
     public static WorkerPool? CurrentPool => t_current?._pool;
+
+    /// <summary>On the relief thread, the lane whose item it runs; null elsewhere and between items.</summary>
+    public static Lane? CurrentLane => t_current?._runningLane;
+
+    /// <summary>The lane of the item the thread runs, if it is a lane's (for the stuck-item report).</summary>
+    public Lane? RunningLane => Volatile.Read(ref _runningLane);
+
+    /// <summary>
+    /// What the relief compares to tell whether anyone took queued work during a delay: the pool queue's head mark and
+    /// the sum of the lanes' queue heads (<see cref="LaneSet.TakenMark"/>). Both only grow with takes.
+    /// </summary>
+    private readonly record struct Progress(GlobalQueue.Mark Global, long Lanes);
+
+    private Progress ReadProgress() => new(_scheduler.GlobalHeadMark, _scheduler.Lanes.TakenMark);
+
+    /// <summary>Whether the pool's queue is empty and no lane has an item a slot is free for (a snapshot).</summary>
+    private bool NothingToRelieve => _scheduler.IsGlobalQueueEmpty && !_scheduler.Lanes.AnyRunnable();
 
     /// <summary>Items the relief thread has run to completion.</summary>
     public long CompletedCount => Interlocked.Read(ref _completed);
@@ -177,7 +206,7 @@ internal sealed class OutsideRelief
         }
         // Read by the thread after the signal (whose exchange orders these writes before its wake): the delay and the
         // progress it measures both start here, not when the thread gets a core, which on busy cores is often later.
-        _armedMark = _scheduler.GlobalHeadMark;
+        _armedMark = ReadProgress();
         Volatile.Write(ref _armedAt, Stopwatch.GetTimestamp());
         if (Volatile.Read(ref _thread) is null && !TryStartThread())
         {
@@ -288,7 +317,7 @@ internal sealed class OutsideRelief
     private void Watch(ref PoolThreadState threadState)
     {
         long deadline = Volatile.Read(ref _armedAt) + _delayTicks;
-        GlobalQueue.Mark mark = _armedMark;
+        Progress mark = _armedMark;
         while (true)
         {
             if (_blocker.WaitUntil(deadline) && Volatile.Read(ref _released))
@@ -299,18 +328,18 @@ internal sealed class OutsideRelief
             {
                 continue; // a stale signal from an earlier arming
             }
-            if (_scheduler.IsShutdownStarted || _scheduler.IsGlobalQueueEmpty)
+            if (_scheduler.IsShutdownStarted || NothingToRelieve)
             {
                 if (!TryDisarm())
                 {
                     return;
                 }
                 // Work arrived while disarming and this thread armed itself again: watch it from now.
-                mark = _scheduler.GlobalHeadMark;
+                mark = ReadProgress();
                 deadline = Stopwatch.GetTimestamp() + _delayTicks;
                 continue;
             }
-            GlobalQueue.Mark now = _scheduler.GlobalHeadMark;
+            Progress now = ReadProgress();
             if (!now.Equals(mark) || _idle.SearchingCount != 0 || _idle.IdleCount != 0)
             {
                 // A worker took outside work within the delay, or one is free to: the workers are keeping up.
@@ -327,12 +356,12 @@ internal sealed class OutsideRelief
                 Volatile.Write(ref _armed.Value, 0);
                 return;
             }
-            // Nobody took outside work for a whole delay: run the oldest item here, and the next ones while the workers
+            // Nobody took outside work for a whole delay: run the next item here, and the next ones while the workers
             // still take none.
-            while (RunOldest(ref threadState, out mark) && _scheduler.GlobalHeadMark.Equals(mark))
+            while (RunNext(ref threadState, out mark) && ReadProgress().Equals(mark))
             {
             }
-            mark = _scheduler.GlobalHeadMark;
+            mark = ReadProgress();
             deadline = Stopwatch.GetTimestamp() + _delayTicks;
         }
     }
@@ -345,7 +374,7 @@ internal sealed class OutsideRelief
     {
         Volatile.Write(ref _armed.Value, 0);
         Interlocked.MemoryBarrier();
-        if (_scheduler.IsShutdownStarted || _scheduler.IsGlobalQueueEmpty)
+        if (_scheduler.IsShutdownStarted || NothingToRelieve)
         {
             return false;
         }
@@ -355,11 +384,13 @@ internal sealed class OutsideRelief
     }
 
     /// <summary>
-    /// Takes the oldest item of the global queue and runs it under a drain hold. Returns false when there was none or
-    /// the pool is shutting down (the workers drain the queue then); <paramref name="mark"/> is the head mark right
-    /// after the take, so that the caller can tell whether a worker took outside work while the item ran.
+    /// Takes the next item and runs it under a drain hold: a High lane's first, then the oldest of the pool's queue, then
+    /// a Normal or Low lane's (the dispatch order of the workers, without the minimum share of lower classes: the relief
+    /// runs only while no worker is free). Returns false when there was none or the pool is shutting down (the workers
+    /// drain the queues then); <paramref name="mark"/> is the takers' progress right after the take, so that the caller
+    /// can tell whether a worker took queued work while the item ran.
     /// </summary>
-    private bool RunOldest(ref PoolThreadState threadState, out GlobalQueue.Mark mark)
+    private bool RunNext(ref PoolThreadState threadState, out Progress mark)
     {
         mark = default;
         Span<WorkItemEntry> one = _one;
@@ -369,36 +400,92 @@ internal sealed class OutsideRelief
         {
             // The thread count is checked before every take, not only at arming: the pool may have reached its maximum
             // since (starvation injection), and this thread counts against it.
-            if (_scheduler.IsShutdownStarted || _threads.ThreadCount >= _threads.MaxThreads || _scheduler.TryDequeueGlobalBatch(one) == 0)
+            if (_scheduler.IsShutdownStarted || _threads.ThreadCount >= _threads.MaxThreads)
             {
                 return false;
             }
-            mark = _scheduler.GlobalHeadMark;
-            WorkItemEntry item = one[0];
-            one[0] = default;
+            LaneSet lanes = _scheduler.Lanes;
+            bool lanesReady = lanes.AnyReady;
+            WorkItemEntry item;
+            Lane? lane;
+            if (!(lanesReady && lanes.TryTakeForRelief(LaneSet.HighClass, LaneSet.HighClass, out item, out lane)))
+            {
+                if (_scheduler.TryDequeueGlobalBatch(one) != 0)
+                {
+                    item = one[0];
+                    one[0] = default;
+                    lane = null;
+                }
+                else if (!(lanesReady && lanes.TryTakeForRelief(LaneSet.NormalClass, LaneSet.LowClass, out item, out lane)))
+                {
+                    return false;
+                }
+            }
+            mark = ReadProgress();
+            if (lane is not null)
+            {
+                RunLaneItem(lane, ref item, ref threadState);
+                return true;
+            }
             if (_scheduler.IsCancelling && !_runner.MustRunDespiteCancel(item))
             {
                 return true; // shutdown with CancelPending began between the check and the take: cancelled and counted, as a worker does
             }
-            // Published for the stuck-item detector (see the remarks): the callback, then the started count.
-            Volatile.Write(ref _runningCallback, item.Callback);
-            Interlocked.Increment(ref _started);
-            try
-            {
-                _runner.RunTimedOnPoolThread(ref item);
-            }
-            finally
-            {
-                Volatile.Write(ref _runningOwner, null);
-                Volatile.Write(ref _runningCallback, null);
-                Interlocked.Increment(ref _completed);
-                threadState.Reset();
-            }
+            RunPublished(ref item, ref threadState, lane: null);
             return true;
         }
         finally
         {
             _threads.ReleaseDrainHold();
+        }
+    }
+
+    /// <summary>
+    /// Runs (or, when the lane or the pool cancels its queued work, cancels) an item taken from <paramref name="lane"/>
+    /// with one of its slots, and gives the slot back, as a worker's turn of one item does.
+    /// </summary>
+    private void RunLaneItem(Lane lane, ref WorkItemEntry item, ref PoolThreadState threadState)
+    {
+        int ran = 0;
+        try
+        {
+            if (lane.IsCancelling && !_runner.MustRunDespiteCancel(item, lane, byPool: _scheduler.IsCancelling))
+            {
+                item = default;
+            }
+            else
+            {
+                RunPublished(ref item, ref threadState, lane);
+                ran = 1;
+            }
+        }
+        finally
+        {
+            if (lane.OnTurnDone(ran))
+            {
+                _scheduler.Lanes.OnSlotFreedWithWork();
+            }
+        }
+    }
+
+    /// <summary>Runs an item, published for the stuck-item detector (see the remarks) and, for a lane's, as that lane's.</summary>
+    private void RunPublished(ref WorkItemEntry item, ref PoolThreadState threadState, Lane? lane)
+    {
+        // The lane first (read by the item through Lane.OfCurrentThread), then the callback, then the started count.
+        Volatile.Write(ref _runningLane, lane);
+        Volatile.Write(ref _runningCallback, item.Callback);
+        Interlocked.Increment(ref _started);
+        try
+        {
+            _runner.RunTimedOnPoolThread(ref item, lane);
+        }
+        finally
+        {
+            Volatile.Write(ref _runningOwner, null);
+            Volatile.Write(ref _runningCallback, null);
+            Volatile.Write(ref _runningLane, null);
+            Interlocked.Increment(ref _completed);
+            threadState.Reset();
         }
     }
 }

@@ -7,9 +7,10 @@ namespace Spindle.Tests;
 /// <summary>
 /// A chain of items that each spin for their length and then queue the next to the running worker: through the LIFO
 /// slot (an <see cref="IWorkItem"/>) or through the ring (a delegate with a state). Keeps one worker busy with local
-/// work for as long as it runs; <see cref="Dispose"/> stops it after the item in progress.
+/// work for as long as it runs; <see cref="Dispose"/> stops it after the item in progress. On a lane the next item goes
+/// to the lane's queue (a lane has no local queues), and the chain keeps a worker busy with the lane's items.
 /// </summary>
-internal sealed class SpinChain(WorkerPool pool, TimeSpan length, bool viaSlot, ConcurrencyMeter? meter = null) : IWorkItem, IDisposable
+internal sealed class SpinChain(WorkTarget pool, TimeSpan length, bool viaSlot, ConcurrencyMeter? meter = null) : IWorkItem, IDisposable
 {
     private readonly long _ticks = (long)(length.TotalSeconds * Stopwatch.Frequency);
     private readonly ManualResetEventSlim _stopped = new();
@@ -64,7 +65,7 @@ internal sealed class SpinChain(WorkerPool pool, TimeSpan length, bool viaSlot, 
     public void Dispose()
     {
         _stopping = true;
-        if (!pool.IsShutdownStarted)
+        if (!(pool is WorkerPoolLane lane ? lane.IsShutdownStarted : ((WorkerPool)pool).IsShutdownStarted))
         {
             _stopped.Wait(Waits.MustHappen);
         }
