@@ -538,13 +538,15 @@ internal sealed class Worker
                 else
                 {
                     RunItem(ref item, ref threadState);
-                    // The items a turn runs past its first count down the look interval too, and are timed when it
-                    // runs out, so a worker in a turn of long items enters the relief's count of long-item workers (a
-                    // lane item queued from outside then waits no longer than the pool's own would). A turn's first
-                    // item is timed with the dispatch's (the interval's next look covers it), so one short lane item
-                    // between long items of the pool's queue does not read as a short item; and a turn reads no clock
-                    // otherwise.
-                    if (++ran > 1 && --_fairnessCountdown <= 0)
+                    ran++;
+                    // A lane's items count down the look interval like the pool's (which count at each dispatch that
+                    // reaches the pool's queue), so the look's clock divides by every item run. Past a turn's first item
+                    // the clock is read when the interval runs out, so a worker in a turn of long items enters the
+                    // relief's count of long-item workers (a lane item queued from outside then waits no longer than the
+                    // pool's own would). A turn's first item is left to the next look, which is then due: timed right
+                    // after it, the look that follows at the next dispatch would time no item at all and read it as a
+                    // short one.
+                    if (--_fairnessCountdown <= 0 && ran > 1)
                     {
                         TimeItemsSinceLastLook();
                     }
