@@ -540,13 +540,14 @@ internal sealed class Worker
                     RunItem(ref item, ref threadState);
                     ran++;
                     // A lane's items count down the look interval like the pool's (which count at each dispatch that
-                    // reaches the pool's queue), so the look's clock divides by every item run. Past a turn's first item
-                    // the clock is read when the interval runs out, so a worker in a turn of long items enters the
-                    // relief's count of long-item workers (a lane item queued from outside then waits no longer than the
-                    // pool's own would). A turn's first item is left to the next look, which is then due: timed right
-                    // after it, the look that follows at the next dispatch would time no item at all and read it as a
-                    // short one.
-                    if (--_fairnessCountdown <= 0 && ran > 1)
+                    // reaches the pool's queue), so the look's clock divides by every item run, and the clock is read
+                    // when the interval runs out: a worker whose lane items are long enters the relief's count of
+                    // long-item workers (a lane item queued from outside then waits no longer than the pool's own
+                    // would). When a turn's first item ends the interval, the clock is left to the look of the next
+                    // dispatch if that is the pool's queue's (timed right after the item, that look would time no item
+                    // at all and read as a short one); the next lane item reads it otherwise, so the count never runs
+                    // more than one below zero.
+                    if (--_fairnessCountdown <= 0 && (ran > 1 || _fairnessCountdown < 0))
                     {
                         TimeItemsSinceLastLook();
                     }
