@@ -75,20 +75,22 @@ public sealed class WorkerPoolOptions
 
     /// <summary>
     /// How long work queued from outside the pool (to its queue or to one of its lanes) may wait, while every worker is
-    /// inside a long item, before the pool's relief thread runs it. Defaults to 20 µs (the shortest delay after which Go's scheduler takes a processor back
-    /// from a thread stuck in a system call); <see cref="Timeout.InfiniteTimeSpan"/> turns relief off. Must be between
-    /// 1 µs and 1 s, or infinite.
+    /// inside a long item, before the pool's relief thread runs it. Defaults to 20 µs (the shortest delay after which
+    /// Go's scheduler takes a processor back from a thread stuck in a system call); <see cref="Timeout.InfiniteTimeSpan"/>
+    /// turns relief off. Must be between 1 µs and 1 s, or infinite.
     /// </summary>
     /// <remarks>
-    /// <para>A busy worker looks at the pool's queue for outside work about every 100 µs of work, but only between items:
-    /// no item is ever interrupted. So behind items of 1 ms an item queued from outside (by a request handler, a timer, a
-    /// socket completion) waits for the first running item to end, about a third of a millisecond at the median on two
-    /// workers, and behind items of 10 ms ten times that. The relief thread bounds that wait: once no worker has taken
-    /// queued work for this long while items wait and no worker is free, it runs them itself until a worker takes queued
-    /// work again or none is left, and then sleeps: a High lane's items first, then the oldest of the pool's queue, then
-    /// the other lanes' (the order of a worker's dispatch), a lane's item only within the lane's
-    /// <see cref="LaneOptions.MaxConcurrency"/> (a serial lane's items still run one at a time, in order). A lane item
-    /// it runs is its lane's own: <see cref="WorkerPoolLane.Current"/> names the lane.</para>
+    /// <para>A busy worker looks at the pool's queue for outside work about every 100 µs of work, and at the lanes at each
+    /// dispatch, but only between items: no item is ever interrupted. So behind items of 1 ms an item queued from outside
+    /// (by a request handler, a timer, a socket completion) waits for the first running item to end, about a third of a
+    /// millisecond at the median on two workers, and behind items of 10 ms ten times that. The relief thread bounds that
+    /// wait: once no worker has taken queued work for this long while items wait and no worker is free, it runs them
+    /// itself until a worker takes queued work again or none is left, and then sleeps. It takes a High lane's items
+    /// first, then the oldest of the pool's queue, then the Normal and Low lanes', a lane's item only within the lane's
+    /// <see cref="LaneOptions.MaxConcurrency"/> (a serial lane's items still run one at a time, in order), and leaves
+    /// alone the lanes given long-running items (<see cref="WorkItemOptions.LongRunning"/>), which would hold it for
+    /// their whole length. A lane item it runs is its lane's own: <see cref="WorkerPoolLane.Current"/> names the
+    /// lane.</para>
     /// <para>It is one thread more than the cores while it runs (the relieved items share the cores with the long
     /// items), so it counts against <see cref="MaxThreads"/>: it takes an item only while the pool has fewer workers than
     /// that, and a pool at its maximum, such as a one-thread pool used to run items one at a time, never gets one. It is
@@ -96,10 +98,11 @@ public sealed class WorkerPoolOptions
     /// (<see cref="OnWorkerStarted"/>, <see cref="OnWorkerStopping"/>) run on it too. It watches only while some worker's
     /// items take 200 µs or more (the pool's items or a lane's), so pools whose items are short never wake it.</para>
     /// <para>The bound is the usual case, not a guarantee: an outside item that itself runs long holds the relief thread;
-    /// items that were already waiting when the workers' items turned long, or that reached the pool's queue while a
-    /// worker was searching, wait for the next enqueue or a worker's look; and on platforms other than Linux the
-    /// thread's sleep is rounded up to whole milliseconds. The stuck-item detector (<see cref="StuckItemThreshold"/>)
-    /// watches the items it runs as it watches a worker's, and names it as worker number 0.</para>
+    /// items that were already waiting when the workers' items turned long, or that reached a queue while a worker was
+    /// searching, wait for the next enqueue or a worker's look; while any worker takes queued work (a High lane's short
+    /// items, say) the relief counts the workers as keeping up; and on platforms other than Linux the thread's sleep is
+    /// rounded up to whole milliseconds. The stuck-item detector (<see cref="StuckItemThreshold"/>) watches the items it
+    /// runs as it watches a worker's, and names it as worker number 0.</para>
     /// </remarks>
     public TimeSpan OutsideWorkReliefDelay { get; set; } = TimeSpan.FromMicroseconds(20);
 

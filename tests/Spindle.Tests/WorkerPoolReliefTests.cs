@@ -511,4 +511,41 @@ public sealed class WorkerPoolReliefTests
         Assert.Contains("wait for itself", error!.Message, StringComparison.Ordinal);
         Assert.False(first.Faulted || second.Faulted);
     }
+
+    [Fact]
+    public void ALaneGivenLongRunningItems_IsLeftToTheWorkers()
+    {
+        // A long-running item on the relief thread would hold it for its whole length (a worker runs one inside a blocking
+        // region, and the pool adds a thread; nothing replaces the relief thread), so the relief thread leaves alone a lane
+        // that has been given one: that lane's items wait for the workers, while another lane's are still relieved.
+        using WorkerPool pool = CreatePool(minThreads: 2, maxThreads: 8);
+        WorkerPoolLane blocking = pool.CreateLane(new LaneOptions { Name = "blocking" });
+        WorkerPoolLane other = pool.CreateLane(new LaneOptions { Name = "other" });
+        using (var ran = new ManualResetEventSlim())
+        {
+            blocking.UnsafeQueueUserWorkItem(r => r.Set(), ran, WorkItemOptions.LongRunning);
+            Assert.True(ran.Wait(Waits.MustHappen), "The long-running item never ran.");
+        }
+        using var first = new SpinChain(pool, TimeSpan.FromMilliseconds(2), viaSlot: true);
+        using var second = new SpinChain(pool, TimeSpan.FromMilliseconds(2), viaSlot: false);
+        first.Start();
+        second.Start();
+        Assert.True(first.WaitForItems(3, Waits.MustHappen) && second.WaitForItems(3, Waits.MustHappen), "The chains did not start.");
+
+        Assert.True(LaneProbeUntilRelieved(other) is not null, "No item of a plain lane ever ran on the relief thread.");
+        for (int i = 0; i < 30; i++)
+        {
+            var probe = new LaneProbe();
+            blocking.UnsafeQueueUserWorkItem(p =>
+            {
+                p.ThreadName = Thread.CurrentThread.Name;
+                p.OnRelief = p.ThreadName?.EndsWith(ReliefSuffix, StringComparison.Ordinal) == true;
+                p.Ran.Set();
+            }, probe, preferLocal: false);
+            Assert.True(probe.Ran.Wait(Waits.MustHappen), "An item of the lane given long-running items never ran.");
+            Assert.False(probe.OnRelief, "The relief thread ran an item of a lane given long-running items.");
+            Thread.Sleep(3);
+        }
+        Assert.False(first.Faulted || second.Faulted);
+    }
 }

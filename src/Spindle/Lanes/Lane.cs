@@ -91,6 +91,7 @@ internal sealed class Lane
     private int _overBound;
     private volatile int _state;
     private volatile bool _stopped;
+    private volatile bool _takesLongRunningItems; // set once, before the first long-running item is queued
     private int _holds;
 
     public Lane(LaneSet set, Scheduler scheduler, ItemRunner runner, LaneOptions options)
@@ -150,8 +151,20 @@ internal sealed class Lane
     /// <summary>Whether a worker could start an item of this lane now: something is queued and a slot is free (a snapshot).</summary>
     public bool HasRunnableWork => !_queue.IsEmpty && Volatile.Read(ref _running.Value) < Cap;
 
-    /// <summary>The position of the queue's head: it grows with every take (see <see cref="LaneSet.TakenMark"/>).</summary>
-    public long HeadPosition => _queue.HeadMark.Head;
+    /// <summary>
+    /// A hash of the queue's head mark (its head segment and position): it changes with every take, and comes back to an
+    /// earlier value only by a hash collision (see <see cref="LaneSet.TakenMark"/>).
+    /// </summary>
+    public int HeadToken => _queue.HeadMark.GetHashCode();
+
+    /// <summary>
+    /// Whether the lane has ever been given a long-running item (<see cref="LongRunningLaneItem"/>): the relief thread
+    /// leaves such a lane to the workers (see <see cref="LaneSet.TryTakeForRelief"/>).
+    /// </summary>
+    public bool TakesLongRunningItems => _takesLongRunningItems;
+
+    /// <summary>A long-running item is about to be queued: from now on the relief thread leaves the lane alone.</summary>
+    public void NoteLongRunningItem() => _takesLongRunningItems = true;
 
     /// <summary>Whether the queue holds anything, counting items still being published (the leftover sweep's test).</summary>
     public bool HasQueued => !_queue.IsEmpty;
@@ -244,7 +257,7 @@ internal sealed class Lane
                 MarkReady();
             }
         }
-        _set.WakeForLane();
+        _set.WakeForLeftover();
     }
 
     /// <summary>

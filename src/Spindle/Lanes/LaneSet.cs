@@ -141,6 +141,9 @@ internal sealed class LaneSet
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public void WakeForLane() => _idle.WakeWorkerForOutsideWork();
 
+    /// <summary>A refused producer left a lane marked ready during a shutdown: wake a worker to pass it (never the relief).</summary>
+    public void WakeForLeftover() => _idle.WakeWorkerIfNeeded();
+
     /// <summary>
     /// A worker ended its turn in a lane that was at its cap and still has work: a slot is free and no
     /// enqueue will wake anyone for it (they found the lane at its cap). The worker leaves the lane to serve something
@@ -155,6 +158,11 @@ internal sealed class LaneSet
         if (_idle.IdleCount != 0)
         {
             _idle.WakeWorkerIfNeeded();
+        }
+        else
+        {
+            // Nobody to wake, and no enqueue told the relief thread of this work (it found the lane at its cap).
+            _idle.OnWorkUnattended();
         }
     }
 
@@ -360,7 +368,9 @@ internal sealed class LaneSet
     /// The relief thread's take (see <see cref="Threading.OutsideRelief"/>): an item of the first runnable lane of the
     /// classes from <paramref name="firstClass"/> to <paramref name="lastClass"/>, looked at from each class's cursor on,
     /// with a slot of the lane (so its cap holds). The workers' turns and credits are left as they are: the relief takes
-    /// an item now and then, and only while no worker is free.
+    /// an item now and then, and only while no worker is free. Lanes that take long-running items are skipped: such an
+    /// item would hold the relief thread for its whole length (a worker runs it inside a blocking region, for which the
+    /// pool adds a thread; the relief thread cannot be replaced).
     /// </summary>
     public bool TryTakeForRelief(int firstClass, int lastClass, out WorkItemEntry item, out Lane? lane)
     {
@@ -381,7 +391,7 @@ internal sealed class LaneSet
                     index -= lanes.Length;
                 }
                 Lane candidate = lanes[index];
-                if (candidate.IsRunnable && candidate.TryTake(out item))
+                if (!candidate.TakesLongRunningItems && candidate.IsRunnable && candidate.TryTake(out item))
                 {
                     laneClass.LastServed = Environment.TickCount64;
                     lane = candidate;
@@ -395,9 +405,10 @@ internal sealed class LaneSet
     }
 
     /// <summary>
-    /// The sum of the lanes' queue heads: it moves whenever anyone takes a lane's item (the relief thread's measure of
-    /// whether the workers are serving the lanes). Lanes added or removed meanwhile move it too, which only makes the
-    /// relief wait one more delay.
+    /// The sum of the lanes' head tokens (<see cref="Lane.HeadToken"/>): it changes whenever anyone takes a lane's item
+    /// (the relief thread's measure of whether the workers are serving the lanes), except by a hash collision, which
+    /// only makes the relief run one item it could have left to a worker. Lanes added or removed meanwhile change it too,
+    /// which only makes the relief wait one more delay.
     /// </summary>
     public long TakenMark
     {
@@ -406,7 +417,7 @@ internal sealed class LaneSet
             long mark = 0;
             foreach (Lane lane in All)
             {
-                mark += lane.HeadPosition;
+                mark += lane.HeadToken;
             }
             return mark;
         }

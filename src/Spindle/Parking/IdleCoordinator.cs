@@ -130,6 +130,18 @@ internal sealed class IdleCoordinator
         }
     }
 
+    /// <summary>
+    /// Work is waiting that no enqueue will report and nobody is parked to take it (a lane's slot was given back while its
+    /// queue held items): the relief thread may have to (see <see cref="OutsideRelief"/>).
+    /// </summary>
+    public void OnWorkUnattended()
+    {
+        if (Volatile.Read(ref _searching.Value) == 0)
+        {
+            _relief.OnOutsideWorkUnattended();
+        }
+    }
+
     /// <summary>Returns false when nobody was free to wake and no thread was added.</summary>
     [MethodImpl(MethodImplOptions.NoInlining)]
     private bool WakeWorkerIfNeededSlow()

@@ -193,6 +193,11 @@ internal sealed class Worker
     private int _fairnessCountdown = FairnessInterval;
     private int _fairnessInterval = FairnessInterval;
     private long _lastFairnessLook;
+    // Owner only: the same for the timing of a lane's items (see TimeLaneItems).
+    private int _laneTimingCountdown = FairnessInterval;
+    private int _laneTimingInterval = FairnessInterval;
+    private long _lastLaneTiming;
+    private int _laneItemsSinceLook; // owner only: lane items run since the last look (see LookOutside)
     private bool _lookTookOutside;  // owner only: the last look returned an outside item (see LookOutside)
     private bool _countedLongItems; // owner only: counted in the relief's long-item workers (see NoteItemLength)
     private bool _longLookStreak;   // owner only: the previous timed look found a long item (see NoteItemLength)
@@ -361,6 +366,8 @@ internal sealed class Worker
             // The next look outside times the work after the wake, not the idle spell (which would cut the interval
             // to one item and cost a clock read per item for the first looks of every busy spell).
             _lastFairnessLook = 0;
+            _lastLaneTiming = 0;
+            _laneItemsSinceLook = 0;
             LeaveLongItemCount(); // a parked worker is woken for outside work: the relief need not watch for it
             if (!_idle.Park(this))
             {
@@ -539,17 +546,12 @@ internal sealed class Worker
                 {
                     RunItem(ref item, ref threadState);
                     ran++;
-                    // A lane's items count down the look interval like the pool's (which count at each dispatch that
-                    // reaches the pool's queue), so the look's clock divides by every item run, and the clock is read
-                    // when the interval runs out: a worker whose lane items are long enters the relief's count of
-                    // long-item workers (a lane item queued from outside then waits no longer than the pool's own
-                    // would). When a turn's first item ends the interval, the clock is left to the look of the next
-                    // dispatch if that is the pool's queue's (timed right after the item, that look would time no item
-                    // at all and read as a short one); the next lane item reads it otherwise, so the count never runs
-                    // more than one below zero.
-                    if (--_fairnessCountdown <= 0 && (ran > 1 || _fairnessCountdown < 0))
+                    _laneItemsSinceLook++;
+                    // Lane items are timed on their own interval (see TimeLaneItems), so a worker whose lane items are
+                    // long enters the relief's count of long-item workers; the pool queue's looks keep theirs.
+                    if (--_laneTimingCountdown <= 0)
                     {
-                        TimeItemsSinceLastLook();
+                        TimeLaneItems();
                     }
                 }
                 if (_urgent.MayBeWaiting || !_lanes.IsAloneInTurn(lane, this))
@@ -904,7 +906,24 @@ internal sealed class Worker
         {
             LookOutsideRequested = false; // before the look: a request made after it is kept for the next dispatch
         }
-        TimeItemsSinceLastLook();
+        long now = Stopwatch.GetTimestamp();
+        long elapsed = now - _lastFairnessLook;
+        int interval = _fairnessInterval;
+        bool longItems = false;
+        if (_lastFairnessLook != 0 && elapsed > 0)
+        {
+            // The items run since the last look (fewer than the interval when the monitor asked for this look early).
+            // After a park the first look only starts the clock (see Dispatch).
+            // Lane items run since then count for the items' length (not for the interval, which counts dispatches
+            // that reach the pool's queue): a worker that serves lanes reaches this look only now and then.
+            long ran = Math.Max(1, interval - _fairnessCountdown);
+            interval = NextLookInterval(elapsed, ran, ran + _laneItemsSinceLook, interval, out longItems);
+        }
+        _laneItemsSinceLook = 0;
+        NoteItemLength(longItems);
+        _fairnessInterval = interval;
+        _fairnessCountdown = interval;
+        _lastFairnessLook = now;
         // A look the monitor asked for serves a stranded worker's work first: it has waited longest (StrandedAfterMs
         // and more), and under a steady inflow from outside it would never be reached after the global queue.
         if (requested && TryStealFromStranded(out item))
@@ -934,29 +953,39 @@ internal sealed class Worker
     }
 
     /// <summary>
-    /// Owner only: the clock part of a look (see <see cref="LookOutside"/>), also reached from a lane's items, which count
-    /// down the same interval (see <see cref="RunLaneItem"/>): sets the number of items until the next timing from the
-    /// items run since the last one, and enters or leaves the relief's count of workers in long items.
+    /// The number of counted items until the next timing: as many as took about <see cref="FairnessLookTicks"/> in the
+    /// last <paramref name="elapsed"/> ticks, in which <paramref name="ran"/> counted items ran (at most four times the
+    /// previous <paramref name="interval"/>, at most <see cref="FairnessInterval"/>); <paramref name="longItems"/>: the
+    /// <paramref name="itemsRun"/> items run in all took <see cref="s_longItemTicks"/> or more each.
     /// </summary>
-    private void TimeItemsSinceLastLook()
+    private static int NextLookInterval(long elapsed, long ran, long itemsRun, int interval, out bool longItems)
+    {
+        longItems = elapsed >= itemsRun * s_longItemTicks;
+        return (int)Math.Clamp(ran * FairnessLookTicks / elapsed, 1, Math.Min(4L * interval, FairnessInterval));
+    }
+
+    /// <summary>
+    /// Owner only: times a lane's items, on an interval of their own fitted like the looks' (about one clock read per
+    /// <see cref="FairnessLookTicks"/> of lane items, at most one per <see cref="FairnessInterval"/> items), and enters or
+    /// leaves the relief's count of long-item workers by it. A worker in a turn of a lane's long items never reaches a
+    /// look of the pool's queue, so without this it would never count as being in long items, and an item queued to a
+    /// lane from outside would wait for its item to end while the relief slept. The pool queue's looks are not moved.
+    /// </summary>
+    private void TimeLaneItems()
     {
         long now = Stopwatch.GetTimestamp();
-        long elapsed = now - _lastFairnessLook;
-        int interval = _fairnessInterval;
-        bool longItems = false;
-        if (_lastFairnessLook != 0 && elapsed > 0)
+        long elapsed = now - _lastLaneTiming;
+        int interval = _laneTimingInterval;
+        if (_lastLaneTiming != 0 && elapsed > 0)
         {
-            // The items run since the last look (fewer than the interval when the monitor asked for this look early).
-            // After a park the first look only starts the clock (see Dispatch).
-            long ran = Math.Max(1, interval - _fairnessCountdown);
-            long fitting = ran * FairnessLookTicks / elapsed;
-            interval = (int)Math.Clamp(fitting, 1, Math.Min(4L * interval, FairnessInterval));
-            longItems = elapsed >= ran * s_longItemTicks; // implies an interval of one item
+            // After a park the first timing only starts the clock (see Dispatch), and says nothing of the items.
+            long ran = Math.Max(1, interval - _laneTimingCountdown);
+            interval = NextLookInterval(elapsed, ran, ran, interval, out bool longItems);
+            NoteItemLength(longItems);
         }
-        NoteItemLength(longItems);
-        _fairnessInterval = interval;
-        _fairnessCountdown = interval;
-        _lastFairnessLook = now;
+        _laneTimingInterval = interval;
+        _laneTimingCountdown = interval;
+        _lastLaneTiming = now;
     }
 
     /// <summary>

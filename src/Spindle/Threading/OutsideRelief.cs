@@ -25,13 +25,20 @@ namespace Spindle.Threading;
 /// is armed, and takes each item, only while the pool has fewer workers than its maximum, so a pool at its maximum (a
 /// pool of one thread used as a serial executor, say) never runs an item on it, nor does a pool with relief turned off.
 /// (A worker the controller adds while the relief thread is inside an item can exceed the maximum by that one item.)
-/// It takes a High lane's item first, then the oldest of the pool's queue, then a Normal or Low lane's, as a worker's
-/// dispatch would (without the lower classes' minimum share, which matters only while workers dispatch), and a lane's
-/// item only with one of the lane's slots, so caps hold: a serial lane's items still run one at a time, in order.</para>
+/// It takes a High lane's item first, then the oldest of the pool's queue, then a Normal or Low lane's (the workers'
+/// order of classes, simplified: within the Normal class the workers rotate the pool's queue among the lanes by share,
+/// and lower classes get a minimum share; neither matters for the few items the relief runs), and a lane's item only
+/// with one of the lane's slots, so caps hold: a serial lane's items still run one at a time, in order. It leaves
+/// alone the lanes that take long-running items, which would hold it for their whole length (a worker runs one inside
+/// a blocking region, and the pool adds a thread for it; nothing replaces the relief thread). A lane's first
+/// long-running item can still be taken by a relief that was already past the lane's flag.</para>
 /// <para>What the bound does not cover: an outside item that itself runs long holds the thread; the thread is armed
-/// only by an enqueue that found nobody to wake, so items that were queued while a worker searched (or while the pool
-/// added a worker), items moved to the global queue by a full local ring, and items that were waiting before the
-/// workers' items turned long wait for the next such enqueue or for a worker's look; the Monitor and WaitOnAddress
+/// only by an enqueue that found nobody to wake (or a lane's slot given back with items waiting and nobody parked), so
+/// items that were queued while a worker searched (or while the pool added a worker), items moved to the global queue
+/// by a full local ring, an item queued to a lane in the instant a taker had cleared its ready flag, and items that were
+/// waiting before the workers' items turned long wait for the next such enqueue or for a worker's look; any take of
+/// queued work counts as the workers keeping up, so an item of the pool's queue can wait behind a High lane's turn of
+/// short items (the turn ends within a millisecond once lower work waits); the Monitor and WaitOnAddress
 /// blockers (other platforms than Linux) round its sleep up to whole milliseconds. The thread is created at the first
 /// relief the pool needs and lives until the pool stops.</para>
 /// <para>Arming, a filter on the enqueue path. A global enqueue, or a lane's with a slot free, that found no worker to
@@ -39,20 +46,22 @@ namespace Spindle.Threading;
 /// counts as being in long items (<see cref="NoteLongItems"/>, from the timing of the workers' looks, which a lane's
 /// items count down too: workers in short items look within about 100 µs anyway) and the thread is not armed already;
 /// otherwise it claims <see cref="_armed"/> 0 -> 1 (so a burst arms it once), stores the takers' progress
-/// (<see cref="Progress"/>) and the time, and signals the thread. So a burst of short items, the common shape, costs two plain loads
-/// per enqueue and never wakes this thread.</para>
-/// <para>Watching (this thread only). It waits until one delay after the arming, then compares the takers' progress (the
-/// global queue's head mark, <see cref="GlobalQueue.HeadMark"/>, and the sum of the lanes' queue heads: both change with
-/// every take) with the progress at the arming: if a worker took queued work meanwhile, or a worker is parked or
-/// searching, it watches one more delay from now; if nothing is left that it may take (the pool's queue empty, no lane
-/// with an item and a free slot), the pool is at its maximum or no worker is in long items any more, it disarms.
-/// Otherwise nobody took queued work for a whole delay: it takes the next item and runs it, then, if no worker took
-/// queued work while it ran, the next one at once (it has waited at least as long).</para>
+/// (<see cref="Progress"/>) and the time, and signals the thread. So a burst of short items, the common shape, costs
+/// two plain loads per enqueue and never wakes this thread.</para>
+/// <para>Watching (this thread only). It waits until one delay after the arming, then compares the takers' progress
+/// (the global queue's head mark, <see cref="GlobalQueue.HeadMark"/>, and a sum of hashes of the lanes' head marks:
+/// both change with every take) with the progress at the arming: if a worker took queued work meanwhile, or a worker is
+/// parked or searching, it watches one more delay from now; if nothing is left that it may take (the pool's queue
+/// empty, no lane with an item and a free slot), the pool is at its maximum or no worker is in long items any more, it
+/// disarms. Otherwise nobody took queued work for a whole delay: it takes the next item and runs it, then, if no worker
+/// took queued work while it ran, the next one at once (it has waited at least as long); if there is none it may take,
+/// it disarms without a look again (the workers take what waits, and the next unattended enqueue arms it).</para>
 /// <para>Disarming with nothing to take: the thread stores <see cref="_armed"/> = 0, fences, then looks at the queues
 /// once more. An enqueue publishes its item (a full fence) before it reads <see cref="_armed"/> (a lane's enqueue marks
-/// the lane ready before that read, and a lane stays ready while it holds items), so either that read sees 0 (and arms
-/// again) or this look sees the item (and the thread arms itself again). Nothing is lost either way: an item the relief
-/// does not take is taken by a worker at its next look or dispatch, as it would be without relief.</para>
+/// the lane ready before that read unless it finds the lane ready already), so either that read sees 0 (and arms
+/// again) or this look sees the item (and the thread arms itself again), but for the instant of a taker's clearing of a
+/// lane's ready flag listed above. Nothing is lost either way: an item the relief does not take is taken by a worker at
+/// its next look or dispatch, as it would be without relief.</para>
 /// <para>Items run here as on a dedicated thread (<see cref="ItemRunner.RunOnPoolThread"/>, the thread state reset
 /// after each, the worker hooks at start and exit), each under a drain hold taken before the admission state is read,
 /// so a shutdown either is seen before the take (and the workers drain the queues) or waits for the item. An item taken
@@ -125,7 +134,7 @@ internal sealed class OutsideRelief
 
     /// <summary>
     /// What the relief compares to tell whether anyone took queued work during a delay: the pool queue's head mark and
-    /// the sum of the lanes' queue heads (<see cref="LaneSet.TakenMark"/>). Both only grow with takes.
+    /// the lanes' <see cref="LaneSet.TakenMark"/>. Both change with every take.
     /// </summary>
     private readonly record struct Progress(GlobalQueue.Mark Global, long Lanes);
 
@@ -356,10 +365,24 @@ internal sealed class OutsideRelief
                 Volatile.Write(ref _armed.Value, 0);
                 return;
             }
-            // Nobody took outside work for a whole delay: run the next item here, and the next ones while the workers
+            // Nobody took queued work for a whole delay: run the next item here, and the next ones while the workers
             // still take none.
-            while (RunNext(ref threadState, out mark) && ReadProgress().Equals(mark))
+            bool tookAny = false;
+            while (RunNext(ref threadState, out mark))
             {
+                tookAny = true;
+                if (!ReadProgress().Equals(mark))
+                {
+                    break;
+                }
+            }
+            if (!tookAny)
+            {
+                // Nothing this thread may take (a lane that takes long-running items, a lane at its cap since, or an item
+                // a worker took first): disarmed, without the look again; the workers take what waits, and the next
+                // enqueue that finds nobody free arms the thread again.
+                Volatile.Write(ref _armed.Value, 0);
+                return;
             }
             mark = ReadProgress();
             deadline = Stopwatch.GetTimestamp() + _delayTicks;
@@ -447,6 +470,9 @@ internal sealed class OutsideRelief
     private void RunLaneItem(Lane lane, ref WorkItemEntry item, ref PoolThreadState threadState)
     {
         int ran = 0;
+        // The lane first (read through Lane.OfCurrentThread by the item, and by a cancelled item's owner), then the
+        // callback and the started count (RunPublished).
+        Volatile.Write(ref _runningLane, lane);
         try
         {
             if (lane.IsCancelling && !_runner.MustRunDespiteCancel(item, lane, byPool: _scheduler.IsCancelling))
@@ -461,6 +487,7 @@ internal sealed class OutsideRelief
         }
         finally
         {
+            Volatile.Write(ref _runningLane, null);
             if (lane.OnTurnDone(ran))
             {
                 _scheduler.Lanes.OnSlotFreedWithWork();
@@ -468,11 +495,10 @@ internal sealed class OutsideRelief
         }
     }
 
-    /// <summary>Runs an item, published for the stuck-item detector (see the remarks) and, for a lane's, as that lane's.</summary>
+    /// <summary>Runs an item, published for the stuck-item detector (see the remarks); timed as <paramref name="lane"/>'s.</summary>
     private void RunPublished(ref WorkItemEntry item, ref PoolThreadState threadState, Lane? lane)
     {
-        // The lane first (read by the item through Lane.OfCurrentThread), then the callback, then the started count.
-        Volatile.Write(ref _runningLane, lane);
+        // The callback, then the started count.
         Volatile.Write(ref _runningCallback, item.Callback);
         Interlocked.Increment(ref _started);
         try
@@ -483,7 +509,6 @@ internal sealed class OutsideRelief
         {
             Volatile.Write(ref _runningOwner, null);
             Volatile.Write(ref _runningCallback, null);
-            Volatile.Write(ref _runningLane, null);
             Interlocked.Increment(ref _completed);
             threadState.Reset();
         }
