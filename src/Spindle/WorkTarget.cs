@@ -159,7 +159,6 @@ public abstract partial class WorkTarget
             }
             return;
         }
-        LaneCore.NoteLongRunningItem(); // before the item is visible: the relief thread never takes it
-        Unsafe.As<WorkerPoolLane>(this).Enqueue(new WorkItemEntry(new LongRunningLaneItem(entry), WorkItemEntry.WorkItemMarker, null));
+        Unsafe.As<WorkerPoolLane>(this).Enqueue(LaneCore.LongRunningEntry(entry));
     }
 }

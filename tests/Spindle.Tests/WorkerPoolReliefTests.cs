@@ -368,27 +368,40 @@ public sealed class WorkerPoolReliefTests
         public string? ThreadName;
     }
 
+    /// <summary>Whether the calling thread is a pool's relief thread.</summary>
+    private static bool OnReliefThread => Thread.CurrentThread.Name?.EndsWith(ReliefSuffix, StringComparison.Ordinal) == true;
+
     /// <summary>
-    /// Queues probes to <paramref name="lane"/> from this (outside) thread, one at a time, until one runs on the relief
-    /// thread; that one then runs <paramref name="onRelief"/> there before it returns. Null if none did.
+    /// Queues a probe to <paramref name="lane"/> from this (outside) thread; if it runs on the relief thread, it runs
+    /// <paramref name="onRelief"/> there before it returns.
+    /// </summary>
+    private static LaneProbe QueueLaneProbe(WorkerPoolLane lane, Action? onRelief = null)
+    {
+        var probe = new LaneProbe();
+        lane.UnsafeQueueUserWorkItem(p =>
+        {
+            Interlocked.Increment(ref p.Runs);
+            p.ThreadName = Thread.CurrentThread.Name;
+            p.OnRelief = OnReliefThread;
+            p.CurrentLane = WorkerPoolLane.Current;
+            if (p.OnRelief)
+            {
+                onRelief?.Invoke();
+            }
+            p.Ran.Set();
+        }, probe, preferLocal: false);
+        return probe;
+    }
+
+    /// <summary>
+    /// Queues probes to <paramref name="lane"/> (<see cref="QueueLaneProbe"/>), one at a time, until one runs on the
+    /// relief thread. Null if none did.
     /// </summary>
     private static LaneProbe? LaneProbeUntilRelieved(WorkerPoolLane lane, Action? onRelief = null)
     {
         for (int attempt = 0; attempt < 100; attempt++)
         {
-            var probe = new LaneProbe();
-            lane.UnsafeQueueUserWorkItem(p =>
-            {
-                Interlocked.Increment(ref p.Runs);
-                p.ThreadName = Thread.CurrentThread.Name;
-                p.OnRelief = p.ThreadName?.EndsWith(ReliefSuffix, StringComparison.Ordinal) == true;
-                p.CurrentLane = WorkerPoolLane.Current;
-                if (p.OnRelief)
-                {
-                    onRelief?.Invoke();
-                }
-                p.Ran.Set();
-            }, probe, preferLocal: false);
+            LaneProbe probe = QueueLaneProbe(lane, onRelief);
             Assert.True(probe.Ran.Wait(Waits.MustHappen), "A lane probe never ran.");
             if (probe.OnRelief)
             {
@@ -453,7 +466,7 @@ public sealed class WorkerPoolReliefTests
             {
                 using (meter.Enter())
                 {
-                    if (Thread.CurrentThread.Name?.EndsWith(ReliefSuffix, StringComparison.Ordinal) == true)
+                    if (OnReliefThread)
                     {
                         Interlocked.Increment(ref onRelief);
                     }
@@ -535,13 +548,7 @@ public sealed class WorkerPoolReliefTests
         Assert.True(LaneProbeUntilRelieved(other) is not null, "No item of a plain lane ever ran on the relief thread.");
         for (int i = 0; i < 30; i++)
         {
-            var probe = new LaneProbe();
-            blocking.UnsafeQueueUserWorkItem(p =>
-            {
-                p.ThreadName = Thread.CurrentThread.Name;
-                p.OnRelief = p.ThreadName?.EndsWith(ReliefSuffix, StringComparison.Ordinal) == true;
-                p.Ran.Set();
-            }, probe, preferLocal: false);
+            LaneProbe probe = QueueLaneProbe(blocking);
             Assert.True(probe.Ran.Wait(Waits.MustHappen), "An item of the lane given long-running items never ran.");
             Assert.False(probe.OnRelief, "The relief thread ran an item of a lane given long-running items.");
             Thread.Sleep(3);

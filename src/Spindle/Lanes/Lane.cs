@@ -163,8 +163,18 @@ internal sealed class Lane
     /// </summary>
     public bool TakesLongRunningItems => _takesLongRunningItems;
 
-    /// <summary>A long-running item is about to be queued: from now on the relief thread leaves the lane alone.</summary>
-    public void NoteLongRunningItem() => _takesLongRunningItems = true;
+    /// <summary>
+    /// The entry that queues <paramref name="entry"/> as a long-running item of this lane (<see cref="LongRunningLaneItem"/>);
+    /// from now on the relief thread leaves the lane alone (the flag is set before the entry can be queued).
+    /// </summary>
+    public WorkItemEntry LongRunningEntry(in WorkItemEntry entry)
+    {
+        if (!_takesLongRunningItems)
+        {
+            _takesLongRunningItems = true;
+        }
+        return new WorkItemEntry(new LongRunningLaneItem(entry), WorkItemEntry.WorkItemMarker, null);
+    }
 
     /// <summary>Whether the queue holds anything, counting items still being published (the leftover sweep's test).</summary>
     public bool HasQueued => !_queue.IsEmpty;

@@ -383,10 +383,14 @@ internal sealed class LaneSet
             }
             Lane[] lanes = Volatile.Read(ref laneClass.Lanes);
             int start = laneClass.Cursor;
+            if ((uint)start >= (uint)lanes.Length)
+            {
+                start = 0; // the Normal class's cursor on its default lane, or a class that lost lanes
+            }
             for (int i = 0; i < lanes.Length; i++)
             {
                 int index = start + i;
-                while (index >= lanes.Length)
+                if (index >= lanes.Length)
                 {
                     index -= lanes.Length;
                 }

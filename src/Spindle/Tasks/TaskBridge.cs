@@ -86,8 +86,7 @@ internal sealed class TaskBridge
         }
         else
         {
-            Lane.NoteLongRunningItem(); // before the item is visible: the relief thread never takes it
-            Lane.EnqueueContinuation(new WorkItemEntry(new LongRunningLaneItem(entry), WorkItemEntry.WorkItemMarker, null));
+            Lane.EnqueueContinuation(Lane.LongRunningEntry(entry));
         }
     }
 

@@ -407,16 +407,13 @@ internal sealed class OutsideRelief
     }
 
     /// <summary>
-    /// Takes the next item and runs it under a drain hold: a High lane's first, then the oldest of the pool's queue, then
-    /// a Normal or Low lane's (the dispatch order of the workers, without the minimum share of lower classes: the relief
-    /// runs only while no worker is free). Returns false when there was none or the pool is shutting down (the workers
-    /// drain the queues then); <paramref name="mark"/> is the takers' progress right after the take, so that the caller
-    /// can tell whether a worker took queued work while the item ran.
+    /// Takes the next item (<see cref="TryTakeNext"/>) and runs it under a drain hold. Returns false when there was none
+    /// or the pool is shutting down (the workers drain the queues then); <paramref name="mark"/> is the takers' progress
+    /// right after the take, so that the caller can tell whether a worker took queued work while the item ran.
     /// </summary>
     private bool RunNext(ref PoolThreadState threadState, out Progress mark)
     {
         mark = default;
-        Span<WorkItemEntry> one = _one;
         // The hold first, then the state: a shutdown either is seen here or sees the hold and waits for the item.
         _threads.AcquireDrainHold();
         try
@@ -427,22 +424,9 @@ internal sealed class OutsideRelief
             {
                 return false;
             }
-            LaneSet lanes = _scheduler.Lanes;
-            bool lanesReady = lanes.AnyReady;
-            WorkItemEntry item;
-            Lane? lane;
-            if (!(lanesReady && lanes.TryTakeForRelief(LaneSet.HighClass, LaneSet.HighClass, out item, out lane)))
+            if (!TryTakeNext(out WorkItemEntry item, out Lane? lane))
             {
-                if (_scheduler.TryDequeueGlobalBatch(one) != 0)
-                {
-                    item = one[0];
-                    one[0] = default;
-                    lane = null;
-                }
-                else if (!(lanesReady && lanes.TryTakeForRelief(LaneSet.NormalClass, LaneSet.LowClass, out item, out lane)))
-                {
-                    return false;
-                }
+                return false;
             }
             mark = ReadProgress();
             if (lane is not null)
@@ -461,6 +445,36 @@ internal sealed class OutsideRelief
         {
             _threads.ReleaseDrainHold();
         }
+    }
+
+    /// <summary>
+    /// The next item this thread may take (see the remarks): a High lane's, then the oldest of the pool's queue, then a
+    /// Normal or Low lane's; <paramref name="lane"/> is the lane it came from (null for the pool's queue), whose slot it
+    /// holds.
+    /// </summary>
+    private bool TryTakeNext(out WorkItemEntry item, out Lane? lane)
+    {
+        LaneSet lanes = _scheduler.Lanes;
+        bool lanesReady = lanes.AnyReady;
+        if (lanesReady && lanes.TryTakeForRelief(LaneSet.HighClass, LaneSet.HighClass, out item, out lane))
+        {
+            return true;
+        }
+        Span<WorkItemEntry> one = _one;
+        if (_scheduler.TryDequeueGlobalBatch(one) != 0)
+        {
+            item = one[0];
+            one[0] = default;
+            lane = null;
+            return true;
+        }
+        if (lanesReady)
+        {
+            return lanes.TryTakeForRelief(LaneSet.NormalClass, LaneSet.LowClass, out item, out lane);
+        }
+        item = default;
+        lane = null;
+        return false;
     }
 
     /// <summary>
