@@ -15,8 +15,12 @@ public sealed partial class WorkerPool
 {
     /// <summary>
     /// Callbacks that arrived after this pool had stopped and therefore ran on the built-in <see cref="ThreadPool"/>:
-    /// continuations posted to <see cref="SynchronizationContext"/>, tasks queued to <see cref="TaskScheduler"/>, and
-    /// firings of this pool's timers that were still scheduled. See <see cref="Shutdown(ShutdownMode)"/>.
+    /// posts to <see cref="SynchronizationContext"/>, tasks queued to <see cref="TaskScheduler"/> (continuations and new
+    /// tasks alike: neither can tell them apart, and refusing a continuation would strand its awaiter), firings of this
+    /// pool's timers that were still scheduled, and lane items the stop left behind. Counted when each starts there (a
+    /// firing of a timer disposed before it started does nothing and is not counted); each is also reported by the
+    /// <c>Spindle</c> event source's <c>CallbackRedirected</c> warning (keyword <c>Lifetime</c>), which names the item.
+    /// See <see cref="Shutdown(ShutdownMode)"/>.
     /// </summary>
     public long RedirectedCallbackCount => _runner.RedirectedCount;
 
@@ -252,8 +256,11 @@ public sealed partial class WorkerPool
     /// <c>ConfigureAwait(false)</c>): that would wait for itself. On the pool's own threads the call does not wait.</item>
     /// <item>A continuation posted to <see cref="SynchronizationContext"/> or a task queued to <see cref="TaskScheduler"/>
     /// during the drain runs on the pool, in both modes. One that arrives after the pool has stopped runs on the built-in
-    /// <see cref="ThreadPool"/> (counted by <see cref="RedirectedCallbackCount"/>): it is never lost and never throws into
-    /// the thread that completed the awaited work.</item>
+    /// <see cref="ThreadPool"/> (counted by <see cref="RedirectedCallbackCount"/> and reported by the
+    /// <c>CallbackRedirected</c> event): it is never lost and never throws into the thread that completed the awaited
+    /// work. New work through these two doors (<c>Task.Factory.StartNew</c> on the scheduler, a plain <c>Post</c>) is
+    /// treated the same way, since neither door can tell it from a continuation. A capped lane's callbacks keep the
+    /// lane's cap wherever they run, so a serial lane's run one at a time and in order.</item>
     /// <item>The pool's timers keep firing during the drain, on the pool; timers still scheduled when the pool stops fire
     /// on the built-in pool until they are disposed (so <c>Task.Delay</c>, <c>CancelAfter</c> and <c>PeriodicTimer</c>
     /// on <see cref="TimeProvider"/> always complete). The timer thread exits once no timer is scheduled.</item>

@@ -121,7 +121,9 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
     }
 
     /// <summary>The lanes of this pool that have not stopped (a snapshot; the pool's own queue is not among them).</summary>
-    public System.Collections.Generic.IReadOnlyList<WorkerPoolLane> Lanes => Array.ConvertAll(_scheduler.Lanes.All, lane => lane.Public);
+    /// <remarks>A lane leaves the list when it stops: after its own shutdown has drained or cancelled its work, or when
+    /// the pool stops (lanes the pool's stop left with leftovers included, while the pool sweeps them).</remarks>
+    public System.Collections.Generic.IReadOnlyList<WorkerPoolLane> Lanes => _scheduler.Lanes.LiveLanes();
 
     /// <summary>The scheduler, for the queueing surface shared with lanes.</summary>
     internal Scheduler SchedulerCore => _scheduler;

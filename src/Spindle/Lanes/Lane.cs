@@ -60,7 +60,7 @@ internal enum EnqueueStatus
 /// </remarks>
 [System.Diagnostics.CodeAnalysis.SuppressMessage("Design", "CA1001", Justification =
     "The bound's SemaphoreSlim never creates its wait handle (only Wait and WaitAsync are used), so it holds nothing to dispose; disposing it at the stop could fail a caller still waiting for room.")]
-internal sealed class Lane
+internal sealed partial class Lane
 {
     private const int StateRunning = 0;
     private const int StateDraining = 1;
@@ -331,7 +331,8 @@ internal sealed class Lane
     /// Queues a continuation of work the lane accepted: never refused, never delayed by the bound. Until the lane has
     /// stopped it goes to the lane's queue, so it keeps the lane's cap and order while the lane or the pool drains
     /// (decided under the lock, against the stop; the pool marks its lanes stopped before it sweeps what is left in
-    /// them, so an entry queued before that is swept); once the lane has stopped, to the pool's own queue.
+    /// them, so an entry queued before that is swept); once the lane has stopped, to the pool's own queue (or, after the
+    /// pool has stopped, the built-in pool), through the lane's cap if it has one (see Lane.AfterStop.cs).
     /// </summary>
     public void EnqueueContinuation(in WorkItemEntry entry)
     {
@@ -352,6 +353,11 @@ internal sealed class Lane
                 OnPublished();
                 return;
             }
+        }
+        if (Cap != int.MaxValue)
+        {
+            EnqueueAfterStop(entry);
+            return;
         }
         _scheduler.EnqueueContinuation(entry, preferLocal: false);
     }
@@ -384,6 +390,13 @@ internal sealed class Lane
         if (Interlocked.CompareExchange(ref _ready.Value, 1, 0) == 0)
         {
             _set.OnLaneReady(this);
+            // A stopped lane's queue may hold entries its after-stop drive serves: the lane set must not count it ready.
+            // The stop writes the flag and then clears the ready mark (a full fence between); this CAS is a full fence
+            // before the read here: at least one of the two clears it.
+            if (_stopped)
+            {
+                ClearReadyAfterStop();
+            }
         }
     }
 
@@ -444,6 +457,13 @@ internal sealed class Lane
             return false;
         }
         item = default;
+        if (_stopped)
+        {
+            // A worker with an old snapshot of the lane set: a stopped lane's entries are the after-stop drive's. The
+            // stop needs every slot free, so a slot held here means the stop came first and is visible.
+            GiveBackAfterStopSlot();
+            return false;
+        }
         if (_queue.TryDequeueBatch(MemoryMarshal.CreateSpan(ref item, 1)) == 0)
         {
             // The slot was held for an instant only, but a shutdown's stop check may have seen it held and left the
@@ -520,6 +540,13 @@ internal sealed class Lane
         Debug.Assert(running >= 0);
         if (!_queue.IsEmpty)
         {
+            if (_stopped)
+            {
+                // The lane stopped during the turn's last item (a pool's stop marks lanes stopped as its last worker
+                // leaves): what arrived since is the after-stop drive's, and this slot was what held it back.
+                DriveAfterStop();
+                return false;
+            }
             return running == Cap - 1;
         }
         if (_state != StateRunning && running == 0)
@@ -560,7 +587,7 @@ internal sealed class Lane
             _state = state;
         }
         // Wake whoever waits for room: each finds the lane closed and passes the wake on.
-        _room?.Release();
+        WakeRoomWaiters();
         if (state == StateCancelling)
         {
             CancelQueuedNow();
@@ -611,23 +638,71 @@ internal sealed class Lane
         }
     }
 
-    /// <summary>The pool's shutdown has begun: the lane takes no new work (its queued items drain with the pool's).</summary>
-    public void CloseForPool() => _queue.Close();
+    /// <summary>
+    /// The pool's shutdown has begun: the lane takes no new work (its queued items drain with the pool's), and producers
+    /// waiting for room end now, in every shutdown mode (a drain may never make room: the running item may be waiting
+    /// for one of them).
+    /// </summary>
+    public void CloseForPool()
+    {
+        _queue.Close();
+        WakeRoomWaiters();
+    }
 
-    /// <summary>Takes one queued item without a slot: for the leftover sweep after every worker has exited.</summary>
+    /// <summary>
+    /// Shutdown has closed the queue: lets the producers blocked for room find it closed. One token suffices, since each
+    /// waiter that gets it finds the queue closed and gives it back (TryEnqueueBounded, EnqueueWhenRoomAsync), so the
+    /// token passes from waiter to waiter, and a producer that arrives later finds it too. It is added only when the
+    /// semaphore reads empty: at a bound of <see cref="int.MaxValue"/> a token more than the bound would overflow it, and
+    /// a non-empty semaphore already has a token that the waiters pass on.
+    /// </summary>
+    private void WakeRoomWaiters()
+    {
+        if (_room is not null && _room.CurrentCount == 0)
+        {
+            _room.Release();
+        }
+    }
+
+    /// <summary>
+    /// Takes one queued item for the leftover sweep after every worker has exited: with a slot when the lane has a cap
+    /// (after the stop the lane's cap and order hold wherever its items run, see Lane.AfterStop.cs), so false while the
+    /// after-stop drive holds every slot; the sweep looks again. The caller ends with <see cref="OnLeftoverDone"/> or
+    /// <see cref="RunLeftoverElsewhere"/>.
+    /// </summary>
     public bool TryTakeLeftover(out WorkItemEntry item)
     {
         item = default;
+        bool capped = Cap != int.MaxValue;
+        if (capped && !TryAcquireSlot())
+        {
+            return false;
+        }
         if (_queue.TryDequeueBatch(MemoryMarshal.CreateSpan(ref item, 1)) == 0)
         {
+            if (capped)
+            {
+                Interlocked.Decrement(ref _running.Value);
+            }
             return false;
         }
         OnDequeued();
         return true;
     }
 
-    /// <summary>A leftover taken with <see cref="TryTakeLeftover"/> has run.</summary>
-    public void CountLeftoverCompleted() => Interlocked.Increment(ref _completed);
+    /// <summary>A leftover taken with <see cref="TryTakeLeftover"/> has run on the sweeping thread (<paramref name="ran"/>) or was cancelled: counts it and gives back its slot.</summary>
+    public void OnLeftoverDone(bool ran)
+    {
+        if (ran)
+        {
+            Interlocked.Increment(ref _completed);
+        }
+        if (Cap != int.MaxValue)
+        {
+            // No drive here: the sweep that called this looks at the queue again before it returns.
+            Interlocked.Decrement(ref _running.Value);
+        }
+    }
 
     /// <summary>Stops the lane if shutdown has begun and nothing is queued, running or held.</summary>
     private void TryStop()
@@ -671,7 +746,7 @@ internal sealed class Lane
             _stopped = true;
         }
         ClearReadyAfterStop();
-        _room?.Release();
+        WakeRoomWaiters();
         _stoppedSource.TrySetResult();
     }
 

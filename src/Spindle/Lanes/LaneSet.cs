@@ -22,8 +22,9 @@ namespace Spindle.Lanes;
 /// Normal or Low class has runnable work that has not been served for <see cref="StarvationIntervalMs"/>, the next
 /// dispatch of any worker serves it first (a class's wait starts when its first lane gets work or at its last dispatch,
 /// whichever is later). So while higher classes keep every worker busy, a lower class with runnable
-/// work still starts an item at least every <see cref="StarvationIntervalMs"/> (plus the clock's granularity and the
-/// length of the items in progress).</para>
+/// work still starts an item at least every <see cref="StarvationIntervalMs"/> (plus the length of the items in
+/// progress). The clock is <see cref="LaneClock"/>: a millisecond tick (Environment.TickCount64 steps every 4 ms on
+/// Linux) would have stretched the bound by most of a tick.</para>
 /// <para>State and its writers: the class arrays (copy-on-write, under <see cref="_lock"/>, read lock-free);
 /// <see cref="LaneClass.Ready"/> and <see cref="_anyReady"/> (atomics, by the thread that moved a lane's queued count
 /// between 0 and 1); the round-robin cursor, its credit and the last-served times (plain racy stores by dispatching
@@ -53,10 +54,15 @@ internal sealed class LaneSet
     {
         _scheduler = scheduler;
         _idle = idle;
-        _starvationInterval = starvationIntervalMs ?? StarvationIntervalMs;
+        // Served once the class has waited the interval less the longest a turn of a higher class takes to end after
+        // it sees the lower work (LaneClock.TurnYield, checked after each item), so that the start comes within the
+        // interval plus the length of the items in progress, as documented.
+        long interval = LaneClock.FromMilliseconds(starvationIntervalMs ?? StarvationIntervalMs);
+        _starvationInterval = Math.Max(interval - LaneClock.TurnYield, interval / 2);
     }
 
-    private readonly int _starvationInterval;
+    // In LaneClock ticks.
+    private readonly long _starvationInterval;
 
     /// <summary>Whether some lane may have queued work (a hint: one load on the dispatch path).</summary>
     public bool AnyReady
@@ -65,8 +71,23 @@ internal sealed class LaneSet
         get => Volatile.Read(ref _anyReady.Value) != 0;
     }
 
-    /// <summary>The live lanes (a snapshot).</summary>
+    /// <summary>The lanes in the set (a snapshot): every lane that has not stopped, and, after the pool's stop, the lanes it stopped (the sweep's).</summary>
     public Lane[] All => Volatile.Read(ref _all);
+
+    /// <summary>The public objects of the lanes that have not stopped (a snapshot).</summary>
+    public WorkerPoolLane[] LiveLanes()
+    {
+        Lane[] all = All;
+        var live = new System.Collections.Generic.List<WorkerPoolLane>(all.Length);
+        foreach (Lane lane in all)
+        {
+            if (!lane.HasStopped)
+            {
+                live.Add(lane.Public);
+            }
+        }
+        return [.. live];
+    }
 
     /// <summary>Adds a lane; false when the pool's shutdown has begun (no lane is created then).</summary>
     public bool TryAdd(Lane lane)
@@ -123,7 +144,7 @@ internal sealed class LaneSet
         if (Interlocked.Increment(ref laneClass.Ready) == 1)
         {
             // The class had nothing waiting: its wait starts now, not at its last dispatch long ago.
-            laneClass.LastServed = Environment.TickCount64;
+            laneClass.LastServed = LaneClock.Now;
         }
         Interlocked.Increment(ref _anyReady.Value);
     }
@@ -246,7 +267,7 @@ internal sealed class LaneSet
     [MethodImpl(MethodImplOptions.NoInlining)]
     public bool TryTakeByPriority(Worker self, out WorkItemEntry item)
     {
-        long now = Environment.TickCount64;
+        long now = LaneClock.Now;
         LaneClass low = _classes[LowClass];
         LaneClass normal = _classes[NormalClass];
         // Minimum share first: the lowest class whose runnable work has waited past the interval.
@@ -296,7 +317,7 @@ internal sealed class LaneSet
             LaneClass laneClass = _classes[c];
             if (Volatile.Read(ref laneClass.Ready) != 0 && TryTakeInClass(laneClass, self, withDefault: false, out item))
             {
-                laneClass.LastServed = Environment.TickCount64;
+                laneClass.LastServed = LaneClock.Now;
                 return true;
             }
         }
@@ -397,7 +418,7 @@ internal sealed class LaneSet
                 Lane candidate = lanes[index];
                 if (!candidate.TakesLongRunningItems && candidate.IsRunnable && candidate.TryTake(out item))
                 {
-                    laneClass.LastServed = Environment.TickCount64;
+                    laneClass.LastServed = LaneClock.Now;
                     lane = candidate;
                     return true;
                 }
@@ -479,7 +500,7 @@ internal sealed class LaneSet
         // Round robin (plain, racy by design): the member whose turn it is and the dispatches left in its turn.
         public int Cursor;
         public int Credit;
-        // Environment.TickCount64 of the last dispatch in this class (plain, racy by design).
-        public long LastServed = Environment.TickCount64;
+        // LaneClock.Now of the last dispatch in this class (plain, racy by design).
+        public long LastServed = LaneClock.Now;
     }
 }

@@ -36,4 +36,10 @@ internal interface IShutdownAware
     /// reported the cancellation to whoever waits for it (a task completing as cancelled); the entry is then dropped.
     /// </summary>
     ShutdownOutcome OnCancelPending();
+
+    /// <summary>
+    /// Whether running this object's entry now would do nothing because its work has ended (a firing of a timer that
+    /// has been disposed since): a callback redirected after the pool's stop is then neither run nor counted.
+    /// </summary>
+    bool HasEnded => false;
 }

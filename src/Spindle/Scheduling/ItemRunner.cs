@@ -1,10 +1,12 @@
 using System;
 using System.Diagnostics;
+using System.Diagnostics.Tracing;
 using System.Globalization;
 using System.Runtime.CompilerServices;
 using System.Runtime.ExceptionServices;
 using System.Threading;
 using Spindle.Queues;
+using Spindle.Telemetry;
 
 namespace Spindle.Scheduling;
 
@@ -194,11 +196,28 @@ internal sealed class ItemRunner
         return outcome == ShutdownOutcome.Run;
     }
 
-    /// <summary>Runs a callback that arrived after the pool stopped on the built-in ThreadPool, and counts it.</summary>
-    public void RunElsewhere(in WorkItemEntry entry)
-    {
-        Interlocked.Increment(ref _redirectedCount);
+    /// <summary>
+    /// Runs a callback that arrived after the pool stopped on the built-in ThreadPool. It is counted, and reported to the
+    /// pool's event source (a warning: work after the stop runs outside the pool's threads, limits and metrics), when it
+    /// starts there, unless its work has ended meanwhile (<see cref="IShutdownAware.HasEnded"/>: a disposed timer's
+    /// firing, which would do nothing): the count is what ran.
+    /// </summary>
+    public void RunElsewhere(in WorkItemEntry entry) =>
         ThreadPool.UnsafeQueueUserWorkItem(new RedirectedCallback(this, entry), preferLocal: false);
+
+    /// <summary>A redirected callback is about to run: false when its work has ended and running it would do nothing.</summary>
+    private bool OnRedirectedStarting(in WorkItemEntry entry)
+    {
+        if (entry.FindShutdownOwner() is { HasEnded: true })
+        {
+            return false;
+        }
+        Interlocked.Increment(ref _redirectedCount);
+        if (SpindleEventSource.Log.IsOn(EventLevel.Warning, SpindleEventSource.Keywords.Lifetime))
+        {
+            SpindleEventSource.Log.CallbackRedirected(_pool.Name, ItemDescriber.DescribeItem(entry.Callback, entry.State));
+        }
+        return true;
     }
 
     /// <summary>
@@ -253,6 +272,10 @@ internal sealed class ItemRunner
     {
         public void Execute()
         {
+            if (!runner.OnRedirectedStarting(entry))
+            {
+                return;
+            }
             if (!runner.RunOnForeignThread(entry, out Exception? unhandled, countCompleted: false))
             {
                 // The policy says the process fails: rethrown on a built-in pool thread, as there.

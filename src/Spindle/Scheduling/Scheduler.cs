@@ -459,10 +459,14 @@ internal sealed class Scheduler
             {
                 if (Lanes.TryTakeLeftover(out WorkItemEntry laneItem, out Lane? lane))
                 {
-                    // After the stop a lane is no more than a label: its leftovers run as the pool's do.
+                    // After the stop a lane's leftovers run as the pool's do, through the lane's cap if it has one.
                     if (!lane!.IsCancelling || _runner.MustRunDespiteCancel(laneItem, lane, byPool: IsCancelling))
                     {
-                        _runner.RunElsewhere(laneItem);
+                        lane.RunLeftoverElsewhere(laneItem);
+                    }
+                    else
+                    {
+                        lane.OnLeftoverDone(ran: false);
                     }
                     continue;
                 }
@@ -506,11 +510,15 @@ internal sealed class Scheduler
                     if (!lane!.IsCancelling || _runner.MustRunDespiteCancel(laneItem, lane, byPool: IsCancelling))
                     {
                         bool handled = _runner.RunOnForeignThread(laneItem, out Exception? thrown, countCompleted: true);
-                        lane.CountLeftoverCompleted();
+                        lane.OnLeftoverDone(ran: true);
                         if (!handled && firstUnhandled is null)
                         {
                             firstUnhandled = ExceptionDispatchInfo.Capture(thrown!);
                         }
+                    }
+                    else
+                    {
+                        lane.OnLeftoverDone(ran: false);
                     }
                     continue;
                 }

@@ -568,12 +568,12 @@ internal sealed class Worker
                 }
                 if (Threads.IsAboveTarget || _lanes.IsLowerWorkWaiting(lane, this))
                 {
-                    long now = Environment.TickCount64;
+                    long now = LaneClock.Now;
                     if (wantedSince == 0)
                     {
                         wantedSince = now;
                     }
-                    else if (now - wantedSince >= 1)
+                    else if (now - wantedSince >= LaneClock.TurnYield)
                     {
                         break;
                     }

@@ -13,10 +13,18 @@ namespace Spindle;
 /// A <see cref="SynchronizationContext"/> whose <see cref="Post"/> queues to a <see cref="WorkerPool"/>. Get it from
 /// <see cref="WorkTarget.SynchronizationContext"/>. Install it (<see cref="SynchronizationContext.SetSynchronizationContext"/>)
 /// in code that should come back to the pool after an <c>await</c>; the pool installs it itself while it runs posted
-/// callbacks and <c>Run</c> calls that take a cancellable token, so an <c>await</c> inside them (on a socket, a file, a
-/// timer or another task) resumes on the pool. <c>ConfigureAwait(false)</c> opts out, as usual. (Tasks on
-/// <see cref="WorkTarget.TaskScheduler"/> need no context: their awaits come back through the scheduler.)
+/// callbacks and the delegates of every <c>Run</c> and <c>RunAsValueTask</c> overload (with a token or without), so an
+/// <c>await</c> inside them (on a socket, a file, a timer or another task) resumes on the pool, or on the lane the
+/// context belongs to. <c>ConfigureAwait(false)</c> opts out, as usual. (Tasks on <see cref="WorkTarget.TaskScheduler"/>
+/// need no context: their awaits come back through the scheduler.)
 /// </summary>
+/// <remarks>
+/// A post is never refused, not even after the pool has stopped: a post is how an <c>await</c> comes back, and the
+/// context cannot tell an awaiter's post from new work. After the stop it runs on the built-in
+/// <see cref="ThreadPool"/> (a serial lane's posts still one at a time, in order), counted by
+/// <see cref="WorkerPool.RedirectedCallbackCount"/> and reported by the <c>Spindle</c> event source's
+/// <c>CallbackRedirected</c> warning.
+/// </remarks>
 public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
 {
     private readonly TaskBridge _bridge;
@@ -41,7 +49,9 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
     /// Never throws because of shutdown: a post is how an <c>await</c> comes back, and a post refused by the thread that
     /// completed the awaited task would fail that thread and strand the awaiter. During the drain it runs on the pool
     /// (in both shutdown modes); after the pool has stopped it runs on the built-in <see cref="ThreadPool"/>, counted by
-    /// <see cref="WorkerPool.RedirectedCallbackCount"/>.
+    /// <see cref="WorkerPool.RedirectedCallbackCount"/> and reported by the <c>CallbackRedirected</c> event. A lane's
+    /// post after the lane has stopped runs as the pool's work; a capped lane's keep its cap (a serial lane's run one at a
+    /// time, in order), wherever they run.
     /// </remarks>
     /// <exception cref="ArgumentNullException"><paramref name="d"/> is null.</exception>
     public override void Post(SendOrPostCallback d, object? state)

@@ -23,6 +23,11 @@ namespace Spindle;
 /// <see cref="SynchronizationContext.Current"/> is left alone (null on a worker).</para>
 /// <para>Inlining (<see cref="Task.Wait()"/> on an unstarted task, synchronous continuations) happens only on the
 /// pool's own threads, as the built-in scheduler inlines only on pool threads.</para>
+/// <para>After the pool has stopped, a task queued here runs on the built-in <see cref="ThreadPool"/>, counted by
+/// <see cref="WorkerPool.RedirectedCallbackCount"/> and reported by the <c>Spindle</c> event source's
+/// <c>CallbackRedirected</c> warning. That holds for new tasks (<c>Task.Factory.StartNew</c>) as well as
+/// continuations: the runtime queues an <c>await</c>'s continuation to this scheduler as a new task, and refusing it would
+/// strand the awaiter (the runtime drops a continuation task whose scheduler throws).</para>
 /// </remarks>
 public sealed class WorkerPoolTaskScheduler : TaskScheduler, IShutdownAware
 {

@@ -53,6 +53,7 @@ internal sealed class SpindleEventSource : EventSource
     internal const int WorkItemExceptionId = 6;
     internal const int ShutdownStartedId = 7;
     internal const int ShutdownFinishedId = 8;
+    internal const int CallbackRedirectedId = 9;
 
     /// <summary>Whether events of <paramref name="keywords"/> at <paramref name="level"/> reach a listener.</summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
@@ -165,6 +166,17 @@ internal sealed class SpindleEventSource : EventSource
             WriteEventCore(ShutdownFinishedId, 4, data);
         }
     }
+
+    /// <summary>
+    /// <paramref name="Item"/> was queued to <paramref name="PoolName"/> after the pool had stopped (a post to its
+    /// SynchronizationContext, a task on its TaskScheduler, a firing of one of its timers, a leftover of a lane) and is
+    /// running on the built-in thread pool instead, outside the pool's threads, limits and metrics. Never lost, never
+    /// refused (refusing it would strand an awaiter), but an operator should know: work that outlives its pool usually
+    /// means a component was stopped in the wrong order.
+    /// </summary>
+    [Event(CallbackRedirectedId, Level = EventLevel.Warning, Keywords = Keywords.Lifetime,
+        Message = "Pool {0}: {1} arrived after the pool had stopped and runs on the built-in thread pool")]
+    public void CallbackRedirected(string PoolName, string Item) => WriteEvent(CallbackRedirectedId, PoolName, Item);
 
     [UnconditionalSuppressMessage("ReflectionAnalysis", "IL2026", Justification = PrimitivePayloads)]
     [NonEvent]

@@ -292,6 +292,9 @@ internal sealed class PoolTimer : TimerNode, ITimer, IShutdownAware, Telemetry.I
     /// <summary>A firing always runs at shutdown: a firing of a disposed timer does nothing by itself.</summary>
     ShutdownOutcome IShutdownAware.OnCancelPending() => ShutdownOutcome.Run;
 
+    // A firing that has not started does nothing once the timer is disposed (see Fire).
+    bool IShutdownAware.HasEnded => IsDisposed;
+
     /// <summary>The timer's callback (stuck-item reports name it rather than the firing).</summary>
     object? Telemetry.ICallbackWrapper.WrappedCallback
     {

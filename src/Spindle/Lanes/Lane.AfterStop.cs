@@ -1,0 +1,140 @@
+using System.Diagnostics;
+using System.Runtime.InteropServices;
+using System.Threading;
+using Spindle.Queues;
+using Spindle.Scheduling;
+using Spindle.Telemetry;
+
+namespace Spindle.Lanes;
+
+// After the stop: a capped lane keeps its cap, and a serial lane its order, for whatever still arrives.
+//
+// A stopped lane gets no new work, but continuations of work it accepted still arrive (an await that resumes through
+// the lane's SynchronizationContext or TaskScheduler, a long-running task's continuation), and the pool's stop may leave
+// items in its queue that no worker ran (see Scheduler.SweepLeftovers). They no longer run as the lane's items on the
+// pool's workers: after the lane's own stop they run as the pool's work, after the pool's stop on the built-in pool.
+// Code that uses a serial lane as its lock (a strand, an actor's mailbox) must still see them one at a time and in
+// order, so a capped lane does not hand them on one by one: it keeps them in its own queue and its own slots decide
+// how many run at once, as before the stop.
+//
+// Protocol (no lost entry, no slot leak):
+// - An entry arriving after the stop is published in the lane's queue (EnqueueAlways: a CAS, a full fence), and the
+//   enqueuer then drives: while the queue holds something and a slot is free, take a slot, dequeue, and hand the entry
+//   on wrapped in an AfterStopItem, which gives the slot back when the entry has run and drives again.
+// - Whoever gives a slot back (an AfterStopItem, the sweep, a worker that met the stopped lane) decrements the slot
+//   count (a full fence) and then reads the queue. So of an enqueuer that found every slot taken and a holder that gave
+//   one back, at least one sees the other, and the entry is driven.
+// - The slots also keep the stop's own leftovers in line: the sweep takes them with a slot (TryTakeLeftover), so a
+//   continuation arriving during the sweep waits behind the leftover that runs.
+// - The queue is FIFO and an entry starts only after it is dequeued with a slot, so with a cap of 1 the entries run one
+//   at a time in the order they were queued, each after the previous one has returned.
+internal sealed partial class Lane
+{
+    /// <summary>An entry for a lane that has stopped and has a cap: queued behind what is there, and driven through the slots.</summary>
+    private void EnqueueAfterStop(in WorkItemEntry entry)
+    {
+        Debug.Assert(_stopped && Cap != int.MaxValue);
+        _queue.EnqueueAlways(entry);
+        DriveAfterStop();
+    }
+
+    /// <summary>A slot taken after the stop that is not needed: gives it back, then drives (see the protocol).</summary>
+    private void GiveBackAfterStopSlot()
+    {
+        Interlocked.Decrement(ref _running.Value);
+        DriveAfterStop();
+    }
+
+    /// <summary>Hands on queued entries of the stopped lane while a slot is free (each holds its slot until it has run).</summary>
+    private void DriveAfterStop()
+    {
+        var spinner = new SpinWait();
+        while (!_queue.IsEmpty && TryAcquireSlot())
+        {
+            WorkItemEntry entry = default;
+            if (_queue.TryDequeueBatch(MemoryMarshal.CreateSpan(ref entry, 1)) == 0)
+            {
+                // Another driver took it, or an enqueuer has claimed a position and not yet written it: give the slot
+                // back and look again (the enqueuer drives after it writes, but may have found this slot taken).
+                Interlocked.Decrement(ref _running.Value);
+                spinner.SpinOnce(sleep1Threshold: -1);
+                continue;
+            }
+            OnDequeued();
+            if (IsCancelling && !_runner.MustRunDespiteCancel(entry, this, byPool: _scheduler.IsCancelling))
+            {
+                Interlocked.Decrement(ref _running.Value);
+                continue;
+            }
+            HandOnAfterStop(entry);
+        }
+    }
+
+    /// <summary>
+    /// A leftover of the pool's stop taken with a slot (<see cref="TryTakeLeftover"/>) by a thread that does not run it
+    /// itself: hands it on with its slot, like an after-stop entry (an uncapped lane's leftover is simply redirected).
+    /// </summary>
+    public void RunLeftoverElsewhere(in WorkItemEntry entry)
+    {
+        if (Cap == int.MaxValue)
+        {
+            _runner.RunElsewhere(entry);
+            return;
+        }
+        HandOnAfterStop(entry);
+    }
+
+    /// <summary>Queues <paramref name="entry"/>, which holds a slot, as the pool's continuation: on the pool while it runs or drains, elsewhere after its stop.</summary>
+    private void HandOnAfterStop(in WorkItemEntry entry) =>
+        _scheduler.EnqueueContinuation(new WorkItemEntry(new AfterStopItem(this, entry), WorkItemEntry.WorkItemMarker, entry.Context), preferLocal: false);
+
+    /// <summary>An after-stop entry has run (<paramref name="ran"/>) or was dropped by a cancelling shutdown: gives its slot back and drives.</summary>
+    private void OnAfterStopItemDone(bool ran)
+    {
+        if (ran)
+        {
+            Interlocked.Increment(ref _completed);
+        }
+        GiveBackAfterStopSlot();
+    }
+
+    /// <summary>
+    /// An entry of a stopped capped lane on its way to wherever it runs, holding one of the lane's slots. It carries the
+    /// entry's ExecutionContext in its own queue entry, so the thread that runs it has set the context already; shutdown
+    /// decides on it as on the entry it wraps.
+    /// </summary>
+    private sealed class AfterStopItem(Lane lane, WorkItemEntry entry) : IWorkItem, IShutdownAware, IEntryWrapper
+    {
+        private readonly WorkItemEntry _entry = entry;
+
+        WorkItemEntry IEntryWrapper.WrappedEntry => _entry;
+
+        object? IShutdownAware.QueuedCallback => null;
+
+        ShutdownOutcome IShutdownAware.OnCancelPending()
+        {
+            ShutdownOutcome outcome = _entry.FindShutdownOwner()?.OnCancelPending() ?? ShutdownOutcome.Cancelled;
+            if (outcome != ShutdownOutcome.Run)
+            {
+                if (outcome == ShutdownOutcome.Cancelled)
+                {
+                    lane.CountCancelled();
+                }
+                lane.OnAfterStopItemDone(ran: false);
+            }
+            return outcome;
+        }
+
+        public void Execute()
+        {
+            try
+            {
+                _entry.Invoke();
+            }
+            finally
+            {
+                lane.OnAfterStopItemDone(ran: true);
+            }
+        }
+    }
+}
