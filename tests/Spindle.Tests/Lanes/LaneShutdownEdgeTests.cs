@@ -1,0 +1,294 @@
+using System;
+using System.Collections.Concurrent;
+using System.Collections.Generic;
+using System.Linq;
+using System.Threading;
+using System.Threading.Tasks;
+using Spindle.Lanes;
+using Spindle.Tests.Telemetry;
+using Xunit;
+
+namespace Spindle.Tests.Lanes;
+
+/// <summary>
+/// Lanes at the edges of shutdown: producers waiting for room, bounds at their limit, serial lanes after the stop, the
+/// pool's list of lanes, and what runs elsewhere after the pool has stopped.
+/// </summary>
+public sealed class LaneShutdownEdgeTests
+{
+    private static WorkerPool NewPool(string name, int threads = 2) => new(new WorkerPoolOptions
+    {
+        Name = $"{name}-{Guid.NewGuid():N}",
+        MinThreads = threads,
+        MaxThreads = threads,
+        ExceptionPolicy = UnhandledExceptionPolicy.Report,
+    });
+
+    /// <summary>
+    /// Occupies the only slot of a serial lane until the returned gate is set (or for four times the must-happen bound,
+    /// so that what a test waits for with that bound cannot be the slot's release).
+    /// </summary>
+    private static ManualResetEventSlim OccupySlot(WorkerPoolLane serial)
+    {
+        var gate = new ManualResetEventSlim();
+        using var started = new ManualResetEventSlim();
+        serial.QueueUserWorkItem(_ =>
+        {
+            started.Set();
+            gate.Wait(4 * Waits.MustHappen);
+        });
+        Waits.For(started, "the item holding the lane's slot");
+        return gate;
+    }
+
+    private sealed class NoOpItem : IWorkItem
+    {
+        public void Execute()
+        {
+        }
+    }
+
+    /// <summary>A producer on its own thread: the task ends with whatever the queueing call ended with.</summary>
+    private static Task Producer(Func<Task> call) =>
+        Task.Factory.StartNew(() => call(), CancellationToken.None, TaskCreationOptions.LongRunning, TaskScheduler.Default).Unwrap();
+
+    [Theory]
+    [InlineData(ShutdownMode.Drain)]
+    [InlineData(ShutdownMode.CancelPending)]
+    public async Task PoolShutdown_ReleasesEveryProducerWaitingForRoom_WhileAnItemStillRuns(ShutdownMode mode)
+    {
+        using WorkerPool pool = NewPool(nameof(PoolShutdown_ReleasesEveryProducerWaitingForRoom_WhileAnItemStillRuns));
+        WorkerPoolLane lane = pool.CreateLane(new LaneOptions { Name = "bounded", MaxConcurrency = 1, QueueLimit = 1, FullMode = LaneFullMode.Wait });
+        ManualResetEventSlim gate = OccupySlot(lane);
+        int ran = 0;
+        lane.QueueUserWorkItem(_ => Interlocked.Increment(ref ran)); // fills the bound
+        Task[] producers =
+        [
+            Producer(() => { lane.QueueUserWorkItem(_ => Interlocked.Increment(ref ran)); return Task.CompletedTask; }),
+            Producer(() => { lane.UnsafeQueueUserWorkItem(new NoOpItem(), preferLocal: false); return Task.CompletedTask; }),
+            Producer(() => lane.Run(() => Interlocked.Increment(ref ran))),
+            Producer(() => lane.RunAsValueTask(() => { Interlocked.Increment(ref ran); }).AsTask()),
+            Producer(() => lane.QueueUserWorkItemAsync(static _ => { }, 0).AsTask()),
+        ];
+        Assert.False(Task.WhenAny(producers).Wait(Waits.MustNotHappen), "a producer got room in a full lane");
+
+        Task<int> shutdown = pool.ShutdownAsync(mode);
+        try
+        {
+            // The running item still holds the slot (it could be waiting for one of these producers): they end anyway.
+            foreach (Task producer in producers)
+            {
+                await Assert.ThrowsAsync<ObjectDisposedException>(() => producer.WaitAsync(Waits.MustHappen));
+            }
+            Assert.False(shutdown.IsCompleted);
+        }
+        finally
+        {
+            gate.Set();
+        }
+        await shutdown.WaitAsync(Waits.MustHappen);
+        Assert.Equal(mode == ShutdownMode.Drain ? 1 : 0, Volatile.Read(ref ran));
+    }
+
+    [Theory]
+    [InlineData(LaneFullMode.Wait)]
+    [InlineData(LaneFullMode.Reject)]
+    public async Task ABoundOfIntMaxValue_ShutsDownAndStops_LaneAndPool(LaneFullMode fullMode)
+    {
+        WorkerPool pool = NewPool(nameof(ABoundOfIntMaxValue_ShutsDownAndStops_LaneAndPool));
+        var options = new LaneOptions { Name = "huge", QueueLimit = int.MaxValue, FullMode = fullMode };
+        WorkerPoolLane first = pool.CreateLane(options);
+        WorkerPoolLane second = pool.CreateLane(new LaneOptions { Name = "huge-2", QueueLimit = int.MaxValue, FullMode = fullMode, MaxConcurrency = 1 });
+        int ran = 0;
+        for (int i = 0; i < 100; i++)
+        {
+            first.QueueUserWorkItem(_ => Interlocked.Increment(ref ran));
+            second.QueueUserWorkItem(_ => Interlocked.Increment(ref ran));
+        }
+
+        first.Dispose();
+        Assert.True(first.LaneCore!.HasStopped, "the lane stopped");
+        await second.Run(() => Interlocked.Increment(ref ran)).WaitAsync(Waits.MustHappen);
+        Waits.RunBounded(pool.Dispose, "the pool's dispose");
+        Assert.True(second.LaneCore!.HasStopped, "the pool's lane stopped with it");
+        Assert.Equal(201, Volatile.Read(ref ran));
+        Assert.Throws<ObjectDisposedException>(() => second.QueueUserWorkItem(_ => { }));
+    }
+
+    /// <summary>
+    /// Posts <paramref name="count"/> callbacks that each take a while and record whether another one was running, and
+    /// waits for all of them: the overlaps seen and the order they ran in.
+    /// </summary>
+    private static (int Overlaps, int[] Order) PostAndWatch(Action<SendOrPostCallback, object?> post, int count)
+    {
+        int inside = 0;
+        int overlaps = 0;
+        var order = new ConcurrentQueue<int>();
+        using var done = new CountdownEvent(count);
+        for (int i = 0; i < count; i++)
+        {
+            post(state =>
+            {
+                if (Interlocked.Increment(ref inside) != 1)
+                {
+                    Interlocked.Increment(ref overlaps);
+                }
+                order.Enqueue((int)state!);
+                Thread.Sleep(1); // long enough for a second callback to start, were it allowed to
+                Interlocked.Decrement(ref inside);
+                done.Signal();
+            }, i);
+        }
+        Waits.For(done, "every posted callback");
+        return (Volatile.Read(ref overlaps), order.ToArray());
+    }
+
+    [Fact]
+    public void ASerialLanesPosts_AfterThePoolStopped_RunOneAtATimeInOrder_AndAreCountedAndReported()
+    {
+        WorkerPool pool = NewPool(nameof(ASerialLanesPosts_AfterThePoolStopped_RunOneAtATimeInOrder_AndAreCountedAndReported));
+        using var listener = new EventSourceTests.Listener(pool.Name);
+        WorkerPoolLane serial = pool.CreateLane(new LaneOptions { Name = "serial", MaxConcurrency = 1 });
+        SynchronizationContext context = serial.SynchronizationContext;
+        pool.Dispose();
+        Assert.Empty(pool.Lanes);
+
+        (int overlaps, int[] order) = PostAndWatch(context.Post, 40);
+
+        Assert.Equal(0, overlaps);
+        Assert.Equal(Enumerable.Range(0, 40), order);
+        Waits.Until(() => pool.RedirectedCallbackCount == 40, "every post counted as redirected");
+        Waits.Until(() => listener.Events.Count(e => e.EventName == "CallbackRedirected") == 40, "every post reported");
+    }
+
+    [Fact]
+    public void ASerialLanesPostsAndTasks_AfterItsOwnStop_RunOnThePoolOneAtATimeInOrder()
+    {
+        using WorkerPool pool = NewPool(nameof(ASerialLanesPostsAndTasks_AfterItsOwnStop_RunOnThePoolOneAtATimeInOrder), threads: 4);
+        WorkerPoolLane serial = pool.CreateLane(new LaneOptions { Name = "serial", MaxConcurrency = 1 });
+        SynchronizationContext context = serial.SynchronizationContext;
+        TaskScheduler scheduler = serial.TaskScheduler;
+        serial.Dispose();
+        Assert.DoesNotContain(serial, pool.Lanes);
+        var pools = new ConcurrentBag<WorkerPool?>();
+
+        (int overlaps, int[] order) = PostAndWatch((callback, state) =>
+        {
+            if ((int)state! % 2 == 0)
+            {
+                context.Post(s => { pools.Add(WorkerPool.Current); callback(s); }, state);
+            }
+            else
+            {
+                _ = Task.Factory.StartNew(s => { pools.Add(WorkerPool.Current); callback(s); }, state, CancellationToken.None, TaskCreationOptions.None, scheduler);
+            }
+        }, 40);
+
+        Assert.Equal(0, overlaps);
+        Assert.Equal(Enumerable.Range(0, 40), order);
+        Assert.All(pools, p => Assert.Same(pool, p));
+        Assert.Equal(0, pool.RedirectedCallbackCount);
+    }
+
+    [Fact]
+    public void ASerialLanesLeftoversAndLaterPosts_AfterThePoolStopped_RunOneAtATime()
+    {
+        // A pool that never gets a worker (thread creation refused) leaves its lane's items to the stop's sweep; posts
+        // arriving after the stop queue behind them, and run one at a time on the built-in pool (which has a thread
+        // per core at least, so two of them would overlap if they were allowed to).
+        int refused = 0;
+        WorkerPool pool = new(new WorkerPoolOptions
+        {
+            Name = $"{nameof(ASerialLanesLeftoversAndLaterPosts_AfterThePoolStopped_RunOneAtATime)}-{Guid.NewGuid():N}",
+            MinThreads = 0,
+            MaxThreads = 2,
+            ExceptionPolicy = UnhandledExceptionPolicy.Report,
+            ThreadFactory = (_, _) =>
+            {
+                Interlocked.Increment(ref refused);
+                throw new OutOfMemoryException("refused by the test");
+            },
+        });
+        WorkerPoolLane capped = pool.CreateLane(new LaneOptions { Name = "capped", MaxConcurrency = 1 });
+        int inside = 0;
+        int most = 0;
+        int ran = 0;
+        void Body()
+        {
+            int now = Interlocked.Increment(ref inside);
+            int seen;
+            while ((seen = Volatile.Read(ref most)) < now && Interlocked.CompareExchange(ref most, now, seen) != seen)
+            {
+            }
+            Thread.Sleep(1);
+            Interlocked.Decrement(ref inside);
+            Interlocked.Increment(ref ran);
+        }
+        for (int i = 0; i < 10; i++)
+        {
+            capped.QueueUserWorkItem(_ => Body());
+        }
+        Waits.Until(() => Volatile.Read(ref refused) > 0, "a refused thread");
+        SynchronizationContext context = capped.SynchronizationContext;
+        pool.ShutdownAsync(ShutdownMode.Drain).Wait(Waits.MustHappen);
+        for (int i = 0; i < 40; i++)
+        {
+            context.Post(_ => Body(), null);
+        }
+
+        Waits.Until(() => Volatile.Read(ref ran) == 50, "the leftovers and the posts");
+        Assert.Equal(1, Volatile.Read(ref most));
+    }
+
+    [Fact]
+    public async Task Lanes_ListsOnlyLanesThatHaveNotStopped()
+    {
+        WorkerPool pool = NewPool(nameof(Lanes_ListsOnlyLanesThatHaveNotStopped));
+        WorkerPoolLane a = pool.CreateLane(new LaneOptions { Name = "a" });
+        WorkerPoolLane b = pool.CreateLane(new LaneOptions { Name = "b", MaxConcurrency = 1 });
+        Assert.Equal(new HashSet<WorkerPoolLane> { a, b }, pool.Lanes.ToHashSet());
+
+        await a.ShutdownAsync(ShutdownMode.Drain).WaitAsync(Waits.MustHappen);
+        Assert.Equal([b], pool.Lanes);
+
+        await pool.ShutdownAsync(ShutdownMode.Drain).WaitAsync(Waits.MustHappen);
+        Assert.Empty(pool.Lanes);
+    }
+
+    [Fact]
+    public void NewTasksAndPosts_AfterThePoolStopped_RunElsewhere_CountedAndReportedWhenTheyRun()
+    {
+        WorkerPool pool = NewPool(nameof(NewTasksAndPosts_AfterThePoolStopped_RunElsewhere_CountedAndReportedWhenTheyRun));
+        using var listener = new EventSourceTests.Listener(pool.Name);
+        TaskScheduler scheduler = pool.TaskScheduler;
+        SynchronizationContext context = pool.SynchronizationContext;
+        pool.Dispose();
+
+        Task started = Task.Factory.StartNew(() => Assert.Null(WorkerPool.Current), CancellationToken.None, TaskCreationOptions.None, scheduler);
+        using var posted = new ManualResetEventSlim();
+        context.Post(_ => posted.Set(), null);
+
+        Assert.True(started.Wait(Waits.MustHappen), "the new task ran");
+        Waits.For(posted, "the post");
+        Waits.Until(() => pool.RedirectedCallbackCount == 2, "both counted");
+        Waits.Until(() => listener.Events.Count(e => e.EventName == "CallbackRedirected") == 2, "both reported");
+        Assert.Contains(listener.Events, e => e.EventName == "CallbackRedirected" && e.Level == System.Diagnostics.Tracing.EventLevel.Warning);
+    }
+
+    [Fact]
+    public void TheLanesClock_ResolvesWellBelowAMillisecond()
+    {
+        // The minimum share's bound is a few milliseconds: a clock that steps by milliseconds would stretch it.
+        long smallestStep = long.MaxValue;
+        for (int i = 0; i < 100; i++)
+        {
+            long start = LaneClock.Now;
+            long next;
+            while ((next = LaneClock.Now) == start)
+            {
+            }
+            smallestStep = Math.Min(smallestStep, next - start);
+        }
+        Assert.True(smallestStep < LaneClock.FromMilliseconds(1) / 10, $"smallest step {smallestStep} ticks");
+    }
+}
