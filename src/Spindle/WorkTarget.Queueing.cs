@@ -1,6 +1,8 @@
 using System;
+using System.Diagnostics.CodeAnalysis;
 using System.Runtime.CompilerServices;
 using System.Threading;
+using System.Threading.Tasks;
 using Spindle.Lanes;
 using Spindle.Queues;
 using Spindle.Scheduling;
@@ -77,18 +79,22 @@ public abstract partial class WorkTarget
     }
 
     /// <summary>
-    /// Queues <paramref name="workItem"/> to have <see cref="IWorkItem.Execute"/> called once, without allocating and
-    /// without flowing <see cref="ExecutionContext"/>.
+    /// Queues <paramref name="callBack"/> to have <see cref="IWorkItem.Execute"/> called once, without allocating and
+    /// without flowing <see cref="ExecutionContext"/>, like
+    /// <see cref="ThreadPool.UnsafeQueueUserWorkItem(IThreadPoolWorkItem, bool)"/>.
     /// </summary>
-    /// <param name="workItem">The work; may be queued again while it is pending or running.</param>
+    /// <param name="callBack">The work; may be queued again while it is pending or running. Not a <see cref="Task"/>.</param>
     /// <param name="preferLocal">See <see cref="QueueUserWorkItem{TState}(Action{TState}, TState, bool)"/>.</param>
     /// <returns>Always <see langword="true"/>.</returns>
-    /// <exception cref="ArgumentNullException"><paramref name="workItem"/> is null.</exception>
+    /// <exception cref="ArgumentNullException"><paramref name="callBack"/> is null.</exception>
+    /// <exception cref="ArgumentOutOfRangeException"><paramref name="callBack"/> is a <see cref="Task"/> (a task is
+    /// started with <see cref="Task.Start(TaskScheduler)"/> on <see cref="TaskScheduler"/>, which keeps the task's own
+    /// checks).</exception>
     /// <exception cref="ObjectDisposedException">The pool or the lane is shutting down or has shut down.</exception>
-    public bool UnsafeQueueUserWorkItem(IWorkItem workItem, bool preferLocal)
+    public bool UnsafeQueueUserWorkItem(IWorkItem callBack, bool preferLocal)
     {
-        ArgumentNullException.ThrowIfNull(workItem);
-        Enqueue(new WorkItemEntry(workItem, WorkItemEntry.WorkItemMarker, null), preferLocal);
+        ValidateWorkItem(callBack);
+        Enqueue(new WorkItemEntry(callBack, WorkItemEntry.WorkItemMarker, null), preferLocal);
         return true;
     }
 
@@ -124,21 +130,42 @@ public abstract partial class WorkTarget
     }
 
     /// <summary>
-    /// Queues <paramref name="workItem"/> as <paramref name="options"/> says, without flowing the caller's
+    /// Queues <paramref name="callBack"/> as <paramref name="options"/> says, without flowing the caller's
     /// <see cref="ExecutionContext"/> (see <see cref="QueueUserWorkItem{TState}(Action{TState}, TState, WorkItemOptions)"/>).
     /// Allocates nothing unless <see cref="WorkItemOptions.LongRunning"/> has to start a thread.
     /// </summary>
     /// <returns>Always <see langword="true"/>.</returns>
-    /// <exception cref="ArgumentNullException"><paramref name="workItem"/> is null.</exception>
-    /// <exception cref="ArgumentOutOfRangeException"><paramref name="options"/> has undefined flags.</exception>
+    /// <exception cref="ArgumentNullException"><paramref name="callBack"/> is null.</exception>
+    /// <exception cref="ArgumentOutOfRangeException"><paramref name="callBack"/> is a <see cref="Task"/> (see
+    /// <see cref="UnsafeQueueUserWorkItem(IWorkItem, bool)"/>), or <paramref name="options"/> has undefined flags.</exception>
     /// <exception cref="ObjectDisposedException">The pool or the lane is shutting down or has shut down.</exception>
-    public bool UnsafeQueueUserWorkItem(IWorkItem workItem, WorkItemOptions options)
+    public bool UnsafeQueueUserWorkItem(IWorkItem callBack, WorkItemOptions options)
     {
-        ArgumentNullException.ThrowIfNull(workItem);
+        ValidateWorkItem(callBack);
         ValidateOptions(options);
-        Enqueue(new WorkItemEntry(workItem, WorkItemEntry.WorkItemMarker, null), options);
+        Enqueue(new WorkItemEntry(callBack, WorkItemEntry.WorkItemMarker, null), options);
         return true;
     }
+
+    /// <summary>
+    /// The checks of every method that takes an <see cref="IWorkItem"/>, those of
+    /// <see cref="ThreadPool.UnsafeQueueUserWorkItem(IThreadPoolWorkItem, bool)"/>: not null, and not a
+    /// <see cref="Task"/>, which would run its <see cref="IWorkItem.Execute"/> while the task itself stays unstarted
+    /// (queued this way it would bypass <see cref="Task.Start(TaskScheduler)"/> and the task's state checks).
+    /// </summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private static void ValidateWorkItem(IWorkItem callBack)
+    {
+        ArgumentNullException.ThrowIfNull(callBack);
+        if (callBack is Task)
+        {
+            ThrowWorkItemIsTask();
+        }
+    }
+
+    [DoesNotReturn]
+    private static void ThrowWorkItemIsTask() =>
+        throw new ArgumentOutOfRangeException("callBack", "A Task cannot be queued as a work item; start it with Task.Start on the pool's TaskScheduler.");
 
     private static void ValidateOptions(WorkItemOptions options)
     {

@@ -64,16 +64,18 @@ public abstract partial class WorkTarget
     }
 
     /// <summary>
-    /// Queues <paramref name="workItem"/> unless the target is full, without allocating and without flowing
+    /// Queues <paramref name="callBack"/> unless the target is full, without allocating and without flowing
     /// <see cref="ExecutionContext"/>. See <see cref="TryQueueUserWorkItem{TState}(Action{TState}, TState, bool)"/>.
     /// </summary>
     /// <returns><see langword="true"/> when the item was queued; <see langword="false"/> when the lane is full.</returns>
-    /// <exception cref="ArgumentNullException"><paramref name="workItem"/> is null.</exception>
+    /// <exception cref="ArgumentNullException"><paramref name="callBack"/> is null.</exception>
+    /// <exception cref="ArgumentOutOfRangeException"><paramref name="callBack"/> is a <see cref="Task"/> (see
+    /// <see cref="UnsafeQueueUserWorkItem(IWorkItem, bool)"/>).</exception>
     /// <exception cref="ObjectDisposedException">The pool or the lane is shutting down or has shut down.</exception>
-    public bool TryQueueUserWorkItem(IWorkItem workItem, bool preferLocal)
+    public bool TryQueueUserWorkItem(IWorkItem callBack, bool preferLocal)
     {
-        ArgumentNullException.ThrowIfNull(workItem);
-        return TryEnqueue(new WorkItemEntry(workItem, WorkItemEntry.WorkItemMarker, null), preferLocal);
+        ValidateWorkItem(callBack);
+        return TryEnqueue(new WorkItemEntry(callBack, WorkItemEntry.WorkItemMarker, null), preferLocal);
     }
 
     /// <summary>
@@ -96,16 +98,18 @@ public abstract partial class WorkTarget
     }
 
     /// <summary>
-    /// Queues <paramref name="workItem"/>, waiting without blocking a thread while a bounded lane is full; never flows
+    /// Queues <paramref name="callBack"/>, waiting without blocking a thread while a bounded lane is full; never flows
     /// <see cref="ExecutionContext"/>. See <see cref="QueueUserWorkItemAsync{TState}(Action{TState}, TState, CancellationToken)"/>.
     /// </summary>
     /// <returns>A task that completes when the item is queued.</returns>
-    /// <exception cref="ArgumentNullException"><paramref name="workItem"/> is null.</exception>
+    /// <exception cref="ArgumentNullException"><paramref name="callBack"/> is null.</exception>
+    /// <exception cref="ArgumentOutOfRangeException"><paramref name="callBack"/> is a <see cref="Task"/> (see
+    /// <see cref="UnsafeQueueUserWorkItem(IWorkItem, bool)"/>).</exception>
     /// <exception cref="ObjectDisposedException">The pool or the lane is shutting down or has shut down.</exception>
-    public ValueTask QueueUserWorkItemAsync(IWorkItem workItem, CancellationToken cancellationToken = default)
+    public ValueTask QueueUserWorkItemAsync(IWorkItem callBack, CancellationToken cancellationToken = default)
     {
-        ArgumentNullException.ThrowIfNull(workItem);
-        return EnqueueAsync(new WorkItemEntry(workItem, WorkItemEntry.WorkItemMarker, null), cancellationToken);
+        ValidateWorkItem(callBack);
+        return EnqueueAsync(new WorkItemEntry(callBack, WorkItemEntry.WorkItemMarker, null), cancellationToken);
     }
 
     private bool TryEnqueue(in WorkItemEntry entry, bool preferLocal)

@@ -60,8 +60,8 @@ public sealed class WorkerPoolArgumentTests
         Assert.Equal("callBack", Assert.Throws<ArgumentNullException>(() => pool.UnsafeQueueUserWorkItem(null!, "state")).ParamName);
         Assert.Equal("callBack", Assert.Throws<ArgumentNullException>(() => pool.UnsafeQueueUserWorkItem<string>(null!, "state", preferLocal: false)).ParamName);
         Assert.Equal("callBack", Assert.Throws<ArgumentNullException>(() => pool.UnsafeQueueUserWorkItem<int>(null!, 1, preferLocal: true)).ParamName);
-        Assert.Equal("workItem", Assert.Throws<ArgumentNullException>(() => pool.UnsafeQueueUserWorkItem((IWorkItem)null!, preferLocal: true)).ParamName);
-        Assert.Equal("workItem", Assert.Throws<ArgumentNullException>(() => pool.UnsafeQueueUserWorkItem((IWorkItem)null!, preferLocal: false)).ParamName);
+        Assert.Equal("callBack", Assert.Throws<ArgumentNullException>(() => pool.UnsafeQueueUserWorkItem((IWorkItem)null!, preferLocal: true)).ParamName);
+        Assert.Equal("callBack", Assert.Throws<ArgumentNullException>(() => pool.UnsafeQueueUserWorkItem((IWorkItem)null!, preferLocal: false)).ParamName);
 
         Assert.Equal(0, pool.ThreadCount);
         Assert.Equal(0, pool.PendingWorkItemCount);
@@ -90,7 +90,7 @@ public sealed class WorkerPoolArgumentTests
                 {
                     pool.UnsafeQueueUserWorkItem((IWorkItem)null!, preferLocal: true);
                 }
-                catch (ArgumentNullException e) when (e.ParamName == "workItem")
+                catch (ArgumentNullException e) when (e.ParamName == "callBack")
                 {
                     rejected++;
                 }
