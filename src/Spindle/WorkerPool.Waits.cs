@@ -28,20 +28,23 @@ public sealed partial class WorkerPool
     /// <param name="timeout">How long each wait lasts before the callback runs with <c>timedOut</c> true and the wait
     /// starts again; <see cref="Timeout.InfiniteTimeSpan"/> for none. The clock restarts after each signal and each
     /// timeout. A timeout is measured with the precise clock (<see cref="System.Diagnostics.Stopwatch"/>), fractions of
-    /// a millisecond included, and never comes early.</param>
+    /// a millisecond included, and never comes early. What is accepted is what the built-in pool accepts: the timeout
+    /// in whole milliseconds, truncated toward zero, from -1 to <see cref="int.MaxValue"/>; so a timeout that truncates
+    /// to -1 ms is infinite, a shorter negative one is zero, and one a fraction above <see cref="int.MaxValue"/>
+    /// milliseconds is <see cref="int.MaxValue"/> milliseconds.</param>
     /// <param name="executeOnlyOnce">Stop after the first callback.</param>
     /// <returns>The registration; call <see cref="RegisteredWait.Unregister(WaitHandle?)"/> to end it.</returns>
     /// <remarks>Disposing <paramref name="waitObject"/> while it is registered unregisters the registration.</remarks>
     /// <exception cref="ArgumentNullException"><paramref name="waitObject"/> or <paramref name="callBack"/> is null.</exception>
-    /// <exception cref="ArgumentOutOfRangeException"><paramref name="timeout"/> is negative (other than infinite) or
-    /// longer than <see cref="int.MaxValue"/> milliseconds.</exception>
+    /// <exception cref="ArgumentOutOfRangeException"><paramref name="timeout"/> in whole milliseconds is less than -1
+    /// or greater than <see cref="int.MaxValue"/> (checked first, as the built-in pool does).</exception>
     /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down, or
     /// <paramref name="waitObject"/> has been disposed.</exception>
     public RegisteredWait RegisterWaitForSingleObject(WaitHandle waitObject, WaitOrTimerCallback callBack, object? state, TimeSpan timeout, bool executeOnlyOnce)
     {
+        timeout = NormalizeHandleWaitTimeout(timeout);
         ArgumentNullException.ThrowIfNull(waitObject);
         ArgumentNullException.ThrowIfNull(callBack);
-        ValidateWaitTimeout(timeout);
         // As with the built-in pool, a disposed handle is refused here, before anything is recorded or a slot taken (a
         // handle disposed later is found by its wait thread, whose WaitAny throws for it, and unregistered there).
         ObjectDisposedException.ThrowIf(waitObject.SafeWaitHandle.IsClosed, waitObject);
@@ -53,17 +56,17 @@ public sealed partial class WorkerPool
     /// <param name="waitObject">See <see cref="RegisterWaitForSingleObject(WaitHandle, WaitOrTimerCallback, object?, TimeSpan, bool)"/>.</param>
     /// <param name="callBack">See <see cref="RegisterWaitForSingleObject(WaitHandle, WaitOrTimerCallback, object?, TimeSpan, bool)"/>.</param>
     /// <param name="state">Passed to <paramref name="callBack"/>.</param>
-    /// <param name="millisecondsTimeout">The timeout in milliseconds; <see cref="Timeout.Infinite"/> for none.</param>
+    /// <param name="millisecondsTimeOutInterval">The timeout in milliseconds; <see cref="Timeout.Infinite"/> for none.</param>
     /// <param name="executeOnlyOnce">Stop after the first callback.</param>
     /// <returns>The registration; call <see cref="RegisteredWait.Unregister(WaitHandle?)"/> to end it.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="waitObject"/> or <paramref name="callBack"/> is null.</exception>
-    /// <exception cref="ArgumentOutOfRangeException"><paramref name="millisecondsTimeout"/> is less than -1.</exception>
+    /// <exception cref="ArgumentOutOfRangeException"><paramref name="millisecondsTimeOutInterval"/> is less than -1.</exception>
     /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down, or
     /// <paramref name="waitObject"/> has been disposed.</exception>
-    public RegisteredWait RegisterWaitForSingleObject(WaitHandle waitObject, WaitOrTimerCallback callBack, object? state, int millisecondsTimeout, bool executeOnlyOnce)
+    public RegisteredWait RegisterWaitForSingleObject(WaitHandle waitObject, WaitOrTimerCallback callBack, object? state, int millisecondsTimeOutInterval, bool executeOnlyOnce)
     {
-        ArgumentOutOfRangeException.ThrowIfLessThan(millisecondsTimeout, -1);
-        return RegisterWaitForSingleObject(waitObject, callBack, state, TimeSpan.FromMilliseconds(millisecondsTimeout), executeOnlyOnce);
+        ArgumentOutOfRangeException.ThrowIfLessThan(millisecondsTimeOutInterval, -1);
+        return RegisterWaitForSingleObject(waitObject, callBack, state, TimeSpan.FromMilliseconds(millisecondsTimeOutInterval), executeOnlyOnce);
     }
 
     /// <summary>Same as <see cref="RegisterWaitForSingleObject(WaitHandle, WaitOrTimerCallback, object?, TimeSpan, bool)"/>
@@ -71,19 +74,19 @@ public sealed partial class WorkerPool
     /// <param name="waitObject">See <see cref="RegisterWaitForSingleObject(WaitHandle, WaitOrTimerCallback, object?, TimeSpan, bool)"/>.</param>
     /// <param name="callBack">See <see cref="RegisterWaitForSingleObject(WaitHandle, WaitOrTimerCallback, object?, TimeSpan, bool)"/>.</param>
     /// <param name="state">Passed to <paramref name="callBack"/>.</param>
-    /// <param name="millisecondsTimeout">The timeout in milliseconds, at most <see cref="int.MaxValue"/>; -1 for none.</param>
+    /// <param name="millisecondsTimeOutInterval">The timeout in milliseconds, at most <see cref="int.MaxValue"/>; -1 for none.</param>
     /// <param name="executeOnlyOnce">Stop after the first callback.</param>
     /// <returns>The registration; call <see cref="RegisteredWait.Unregister(WaitHandle?)"/> to end it.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="waitObject"/> or <paramref name="callBack"/> is null.</exception>
-    /// <exception cref="ArgumentOutOfRangeException"><paramref name="millisecondsTimeout"/> is less than -1 or greater
+    /// <exception cref="ArgumentOutOfRangeException"><paramref name="millisecondsTimeOutInterval"/> is less than -1 or greater
     /// than <see cref="int.MaxValue"/>.</exception>
     /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down, or
     /// <paramref name="waitObject"/> has been disposed.</exception>
-    public RegisteredWait RegisterWaitForSingleObject(WaitHandle waitObject, WaitOrTimerCallback callBack, object? state, long millisecondsTimeout, bool executeOnlyOnce)
+    public RegisteredWait RegisterWaitForSingleObject(WaitHandle waitObject, WaitOrTimerCallback callBack, object? state, long millisecondsTimeOutInterval, bool executeOnlyOnce)
     {
-        ArgumentOutOfRangeException.ThrowIfLessThan(millisecondsTimeout, -1);
-        ArgumentOutOfRangeException.ThrowIfGreaterThan(millisecondsTimeout, int.MaxValue);
-        return RegisterWaitForSingleObject(waitObject, callBack, state, TimeSpan.FromMilliseconds(millisecondsTimeout), executeOnlyOnce);
+        ArgumentOutOfRangeException.ThrowIfLessThan(millisecondsTimeOutInterval, -1);
+        ArgumentOutOfRangeException.ThrowIfGreaterThan(millisecondsTimeOutInterval, int.MaxValue);
+        return RegisterWaitForSingleObject(waitObject, callBack, state, TimeSpan.FromMilliseconds(millisecondsTimeOutInterval), executeOnlyOnce);
     }
 
     /// <summary>Same as <see cref="RegisterWaitForSingleObject(WaitHandle, WaitOrTimerCallback, object?, TimeSpan, bool)"/>
@@ -91,22 +94,22 @@ public sealed partial class WorkerPool
     /// <param name="waitObject">See <see cref="RegisterWaitForSingleObject(WaitHandle, WaitOrTimerCallback, object?, TimeSpan, bool)"/>.</param>
     /// <param name="callBack">See <see cref="RegisterWaitForSingleObject(WaitHandle, WaitOrTimerCallback, object?, TimeSpan, bool)"/>.</param>
     /// <param name="state">Passed to <paramref name="callBack"/>.</param>
-    /// <param name="millisecondsTimeout">The timeout in milliseconds, at most <see cref="int.MaxValue"/>;
+    /// <param name="millisecondsTimeOutInterval">The timeout in milliseconds, at most <see cref="int.MaxValue"/>;
     /// <see cref="uint.MaxValue"/> for none.</param>
     /// <param name="executeOnlyOnce">Stop after the first callback.</param>
     /// <returns>The registration; call <see cref="RegisteredWait.Unregister(WaitHandle?)"/> to end it.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="waitObject"/> or <paramref name="callBack"/> is null.</exception>
-    /// <exception cref="ArgumentOutOfRangeException"><paramref name="millisecondsTimeout"/> is greater than
+    /// <exception cref="ArgumentOutOfRangeException"><paramref name="millisecondsTimeOutInterval"/> is greater than
     /// <see cref="int.MaxValue"/> and is not <see cref="uint.MaxValue"/>.</exception>
     /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down, or
     /// <paramref name="waitObject"/> has been disposed.</exception>
-    public RegisteredWait RegisterWaitForSingleObject(WaitHandle waitObject, WaitOrTimerCallback callBack, object? state, uint millisecondsTimeout, bool executeOnlyOnce)
+    public RegisteredWait RegisterWaitForSingleObject(WaitHandle waitObject, WaitOrTimerCallback callBack, object? state, uint millisecondsTimeOutInterval, bool executeOnlyOnce)
     {
-        if (millisecondsTimeout > int.MaxValue && millisecondsTimeout != uint.MaxValue)
+        if (millisecondsTimeOutInterval > int.MaxValue && millisecondsTimeOutInterval != uint.MaxValue)
         {
-            throw new ArgumentOutOfRangeException(nameof(millisecondsTimeout), millisecondsTimeout, "The timeout must be at most int.MaxValue milliseconds, or uint.MaxValue for none.");
+            throw new ArgumentOutOfRangeException(nameof(millisecondsTimeOutInterval), millisecondsTimeOutInterval, "The timeout must be at most int.MaxValue milliseconds, or uint.MaxValue for none.");
         }
-        TimeSpan timeout = millisecondsTimeout == uint.MaxValue ? Timeout.InfiniteTimeSpan : TimeSpan.FromMilliseconds(millisecondsTimeout);
+        TimeSpan timeout = millisecondsTimeOutInterval == uint.MaxValue ? Timeout.InfiniteTimeSpan : TimeSpan.FromMilliseconds(millisecondsTimeOutInterval);
         return RegisterWaitForSingleObject(waitObject, callBack, state, timeout, executeOnlyOnce);
     }
 
@@ -138,6 +141,30 @@ public sealed partial class WorkerPool
         ArgumentNullException.ThrowIfNull(callBack);
         ValidateWaitTimeout(timeout);
         return _waits.RegisterSignal(signal, callBack, state, CaptureContext(), timeout, executeOnlyOnce);
+    }
+
+    private static readonly TimeSpan s_maxWaitTimeout = TimeSpan.FromMilliseconds(int.MaxValue);
+
+    /// <summary>
+    /// The built-in pool's rule for its <see cref="TimeSpan"/> overload: the timeout's whole milliseconds (truncated
+    /// toward zero) must lie between -1 and <see cref="int.MaxValue"/>. What passes is kept whole, fractions of a
+    /// millisecond included (see <see cref="RegisteredWait.TimeoutTicks"/>), within what the rule means: -1 ms is
+    /// infinite, a fraction below zero is zero, a fraction above the maximum is the maximum.
+    /// </summary>
+    private static TimeSpan NormalizeHandleWaitTimeout(TimeSpan timeout)
+    {
+        long milliseconds = (long)timeout.TotalMilliseconds;
+        ArgumentOutOfRangeException.ThrowIfLessThan(milliseconds, -1, nameof(timeout));
+        ArgumentOutOfRangeException.ThrowIfGreaterThan(milliseconds, int.MaxValue, nameof(timeout));
+        if (milliseconds == -1)
+        {
+            return Timeout.InfiniteTimeSpan;
+        }
+        if (timeout < TimeSpan.Zero)
+        {
+            return TimeSpan.Zero;
+        }
+        return timeout > s_maxWaitTimeout ? s_maxWaitTimeout : timeout;
     }
 
     /// <summary>The timeout is kept whole (no rounding to milliseconds): see <see cref="RegisteredWait.TimeoutTicks"/>.</summary>

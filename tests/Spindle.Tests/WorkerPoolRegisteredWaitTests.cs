@@ -555,6 +555,37 @@ public sealed class WorkerPoolRegisteredWaitTests
         Assert.False(signalledInside);
     }
 
+    private sealed class HandleLessWaitHandle : WaitHandle
+    {
+    }
+
+    [Theory]
+    [MemberData(nameof(Kinds))]
+    public void BlockingUnregister_FromInsideItsOwnCallback_ReturnsTrueWithoutWaitingForItself(string kind)
+    {
+        using var pool = NewPool();
+        using Source source = Source.Create(kind);
+        using var registered = new ManualResetEventSlim();
+        using var returned = new ManualResetEventSlim();
+        bool result = false;
+        int calls = 0;
+        RegisteredWait? registration = null;
+        registration = source.Register(pool, (_, _) =>
+        {
+            Interlocked.Increment(ref calls);
+            registered.Wait(Waits.MustHappen);
+            result = registration!.Unregister(new HandleLessWaitHandle());
+            returned.Set();
+        }, null, Timeout.InfiniteTimeSpan, once: false);
+        registered.Set();
+        source.Set();
+        Waits.For(returned, "the blocking Unregister inside the callback to return");
+        Assert.True(result);
+        Assert.True(registration.IsUnregistered);
+        source.Set();
+        Waits.Never(() => Volatile.Read(ref calls) > 1, "a callback after Unregister");
+    }
+
     [Theory]
     [MemberData(nameof(Kinds))]
     public void QueuedButNotStartedFirings_AreDroppedByUnregister(string kind)
@@ -829,11 +860,11 @@ public sealed class WorkerPoolRegisteredWaitTests
         WaitOrTimerCallback callback = (_, _) => { };
         Assert.Throws<ArgumentNullException>("waitObject", () => pool.RegisterWaitForSingleObject(null!, callback, null, Timeout.Infinite, false));
         Assert.Throws<ArgumentNullException>("callBack", () => pool.RegisterWaitForSingleObject(handle, null!, null, Timeout.Infinite, false));
-        Assert.Throws<ArgumentOutOfRangeException>("millisecondsTimeout", () => pool.RegisterWaitForSingleObject(handle, callback, null, -2, false));
-        Assert.Throws<ArgumentOutOfRangeException>("millisecondsTimeout", () => pool.RegisterWaitForSingleObject(handle, callback, null, -2L, false));
-        Assert.Throws<ArgumentOutOfRangeException>("millisecondsTimeout", () => pool.RegisterWaitForSingleObject(handle, callback, null, int.MaxValue + 1L, false));
-        Assert.Throws<ArgumentOutOfRangeException>("millisecondsTimeout", () => pool.RegisterWaitForSingleObject(handle, callback, null, int.MaxValue + 1u, false));
-        Assert.Throws<ArgumentOutOfRangeException>("millisecondsTimeout", () => pool.RegisterWaitForSingleObject(handle, callback, null, uint.MaxValue - 1, false));
+        Assert.Throws<ArgumentOutOfRangeException>("millisecondsTimeOutInterval", () => pool.RegisterWaitForSingleObject(handle, callback, null, -2, false));
+        Assert.Throws<ArgumentOutOfRangeException>("millisecondsTimeOutInterval", () => pool.RegisterWaitForSingleObject(handle, callback, null, -2L, false));
+        Assert.Throws<ArgumentOutOfRangeException>("millisecondsTimeOutInterval", () => pool.RegisterWaitForSingleObject(handle, callback, null, int.MaxValue + 1L, false));
+        Assert.Throws<ArgumentOutOfRangeException>("millisecondsTimeOutInterval", () => pool.RegisterWaitForSingleObject(handle, callback, null, int.MaxValue + 1u, false));
+        Assert.Throws<ArgumentOutOfRangeException>("millisecondsTimeOutInterval", () => pool.RegisterWaitForSingleObject(handle, callback, null, uint.MaxValue - 1, false));
         Assert.Throws<ArgumentOutOfRangeException>("timeout", () => pool.RegisterWaitForSingleObject(handle, callback, null, TimeSpan.FromMilliseconds(-5), false));
         Assert.Throws<ArgumentOutOfRangeException>("timeout", () => pool.RegisterWaitForSingleObject(handle, callback, null, TimeSpan.FromDays(30), false));
         Assert.Throws<ArgumentNullException>("signal", () => pool.RegisterWait(null!, callback, null, Timeout.InfiniteTimeSpan, false));

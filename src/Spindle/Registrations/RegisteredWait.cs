@@ -1,6 +1,7 @@
 using System;
 using System.Diagnostics;
 using System.Threading;
+using Microsoft.Win32.SafeHandles;
 using Spindle.Queues;
 using Spindle.Scheduling;
 using Spindle.Registrations;
@@ -14,10 +15,12 @@ namespace Spindle;
 /// </summary>
 /// <remarks>
 /// <para>Callbacks of one registration never overlap: firings that come while a callback of the same registration is
-/// queued or running are remembered and run one after another (the built-in pool may run them concurrently).</para>
+/// queued or running are remembered and run one after another. The built-in pool runs them concurrently; here a
+/// callback needs no lock against its own next firing, and a handle signalled faster than its callback runs holds one
+/// worker, not all of them.</para>
 /// <para>After <see cref="Unregister(WaitHandle?)"/> returns no callback of the registration starts; firings that were
 /// queued and had not started are dropped. One that had started finishes, and the wait object passed to
-/// <see cref="Unregister(WaitHandle?)"/> is signalled once it has.</para>
+/// <see cref="Unregister(WaitHandle?)"/> is signalled once it has (a blocking call returns once it has).</para>
 /// <para>The pool also ends a registration by itself: when it shuts down, and when a registered handle is disposed. The
 /// first <see cref="Unregister(WaitHandle?)"/> call still succeeds then: it returns <see langword="true"/> and signals
 /// its wait object once no callback is running, as <see cref="RegisteredWaitHandle.Unregister(WaitHandle?)"/> does when
@@ -34,8 +37,15 @@ public sealed class RegisteredWait : IShutdownAware, Telemetry.ICallbackWrapper
     // Unregister reads a count of zero, or the callback that leaves last reads the wait object; whoever does signals it,
     // and the exchange to null in SignalUnregisterWaitObject makes that exactly once. A callback that leaves last before
     // any Unregister finds no wait object and signals nothing; the Unregister that comes later then reads a zero count.
-    // _unregisterCalled (an exchange) lets only the user's first call do this: internal ends never touch it.
+    // _unregisterCalled (an exchange) lets only the user's first call do this: internal ends never touch it. A blocking
+    // Unregister (a wait object with no OS handle) is the same protocol with an event of its own as the wait object,
+    // which it then waits for; from inside the registration's own callback it does not wait, since that callback is
+    // the only one running (callbacks never overlap) and it cannot end while its own thread waits for it.
     private const int UnregisteredFlag = 1 << 30;
+
+    // The registration whose callback the current thread is running, if any (see the blocking Unregister).
+    [ThreadStatic]
+    private static RegisteredWait? t_runningCallbackOf;
 
     private static readonly Action<object?> s_run = static registration => ((RegisteredWait)registration!).RunFiring();
 
@@ -46,7 +56,7 @@ public sealed class RegisteredWait : IShutdownAware, Telemetry.ICallbackWrapper
     private int _callbackState;
     private int _unregisterCalled;
     private int _firedOnce;
-    private WaitHandle? _unregisterWaitObject;
+    private object? _unregisterWaitObject; // an EventWaitHandle, a Semaphore, or a blocking Unregister's event
 
     // Firings queued and not yet run: the total, and how many of them are timeouts. A firing that takes the total from
     // 0 to 1 queues the registration; each run takes one firing and queues the registration again if more are left.
@@ -105,32 +115,67 @@ public sealed class RegisteredWait : IShutdownAware, Telemetry.ICallbackWrapper
 
     /// <summary>
     /// Cancels the registration: no callback starts after this call returns. If <paramref name="waitObject"/> is not
-    /// null it is signalled once no callback of the registration is running (at once if none is). This holds also when
-    /// the pool has already ended the registration (its shutdown, or a disposed handle): see the remarks.
+    /// null it is signalled once no callback of the registration is running (at once if none is), or, for a wait handle
+    /// with no OS handle, the call itself waits for that, as <see cref="RegisteredWaitHandle.Unregister(WaitHandle?)"/>
+    /// does. This holds also when the pool has already ended the registration (its shutdown, or a disposed handle): see
+    /// the remarks.
     /// </summary>
-    /// <param name="waitObject">An <see cref="EventWaitHandle"/> to set or a <see cref="Semaphore"/> to release by one,
-    /// or null.</param>
+    /// <param name="waitObject">An <see cref="EventWaitHandle"/> to set or a <see cref="Semaphore"/> to release by one;
+    /// a <see cref="WaitHandle"/> whose <see cref="WaitHandle.SafeWaitHandle"/> is invalid (a subclass that never set
+    /// one) to return only once no callback is running (called from inside the registration's own callback, the call
+    /// returns at once: the callback that called it is the only one running, and it cannot end while it waits); or null
+    /// to return at once and signal nothing.</param>
     /// <returns><see langword="true"/> on the first call, including when the pool had already ended the registration;
     /// <see langword="false"/> (doing nothing, and not signalling <paramref name="waitObject"/>) on later calls.</returns>
-    /// <exception cref="ArgumentException"><paramref name="waitObject"/> is neither an <see cref="EventWaitHandle"/> nor a
-    /// <see cref="Semaphore"/>.</exception>
+    /// <exception cref="ObjectDisposedException"><paramref name="waitObject"/> has been disposed (nothing changes: the
+    /// registration stays registered).</exception>
+    /// <exception cref="ArgumentException"><paramref name="waitObject"/> has an OS handle but is neither an
+    /// <see cref="EventWaitHandle"/> nor a <see cref="Semaphore"/> (a <see cref="Mutex"/>, say, which only its owner
+    /// can release).</exception>
     public bool Unregister(WaitHandle? waitObject)
     {
-        if (waitObject is not null and not EventWaitHandle and not Semaphore)
+        bool blocking = false;
+        if (waitObject is not null)
         {
-            throw new ArgumentException("The wait object must be an EventWaitHandle or a Semaphore.", nameof(waitObject));
+            SafeWaitHandle handle = waitObject.SafeWaitHandle;
+            ObjectDisposedException.ThrowIf(handle.IsClosed, waitObject);
+            blocking = handle.IsInvalid;
+            if (!blocking && waitObject is not EventWaitHandle and not Semaphore)
+            {
+                throw new ArgumentException("The wait object must be an EventWaitHandle, a Semaphore, or a wait handle with no OS handle.", nameof(waitObject));
+            }
         }
         if (Interlocked.Exchange(ref _unregisterCalled, 1) != 0)
         {
             return false;
         }
-        _unregisterWaitObject = waitObject; // before End's atomic, which orders it (see the protocol above)
+        if (!blocking)
+        {
+            _unregisterWaitObject = waitObject; // before End's atomic, which orders it (see the protocol above)
+            EndForUnregister();
+        }
+        else if (t_runningCallbackOf == this)
+        {
+            End(); // this thread's callback is the only one running: nothing to wait for, nothing to signal
+        }
+        else
+        {
+            var callbacksDone = new ManualResetEventSlim();
+            _unregisterWaitObject = callbacksDone;
+            EndForUnregister();
+            callbacksDone.Wait();
+        }
+        return true;
+    }
+
+    /// <summary>Ends the registration for <see cref="Unregister(WaitHandle?)"/>, which has stored its wait object.</summary>
+    private void EndForUnregister()
+    {
         int previous = End();
         if ((previous & ~UnregisteredFlag) == 0)
         {
             SignalUnregisterWaitObject(); // nothing runs, and with the flag set nothing starts
         }
-        return true;
     }
 
     /// <summary>
@@ -218,12 +263,15 @@ public sealed class RegisteredWait : IShutdownAware, Telemetry.ICallbackWrapper
             {
                 // For the stuck-item detector: every firing's callback is s_run.
                 Worker? worker = Worker.EnterOwnedItem(this);
+                RegisteredWait? outer = t_runningCallbackOf;
+                t_runningCallbackOf = this;
                 try
                 {
                     _callback(_state, timedOut);
                 }
                 finally
                 {
+                    t_runningCallbackOf = outer;
                     Worker.ExitOwnedItem(worker);
                     ExitCallback();
                 }
@@ -274,6 +322,9 @@ public sealed class RegisteredWait : IShutdownAware, Telemetry.ICallbackWrapper
                     break;
                 case Semaphore semaphore:
                     semaphore.Release();
+                    break;
+                case ManualResetEventSlim callbacksDone:
+                    callbacksDone.Set();
                     break;
             }
         }
