@@ -1,4 +1,5 @@
 using System;
+using System.Threading;
 using Spindle.Scheduling;
 
 namespace Spindle;
@@ -56,13 +57,22 @@ public sealed partial class WorkerPool
     /// Changes the pool's minimum and maximum thread counts while it runs. Raising the minimum starts threads at once;
     /// lowering the maximum retires surplus threads as they finish their current items.
     /// </summary>
-    /// <param name="minThreads">Threads the pool keeps (idle ones above it retire after <see cref="WorkerPoolOptions.IdleTimeout"/>); 0 to <paramref name="maxThreads"/>.</param>
-    /// <param name="maxThreads">Upper bound on worker threads; 1 to <see cref="WorkerPoolOptions.MaxThreadLimit"/>.</param>
-    /// <exception cref="ArgumentOutOfRangeException">A count is out of range, or <paramref name="minThreads"/> exceeds <paramref name="maxThreads"/>.</exception>
+    /// <remarks>
+    /// What <see cref="ThreadPool.SetMinThreads(int, int)"/> and <see cref="ThreadPool.SetMaxThreads(int, int)"/> are to
+    /// the built-in pool, in one call (so no order of two calls is needed to move both limits past each other), with
+    /// their edges where they have a meaning here: a maximum above <see cref="WorkerPoolOptions.MaxThreadLimit"/> is
+    /// capped there, a minimum above the maximum is refused. Where those methods return <see langword="false"/> this
+    /// one throws, and changes nothing. A minimum of 0 stays 0 (the built-in pool reads 1): see
+    /// <see cref="WorkerPoolOptions.MinThreads"/>. There is no completion-port count: the pool has no I/O threads.
+    /// </remarks>
+    /// <param name="minThreads">Threads the pool keeps (idle ones above it retire after <see cref="WorkerPoolOptions.IdleTimeout"/>); 0 to <paramref name="maxThreads"/> (after its cap).</param>
+    /// <param name="maxThreads">Upper bound on worker threads; at least 1, and capped at <see cref="WorkerPoolOptions.MaxThreadLimit"/>.</param>
+    /// <exception cref="ArgumentOutOfRangeException">A count is below its minimum, or <paramref name="minThreads"/> exceeds
+    /// <paramref name="maxThreads"/> (after its cap).</exception>
     /// <exception cref="ObjectDisposedException">The pool is shutting down or has shut down.</exception>
     public void SetThreadLimits(int minThreads, int maxThreads)
     {
-        WorkerPoolOptions.ValidateThreadLimits(minThreads, maxThreads, nameof(minThreads), nameof(maxThreads));
+        maxThreads = WorkerPoolOptions.ValidateThreadLimits(minThreads, maxThreads, nameof(minThreads), nameof(maxThreads));
         _threads.SetLimits(minThreads, maxThreads);
     }
 

@@ -9,7 +9,10 @@ namespace Spindle;
 /// </summary>
 public sealed class WorkerPoolOptions
 {
-    /// <summary>The largest thread count a pool accepts (the same ceiling as the built-in pool).</summary>
+    /// <summary>
+    /// The most threads a pool runs (the same ceiling as the built-in pool): a larger <see cref="MaxThreads"/> is capped
+    /// here, as <see cref="ThreadPool.SetMaxThreads(int, int)"/> caps it.
+    /// </summary>
     public const int MaxThreadLimit = 32767;
 
     /// <summary>Name of the pool, used in diagnostics and, by default, in its threads' names. Defaults to "Spindle".</summary>
@@ -18,13 +21,17 @@ public sealed class WorkerPoolOptions
     /// <summary>
     /// Threads the pool keeps once it has started (idle threads above it retire after <see cref="IdleTimeout"/>).
     /// Defaults to <see cref="Environment.ProcessorCount"/>. Threads are created lazily, when the first work arrives.
-    /// Must be between 0 and <see cref="MaxThreads"/>. Changeable later with <see cref="WorkerPool.SetThreadLimits(int, int)"/>.
+    /// Must be between 0 and <see cref="MaxThreads"/> (after its cap). 0 stays 0, unlike the built-in pool's minimum,
+    /// which reads 1 after <see cref="ThreadPool.SetMinThreads(int, int)"/> with 0: it lets an idle pool retire every
+    /// thread. Changeable later with <see cref="WorkerPool.SetThreadLimits(int, int)"/>.
     /// </summary>
     public int MinThreads { get; set; } = Environment.ProcessorCount;
 
     /// <summary>
     /// Upper bound on the pool's worker threads (dedicated threads of long-running items are not counted). Defaults to
-    /// <see cref="MaxThreadLimit"/>; must be at least 1. Changeable later with <see cref="WorkerPool.SetThreadLimits(int, int)"/>.
+    /// <see cref="MaxThreadLimit"/>; must be at least 1, and a larger value than <see cref="MaxThreadLimit"/> is capped
+    /// there (so <see cref="int.MaxValue"/> means as many as a pool can have). Changeable later with
+    /// <see cref="WorkerPool.SetThreadLimits(int, int)"/>.
     /// </summary>
     public int MaxThreads { get; set; } = MaxThreadLimit;
 
@@ -154,17 +161,22 @@ public sealed class WorkerPoolOptions
 
     internal const int MinStackSize = 64 * 1024;
 
-    internal static void ValidateThreadLimits(int minThreads, int maxThreads, string minName, string maxName)
+    /// <summary>
+    /// Checks a minimum and a maximum thread count and returns the maximum to use: one above
+    /// <see cref="MaxThreadLimit"/> is capped there, as the built-in pool's <c>SetMaxThreads</c> caps it (the minimum
+    /// is not: a minimum above the limit exceeds every maximum, which the built-in pool's <c>SetMinThreads</c> refuses).
+    /// </summary>
+    internal static int ValidateThreadLimits(int minThreads, int maxThreads, string minName, string maxName)
     {
         ArgumentOutOfRangeException.ThrowIfNegative(minThreads, minName);
-        ArgumentOutOfRangeException.ThrowIfGreaterThan(minThreads, MaxThreadLimit, minName);
         ArgumentOutOfRangeException.ThrowIfLessThan(maxThreads, 1, maxName);
-        ArgumentOutOfRangeException.ThrowIfGreaterThan(maxThreads, MaxThreadLimit, maxName);
-        if (minThreads > maxThreads)
+        int cappedMax = Math.Min(maxThreads, MaxThreadLimit);
+        if (minThreads > cappedMax)
         {
             throw new ArgumentOutOfRangeException(minName, minThreads,
-                $"MinThreads ({minThreads}) must not exceed MaxThreads ({maxThreads}).");
+                $"MinThreads ({minThreads}) must not exceed MaxThreads ({cappedMax}).");
         }
+        return cappedMax;
     }
 
     internal WorkerPoolOptions Validate()
@@ -174,7 +186,7 @@ public sealed class WorkerPoolOptions
         {
             throw new ArgumentException("The pool name must not be empty.", nameof(Name));
         }
-        ValidateThreadLimits(MinThreads, MaxThreads, nameof(MinThreads), nameof(MaxThreads));
+        int maxThreads = ValidateThreadLimits(MinThreads, MaxThreads, nameof(MinThreads), nameof(MaxThreads));
         if (IdleTimeout != Timeout.InfiniteTimeSpan
             && (IdleTimeout < TimeSpan.FromMilliseconds(1) || IdleTimeout.TotalMilliseconds > int.MaxValue))
         {
@@ -214,6 +226,8 @@ public sealed class WorkerPoolOptions
         {
             throw new ArgumentOutOfRangeException(nameof(ExceptionPolicy), ExceptionPolicy, "Unknown exception policy.");
         }
-        return (WorkerPoolOptions)MemberwiseClone();
+        var validated = (WorkerPoolOptions)MemberwiseClone();
+        validated.MaxThreads = maxThreads;
+        return validated;
     }
 }

@@ -365,7 +365,6 @@ public sealed class WorkerPoolInjectionTests
     [InlineData(-1, 4, "minThreads")]
     [InlineData(5, 4, "minThreads")]
     [InlineData(0, 0, "maxThreads")]
-    [InlineData(0, WorkerPoolOptions.MaxThreadLimit + 1, "maxThreads")]
     [InlineData(WorkerPoolOptions.MaxThreadLimit + 1, WorkerPoolOptions.MaxThreadLimit, "minThreads")]
     public void SetThreadLimits_InvalidValues_ThrowAndChangeNothing(int min, int max, string parameter)
     {

@@ -82,7 +82,6 @@ public sealed class WorkerPoolOptionsTests
     [InlineData(0, 0, nameof(WorkerPoolOptions.MaxThreads))]
     [InlineData(0, -5, nameof(WorkerPoolOptions.MaxThreads))]
     [InlineData(3, 2, nameof(WorkerPoolOptions.MinThreads))] // min > max
-    [InlineData(1, WorkerPoolOptions.MaxThreadLimit + 1, nameof(WorkerPoolOptions.MaxThreads))]
     [InlineData(WorkerPoolOptions.MaxThreadLimit + 1, WorkerPoolOptions.MaxThreadLimit, nameof(WorkerPoolOptions.MinThreads))]
     [InlineData(WorkerPoolOptions.MaxThreadLimit + 1, WorkerPoolOptions.MaxThreadLimit + 1, nameof(WorkerPoolOptions.MinThreads))]
     [InlineData(int.MaxValue, int.MaxValue, nameof(WorkerPoolOptions.MinThreads))]
