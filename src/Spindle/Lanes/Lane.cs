@@ -93,6 +93,8 @@ internal sealed partial class Lane
     private volatile bool _stopped;
     private volatile bool _takesLongRunningItems; // set once, before the first long-running item is queued
     private int _holds;
+    // Continuations that arrive while a serial lane's cancel sweep holds its slot (under _lock; null otherwise).
+    private List<WorkItemEntry>? _heldBySweep;
 
     public Lane(LaneSet set, Scheduler scheduler, ItemRunner runner, LaneOptions options)
     {
@@ -347,6 +349,11 @@ internal sealed partial class Lane
         }
         lock (_lock)
         {
+            if (_heldBySweep is List<WorkItemEntry> held)
+            {
+                held.Add(entry); // queued behind what the sweep keeps (see CancelQueuedNow)
+                return;
+            }
             if (!_stopped)
             {
                 _queue.EnqueueAlways(entry);
@@ -602,38 +609,81 @@ internal sealed partial class Lane
     /// </summary>
     public void CancelQueuedNow()
     {
+        // A serial lane's order must survive the sweep, which takes the entries that must run out of the queue and puts
+        // them back: so the sweep holds the lane's slot (no worker takes a later entry meanwhile), and continuations
+        // arriving meanwhile wait in _heldBySweep, to be queued behind them. If the slot is taken, the sweep leaves the
+        // lane to its slot holder, which decides on each entry as it takes it, in order (the lane's own item may be
+        // the caller: waiting for the slot here would wait for itself).
+        bool serial = Cap == 1;
+        if (serial && !TryAcquireSlot())
+        {
+            return;
+        }
         // The entries that must run are out of the queue between their dequeue and their new enqueue below: a hold keeps
         // the lane from stopping meanwhile (a stop then would send them to the pool's queue, outside the lane, after
         // the lane reported itself stopped). Releasing the hold stops the lane if this emptied a shut-down lane.
         AcquireHold();
         try
         {
-            CancelQueuedNowHeld();
+            CancelQueuedNowHeld(serial);
         }
         finally
         {
+            if (serial)
+            {
+                // As a slot holder ending its turn (see the cap protocol): the decrement, then a look at the queue.
+                Interlocked.Decrement(ref _running.Value);
+                if (!_queue.IsEmpty)
+                {
+                    _set.WakeForLane();
+                }
+            }
             ReleaseHold();
         }
     }
 
-    private void CancelQueuedNowHeld()
+    private void CancelQueuedNowHeld(bool serial)
     {
-        List<WorkItemEntry>? mustRun = null;
-        WorkItemEntry entry = default;
-        while (_queue.TryDequeueBatch(MemoryMarshal.CreateSpan(ref entry, 1)) != 0)
+        if (serial)
         {
-            OnDequeued();
-            if (_runner.MustRunDespiteCancel(entry, this, byPool: _scheduler.IsCancelling))
+            lock (_lock)
             {
-                (mustRun ??= []).Add(entry);
+                _heldBySweep = [];
             }
-            entry = default;
         }
-        if (mustRun is not null)
+        List<WorkItemEntry>? mustRun = null;
+        try
         {
-            foreach (WorkItemEntry keep in mustRun)
+            WorkItemEntry entry = default;
+            while (_queue.TryDequeueBatch(MemoryMarshal.CreateSpan(ref entry, 1)) != 0)
             {
-                EnqueueContinuation(keep);
+                OnDequeued();
+                if (_runner.MustRunDespiteCancel(entry, this, byPool: _scheduler.IsCancelling))
+                {
+                    (mustRun ??= []).Add(entry);
+                }
+                entry = default;
+            }
+        }
+        finally
+        {
+            lock (_lock)
+            {
+                // Never stopped here: the caller's hold keeps the lane running.
+                Debug.Assert(!_stopped);
+                List<WorkItemEntry>? held = _heldBySweep;
+                _heldBySweep = null;
+                foreach (WorkItemEntry keep in (List<WorkItemEntry>?)mustRun ?? [])
+                {
+                    AdmitPastBound();
+                    _queue.EnqueueAlways(keep);
+                    OnPublished();
+                }
+                foreach (WorkItemEntry late in (List<WorkItemEntry>?)held ?? [])
+                {
+                    _queue.EnqueueAlways(late); // admitted past the bound when it arrived
+                    OnPublished();
+                }
             }
         }
     }
