@@ -17,7 +17,10 @@ internal sealed class ApiFuzzerOptions
 {
     /// <summary>The names accepted in <c>SPINDLE_FUZZ_OFF</c>.</summary>
     public static readonly string[] SwitchNames =
-        ["continuations", "run-token-cancel", "valuetask-token-cancel", "timer-firings-cancel", "wait-firings-cancel", "disposed-handles"];
+        [
+            "continuations", "run-token-cancel", "valuetask-token-cancel", "timer-firings-cancel", "wait-firings-cancel", "disposed-handles",
+            "lanes", "lane-waits", "lane-shutdowns", "serial-lanes", "lane-list", "limit-options",
+        ];
 
     public int Seed { get; init; }
 
@@ -56,6 +59,27 @@ internal sealed class ApiFuzzerOptions
     /// <summary>RegisterWaitForSingleObject on a disposed handle (must be refused).</summary>
     public bool DisposedWaitHandles { get; set; } = true;
 
+    /// <summary>Lanes on the fuzzed pool, and work queued through them. Off: every operation goes to the pool's own queue.</summary>
+    public bool Lanes { get; set; } = true;
+
+    /// <summary>
+    /// Bounded lanes in <see cref="LaneFullMode.Wait"/> mode, whose producers wait for room (blocking calls and
+    /// QueueUserWorkItemAsync). Off: every bounded lane rejects when full.
+    /// </summary>
+    public bool LaneWaits { get; set; } = true;
+
+    /// <summary>Lanes shut down on their own (Dispose, DisposeAsync, Shutdown and ShutdownAsync in each mode). Off: lanes stop with the pool.</summary>
+    public bool LaneShutdowns { get; set; } = true;
+
+    /// <summary>Serial lanes (a concurrency cap of 1). Off: no lane has a cap of 1.</summary>
+    public bool SerialLanes { get; set; } = true;
+
+    /// <summary>The checks of pool.Lanes: it lists every lane that has not begun to shut down, and none that has stopped. Off: not read.</summary>
+    public bool LaneList { get; set; } = true;
+
+    /// <summary>Pool options at the limits of their ranges (1, int.MaxValue, the largest and smallest delays). Off: ordinary values.</summary>
+    public bool LimitOptions { get; set; } = true;
+
     public IEnumerable<string> SwitchedOff()
     {
         if (!ContinuationsAcrossShutdown)
@@ -81,6 +105,30 @@ internal sealed class ApiFuzzerOptions
         if (!DisposedWaitHandles)
         {
             yield return "disposed-handles";
+        }
+        if (!Lanes)
+        {
+            yield return "lanes";
+        }
+        if (!LaneWaits)
+        {
+            yield return "lane-waits";
+        }
+        if (!LaneShutdowns)
+        {
+            yield return "lane-shutdowns";
+        }
+        if (!SerialLanes)
+        {
+            yield return "serial-lanes";
+        }
+        if (!LaneList)
+        {
+            yield return "lane-list";
+        }
+        if (!LimitOptions)
+        {
+            yield return "limit-options";
         }
     }
 
@@ -114,6 +162,24 @@ internal sealed class ApiFuzzerOptions
                 case "disposed-handles":
                     DisposedWaitHandles = false;
                     break;
+                case "lanes":
+                    Lanes = false;
+                    break;
+                case "lane-waits":
+                    LaneWaits = false;
+                    break;
+                case "lane-shutdowns":
+                    LaneShutdowns = false;
+                    break;
+                case "serial-lanes":
+                    SerialLanes = false;
+                    break;
+                case "lane-list":
+                    LaneList = false;
+                    break;
+                case "limit-options":
+                    LimitOptions = false;
+                    break;
                 default:
                     throw new ArgumentException($"{ApiFuzzer.OffVariable}: unknown switch '{raw}' (known: {string.Join(", ", SwitchNames)}).");
             }
@@ -123,8 +189,9 @@ internal sealed class ApiFuzzerOptions
 }
 
 /// <summary>
-/// A seeded random-operation fuzzer over the public API of <see cref="WorkerPool"/>. One seed drives everything: the pool's
-/// options, the shutdown form of each iteration, the moment it starts, and the sequence of operations each producer
+/// A seeded random-operation fuzzer over the public API of <see cref="WorkerPool"/> and its lanes. One seed drives
+/// everything: the pool's options, its lanes and their options, the shutdown form of each iteration, the moments the
+/// pool and its lanes are shut down, and the sequence of operations each producer
 /// thread issues (each producer has its own <see cref="Random"/> derived from the seed, the iteration and its index, so
 /// its sequence is the same on every run; only the interleaving differs). See FuzzIteration for the contracts checked.
 /// </summary>

@@ -7,7 +7,7 @@ using Xunit;
 namespace Spindle.Tests.Fuzzing;
 
 /// <summary>
-/// Entry points of the API fuzzer (see ApiFuzzer and FuzzIteration for what it does and checks).
+/// Entry points of the API fuzzer over the pool and its lanes (see ApiFuzzer and FuzzIteration for what it does and checks).
 /// </summary>
 /// <remarks>
 /// <para>Per commit: a few fixed seeds, seven iterations each (one per shutdown form; a few seconds in all). With <c>SPINDLE_STRESS=1</c>: the

@@ -5,7 +5,8 @@ namespace Spindle.Tests.Fuzzing;
 
 // The operations. Each Issue* method draws everything it needs from the caller's Random before the call (so the
 // sequence is the seed's), records the work in the ledger, makes the call, and returns true when the pool refused it
-// with ObjectDisposedException (a producer stops at its first refusal). `seen` says whether IsShutdownStarted was
+// with ObjectDisposedException (a producer stops at its first refusal once the pool's shutdown has begun; a lane's
+// own shutdown leaves it going). `seen` says whether IsShutdownStarted was
 // already true before the call: a call that must be refused then is a broken contract if it is accepted.
 internal sealed partial class FuzzIteration
 {
@@ -18,14 +19,29 @@ internal sealed partial class FuzzIteration
     /// <summary>The AsyncLocal value that work queued now must see: the caller's when the form and the pool flow it.</summary>
     private int Flowed(bool safeForm) => safeForm && _flows ? s_local.Value : 0;
 
-    private bool Refuse(ref int state, string label, ObjectDisposedException exception)
+    private bool Refuse(ref int state, string label, ObjectDisposedException exception, LaneRecord? lane = null)
     {
         Volatile.Write(ref state, CallState.Refused);
-        if (!_pool.IsShutdownStarted)
+        if (!(lane?.Lane.IsShutdownStarted ?? _pool.IsShutdownStarted))
         {
-            Fail($"{label}: refused with ObjectDisposedException although shutdown had not begun: {exception.Message}");
+            Fail($"{label}: refused with ObjectDisposedException although shutdown {(lane is null ? "" : "of the lane or the pool ")}had not begun: {exception.Message}");
         }
         return true;
+    }
+
+    /// <summary>A full lane refused the work: only a bounded lane may, and a Wait lane only through a TryQueue form.</summary>
+    private bool Reject(ref int state, string label, WorkRejectedException? exception, LaneRecord? lane)
+    {
+        Volatile.Write(ref state, CallState.Rejected);
+        if (lane is null || !lane.Bounded)
+        {
+            Fail($"{label}: rejected as full by {(lane is null ? "the pool" : "unbounded " + lane.Description)}");
+        }
+        else if (exception is not null && lane.Options.FullMode != LaneFullMode.Reject)
+        {
+            Fail($"{label}: {lane.Description} threw WorkRejectedException although it waits for room: {exception.Message}");
+        }
+        return false;
     }
 
     private void Accept(ref int state, string label, bool seen)
@@ -49,34 +65,35 @@ internal sealed partial class FuzzIteration
         int roll = random.Next(100);
         return roll switch
         {
-            < 30 => QueuePlain(random, depth: 0, seen),
+            < 30 => QueuePlain(random, depth: 0, seen, producer),
             < 32 => QueueMulti(random, seen),
             < 50 => IssueRun(random, producer, seen),
             < 53 => IssueNeighbour(random),
             < 58 => IssueStartNew(random, producer, seen),
             < 61 => IssueContinueWith(random, producer),
-            < 65 => IssuePost(random, seen),
+            < 65 => IssuePost(random, seen, producer),
             < 68 => CancelSome(producer),
-            < 77 => _timerFirings ? TimerOperation(producer, seen) : QueuePlain(random, 0, seen),
-            < 78 => _timerFirings ? PoolDelay(random, seen) : QueuePlain(random, 0, seen),
-            < 90 => WaitOperation(producer, seen),
-            < 92 => SetThreadLimits(random, seen),
-            < 94 => ReadProperties(random),
-            < 96 => BadCall(random),
-            _ => QueuePlain(random, 0, seen),
+            < 77 => _timerFirings ? TimerOperation(producer, seen) : QueuePlain(random, 0, seen, producer),
+            < 78 => _timerFirings ? PoolDelay(random, seen) : QueuePlain(random, 0, seen, producer),
+            < 88 => WaitOperation(producer, seen),
+            < 90 => SetThreadLimits(random, seen),
+            < 92 => ReadProperties(random),
+            < 94 => BadCall(random),
+            < 97 => LaneOperation(producer, seen),
+            _ => QueuePlain(random, 0, seen, producer),
         };
     }
 
     /// <summary>What a work item issues from inside (local queueing when it prefers local).</summary>
-    private bool IssueFromItem(Random random, int depth)
+    private bool IssueFromItem(Random random, int depth, LaneRecord? itemLane)
     {
         bool seen = _pool.IsShutdownStarted;
         int roll = random.Next(100);
         return roll switch
         {
-            < 65 => QueuePlain(random, depth, seen),
+            < 65 => QueuePlain(random, depth, seen, producer: null, itemLane),
             < 85 => IssueRun(random, producer: null, seen),
-            < 93 => IssuePost(random, seen),
+            < 93 => IssuePost(random, seen, producer: null, itemLane),
             _ => IssueStartNew(random, producer: null, seen),
         };
     }

@@ -1,5 +1,6 @@
 using System;
 using System.Threading;
+using System.Threading.Tasks;
 
 namespace Spindle.Tests.Fuzzing;
 
@@ -8,9 +9,21 @@ internal sealed partial class FuzzIteration
 {
     // ---- Plain work items --------------------------------------------------------------------------------------
 
-    private bool QueuePlain(Random random, int depth, bool seen)
+    /// <summary>
+    /// Queues a plain item in one of the queueing forms: to the pool, or to a lane (a producer's pick, or, from an item
+    /// of a lane, that lane). From an item only the forms that never block go to a lane: a worker blocked waiting for
+    /// room could hold the only thread the lane's items need.
+    /// </summary>
+    private bool QueuePlain(Random random, int depth, bool seen, ProducerState? producer = null, LaneRecord? itemLane = null)
     {
-        int form = random.Next(14);
+        LaneRecord? lane = producer is not null ? PickLane(random, producer) : itemLane is not null && random.Next(2) == 0 ? itemLane : null;
+        WorkTarget target = lane is null ? _pool : lane.Lane;
+        seen = lane is null ? seen : lane.Lane.IsShutdownStarted;
+        int form = random.Next(18);
+        if (lane is not null && producer is null)
+        {
+            form = 14 + (form % 4);
+        }
         PlainBehaviour behaviour = random.Next(100) switch
         {
             < 60 => PlainBehaviour.Plain,
@@ -22,6 +35,15 @@ internal sealed partial class FuzzIteration
             < 93 => PlainBehaviour.StartTask,
             _ => PlainBehaviour.RunInside,
         };
+        int laneRoll = random.Next(100);
+        if (lane is { MayWait: true } && laneRoll < 8)
+        {
+            behaviour = PlainBehaviour.HoldLane;
+        }
+        else if (lane is not null && _options.LaneShutdowns && laneRoll == 99)
+        {
+            behaviour = PlainBehaviour.ShutdownOwnLane;
+        }
         int childSeed = random.Next();
         bool preferLocal = random.Next(3) != 0;
         // Long-running items get a dedicated thread each (reused once idle): a few, not a flood.
@@ -32,6 +54,8 @@ internal sealed partial class FuzzIteration
             2 or 3 or 4 => WorkItemOptions.PreferLocal,
             _ => WorkItemOptions.None,
         };
+        int cancelAfter = random.Next(4) == 0 ? random.Next(0, 4) : -1;
+        bool waitForAsync = random.Next(2) == 0;
         (string name, bool safe) = form switch
         {
             0 => ("QueueUserWorkItem(WaitCallback) from a closure", true),
@@ -47,64 +71,175 @@ internal sealed partial class FuzzIteration
             10 => ($"UnsafeQueueUserWorkItem<class>({options})", false),
             11 => ($"UnsafeQueueUserWorkItem<struct>({options})", false),
             12 => ($"UnsafeQueueUserWorkItem(IWorkItem, {options})", false),
-            _ => ("QueueUserWorkItem(WaitCallback, null) from a closure", true),
+            13 => ("QueueUserWorkItem(WaitCallback, null) from a closure", true),
+            14 => ($"TryQueueUserWorkItem<class>(preferLocal: {preferLocal})", true),
+            15 => ($"TryQueueUserWorkItem(IWorkItem, preferLocal: {preferLocal})", false),
+            16 => ($"QueueUserWorkItemAsync<class>({(cancelAfter < 0 ? "no token" : "token cancelled later")})", true),
+            _ => ($"QueueUserWorkItemAsync(IWorkItem, {(cancelAfter < 0 ? "no token" : "token cancelled later")})", false),
         };
-        var item = new PlainItem(this, NextId(), name, behaviour, childSeed, Flowed(safe), depth);
+        int id = NextId();
+        OrderMark? mark = lane is { Serial: true } && producer is not null ? new OrderMark(producer.Index, ++producer.Sequence, $"plain item #{id}") : null;
+        var item = new PlainItem(this, id, name, behaviour, childSeed, Flowed(safe), depth) { Lane = lane, Mark = mark };
         _plain.Enqueue(item);
+        bool mayBlock = lane is { MayWait: true } && producer is not null && form < 14;
+        bool async = form >= 16;
+        if (mayBlock)
+        {
+            Interlocked.Increment(ref lane!.WaitingForRoom);
+            Interlocked.Increment(ref _producersWaiting);
+        }
+        if (async && lane is not null)
+        {
+            Interlocked.Increment(ref lane.PendingAsync);
+        }
+        bool accepted = true;
+        ValueTask pending = default;
         try
         {
             switch (form)
             {
                 case 0:
-                    _pool.QueueUserWorkItem(_ => item.Execute());
+                    target.QueueUserWorkItem(_ => item.Execute());
                     break;
                 case 1:
-                    _pool.QueueUserWorkItem(PlainItem.WaitCallback, item);
+                    target.QueueUserWorkItem(PlainItem.WaitCallback, item);
                     break;
                 case 2:
-                    _pool.QueueUserWorkItem(PlainItem.Action, item, preferLocal);
+                    target.QueueUserWorkItem(PlainItem.Action, item, preferLocal);
                     break;
                 case 3:
-                    _pool.QueueUserWorkItem(PlainItem.ValueAction, new PlainRef(item), preferLocal);
+                    target.QueueUserWorkItem(PlainItem.ValueAction, new PlainRef(item), preferLocal);
                     break;
                 case 4:
-                    _pool.UnsafeQueueUserWorkItem(PlainItem.WaitCallback, item);
+                    target.UnsafeQueueUserWorkItem(PlainItem.WaitCallback, item);
                     break;
                 case 5:
-                    _pool.UnsafeQueueUserWorkItem(PlainItem.Action, item, preferLocal);
+                    target.UnsafeQueueUserWorkItem(PlainItem.Action, item, preferLocal);
                     break;
                 case 6:
-                    _pool.UnsafeQueueUserWorkItem(PlainItem.ValueAction, new PlainRef(item), preferLocal);
+                    target.UnsafeQueueUserWorkItem(PlainItem.ValueAction, new PlainRef(item), preferLocal);
                     break;
                 case 7:
-                    _pool.UnsafeQueueUserWorkItem(item, preferLocal);
+                    target.UnsafeQueueUserWorkItem(item, preferLocal);
                     break;
                 case 8:
-                    _pool.QueueUserWorkItem(PlainItem.Action, item, options);
+                    target.QueueUserWorkItem(PlainItem.Action, item, options);
                     break;
                 case 9:
-                    _pool.QueueUserWorkItem(PlainItem.ValueAction, new PlainRef(item), options);
+                    target.QueueUserWorkItem(PlainItem.ValueAction, new PlainRef(item), options);
                     break;
                 case 10:
-                    _pool.UnsafeQueueUserWorkItem(PlainItem.Action, item, options);
+                    target.UnsafeQueueUserWorkItem(PlainItem.Action, item, options);
                     break;
                 case 11:
-                    _pool.UnsafeQueueUserWorkItem(PlainItem.ValueAction, new PlainRef(item), options);
+                    target.UnsafeQueueUserWorkItem(PlainItem.ValueAction, new PlainRef(item), options);
                     break;
                 case 12:
-                    _pool.UnsafeQueueUserWorkItem(item, options);
+                    target.UnsafeQueueUserWorkItem(item, options);
+                    break;
+                case 13:
+                    target.QueueUserWorkItem(_ => item.Execute(), null);
+                    break;
+                case 14:
+                    accepted = target.TryQueueUserWorkItem(PlainItem.Action, item, preferLocal);
+                    break;
+                case 15:
+                    accepted = target.TryQueueUserWorkItem(item, preferLocal);
+                    break;
+                case 16:
+                    pending = target.QueueUserWorkItemAsync(PlainItem.Action, item, TokenCancelledAfter(cancelAfter));
                     break;
                 default:
-                    _pool.QueueUserWorkItem(_ => item.Execute(), null);
+                    pending = target.QueueUserWorkItemAsync(item, TokenCancelledAfter(cancelAfter));
                     break;
             }
         }
         catch (ObjectDisposedException exception)
         {
-            return Refuse(ref item.State, item.Label, exception);
+            EndPending(lane, async);
+            return Refuse(ref item.State, item.Label, exception, lane);
         }
+        catch (WorkRejectedException exception)
+        {
+            EndPending(lane, async);
+            return Reject(ref item.State, item.Label, exception, lane);
+        }
+        finally
+        {
+            if (mayBlock)
+            {
+                Interlocked.Decrement(ref lane!.WaitingForRoom);
+                Interlocked.Decrement(ref _producersWaiting);
+            }
+        }
+        if (!accepted)
+        {
+            return Reject(ref item.State, item.Label, null, lane);
+        }
+        if (async && !pending.IsCompletedSuccessfully)
+        {
+            return AwaitQueueing(item, pending.AsTask(), producer is not null && waitForAsync);
+        }
+        EndPending(lane, async);
         Accept(ref item.State, item.Label, seen);
+        mark?.Ordered = true;
         return false;
+    }
+
+    private CancellationToken TokenCancelledAfter(int milliseconds)
+    {
+        if (milliseconds < 0)
+        {
+            return CancellationToken.None;
+        }
+        var source = new CancellationTokenSource();
+        _sources.Enqueue(source);
+        source.CancelAfter(milliseconds);
+        return source.Token;
+    }
+
+    private static void EndPending(LaneRecord? lane, bool async)
+    {
+        if (async && lane is not null)
+        {
+            Interlocked.Decrement(ref lane.PendingAsync);
+        }
+    }
+
+    /// <summary>
+    /// A QueueUserWorkItemAsync that waits for room: its task must end (queued, cancelled by its token, or refused by
+    /// the shutdown), and the ledger judges the item by that outcome. A producer may wait for it (bounded).
+    /// </summary>
+    private bool AwaitQueueing(PlainItem item, Task task, bool wait)
+    {
+        item.Pending = task;
+        LaneRecord? lane = item.Lane;
+        _mustComplete.Enqueue(($"{item.Label}: the wait for room", task));
+        task.ContinueWith(static (_, state) => EndPending((LaneRecord?)state, async: true), lane, CancellationToken.None,
+            TaskContinuationOptions.ExecuteSynchronously, TaskScheduler.Default);
+        if (!wait)
+        {
+            return false;
+        }
+        Interlocked.Increment(ref _producersWaiting);
+        try
+        {
+            if (!Task.WhenAny(task).Wait(Waits.MustHappen))
+            {
+                Fail($"{item.Label}: the wait for room in {lane?.Description} did not end within {Waits.MustHappen.TotalSeconds} s");
+                return true;
+            }
+        }
+        finally
+        {
+            Interlocked.Decrement(ref _producersWaiting);
+        }
+        if (task.IsCompletedSuccessfully)
+        {
+            item.Mark?.Ordered = true;
+            return false;
+        }
+        return task.IsFaulted;
     }
 
     /// <summary>One IWorkItem object queued a few times in a row: it runs once per accepted queueing.</summary>
@@ -162,11 +297,25 @@ internal sealed partial class FuzzIteration
             Fail($"{item.Label} started after {_form} had returned");
         }
         CheckOnPool(item.Label);
+        CheckCurrentLane(item.Label, item.Lane);
         if (SynchronizationContext.Current is { } context)
         {
             Fail($"{item.Label} ran with a SynchronizationContext installed ({context.GetType().Name})");
         }
         CheckLocal(item.Label, item.ExpectedLocal);
+        EnterLane(item.Lane, item.Mark, item.Label, queuedItem: true);
+        try
+        {
+            Behave(item);
+        }
+        finally
+        {
+            ExitLane(item.Lane);
+        }
+    }
+
+    private void Behave(PlainItem item)
+    {
         switch (item.Behaviour)
         {
             case PlainBehaviour.Throw:
@@ -174,7 +323,7 @@ internal sealed partial class FuzzIteration
             case PlainBehaviour.Nest:
                 var random = new Random(item.ChildSeed);
                 int children = random.Next(1, 4);
-                for (int i = 0; i < children && !IssueFromItem(random, item.Depth + 1); i++)
+                for (int i = 0; i < children && !IssueFromItem(random, item.Depth + 1, item.Lane); i++)
                 {
                 }
                 break;
@@ -199,13 +348,19 @@ internal sealed partial class FuzzIteration
                 }
                 break;
             case PlainBehaviour.Post:
-                IssuePost(new Random(item.ChildSeed), _pool.IsShutdownStarted);
+                IssuePost(new Random(item.ChildSeed), _pool.IsShutdownStarted, producer: null, item.Lane);
                 break;
             case PlainBehaviour.StartTask:
                 IssueStartNew(new Random(item.ChildSeed), producer: null, _pool.IsShutdownStarted);
                 break;
             case PlainBehaviour.RunInside:
                 IssueRun(new Random(item.ChildSeed), producer: null, _pool.IsShutdownStarted);
+                break;
+            case PlainBehaviour.HoldLane:
+                HoldLane(item);
+                break;
+            case PlainBehaviour.ShutdownOwnLane:
+                ShutdownFromLaneItem(item);
                 break;
         }
     }

@@ -15,7 +15,8 @@ internal sealed partial class FuzzIteration
     private void Produce(int index)
     {
         s_local.Value = 100 + index;
-        var producer = new ProducerState(new Random(ApiFuzzer.Mix(_seed, _iteration, index + 1)));
+        var producer = new ProducerState(index, new Random(ApiFuzzer.Mix(_seed, _iteration, index + 1)));
+        producer.Lanes.AddRange(_sharedLanes);
         int afterShutdown = 0;
         try
         {
@@ -24,9 +25,9 @@ internal sealed partial class FuzzIteration
                 bool seen = _pool.IsShutdownStarted;
                 bool refused = IssueProducerOperation(producer, seen);
                 Interlocked.Increment(ref _operationsIssued);
-                if (refused)
+                if (refused && _pool.IsShutdownStarted)
                 {
-                    break;
+                    break; // a refusal by a lane's own shutdown leaves the producer going
                 }
                 if (seen && ++afterShutdown > 5000)
                 {
@@ -49,8 +50,11 @@ internal sealed partial class FuzzIteration
     {
         try
         {
+            // Early when every producer still running waits (for room in a lane, or for a lane to stop): only the shutdown
+            // may end that.
             Waits.Poll(() => Volatile.Read(ref _operationsIssued) >= _operationsBeforeShutdown
-                || Volatile.Read(ref _producersRunning) == 0 || _stopping, Waits.MustHappen);
+                || Volatile.Read(ref _producersRunning) <= Volatile.Read(ref _producersWaiting) || _stopping, Waits.MustHappen);
+            List<Thread> laneShutdowns = StartLaneShutdownsDuringPoolShutdown();
             _completionTimer = new Timer(static state => ((TaskCompletionSource)state!).TrySetResult(), _timerCompletion,
                 _completionTimerDueMs, Timeout.Infinite);
             switch (_form)
@@ -99,6 +103,13 @@ internal sealed partial class FuzzIteration
                     }
                     break;
             }
+            foreach (Thread thread in laneShutdowns)
+            {
+                if (!thread.Join(Waits.MustHappen))
+                {
+                    Fail($"{thread.Name}: the lane's shutdown, racing the pool's, did not return within {Waits.MustHappen.TotalSeconds} s after {_form} returned");
+                }
+            }
         }
         catch (Exception exception)
         {
@@ -126,9 +137,17 @@ internal sealed partial class FuzzIteration
     }
 
     /// <summary>What one producer keeps between its operations (only that producer touches it).</summary>
-    private sealed class ProducerState(Random random)
+    private sealed class ProducerState(int index, Random random)
     {
+        public readonly int Index = index;
         public readonly Random Random = random;
+
+        /// <summary>The lanes this producer queues to: the shared ones, then those it created.</summary>
+        public readonly List<LaneRecord> Lanes = [];
+        public int OwnLanes;
+
+        /// <summary>The last place given in this producer's sequence of queueings to serial lanes.</summary>
+        public long Sequence;
         public readonly List<TimerRecord> Timers = [];
         public readonly List<WaitRecord> Waits = [];
         public readonly List<CancellationTokenSource> Sources = [];
@@ -158,6 +177,18 @@ internal sealed partial class FuzzIteration
 
     private void AfterShutdown()
     {
+        ShutdownLanesAfterPoolShutdown();
+        if (_options.LaneList && _pool.Lanes.Count != 0)
+        {
+            Fail($"pool.Lanes lists {_pool.Lanes.Count} lane(s) after {_form} returned (the pool and its lanes have stopped)");
+        }
+        foreach (LaneRecord lane in _lanes)
+        {
+            if (!lane.Lane.IsShutdownStarted)
+            {
+                Fail($"{lane.Description}: IsShutdownStarted is false after the pool's {_form} returned");
+            }
+        }
         // Tasks awaited under the pool's context complete now, from a thread that is not the pool's, after shutdown returned.
         Thread completer = StartThread(() =>
         {

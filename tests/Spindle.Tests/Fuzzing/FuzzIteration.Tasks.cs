@@ -4,13 +4,18 @@ using System.Threading.Tasks;
 
 namespace Spindle.Tests.Fuzzing;
 
-// Run and RunAsValueTask, the neighbour pool, scheduler tasks and posts to the SynchronizationContext.
+// Run and RunAsValueTask: on the pool, on its lanes, and on the neighbour pool.
 internal sealed partial class FuzzIteration
 {
     // ---- Run and RunAsValueTask --------------------------------------------------------------------------------
 
     private bool IssueRun(Random random, ProducerState? producer, bool seen)
     {
+        // Only producers run on lanes: from a lane's own item a Run on a full lane could not wait for room.
+        LaneRecord? lane = PickLane(random, producer);
+        WorkTarget target = lane is null ? _pool : lane.Lane;
+        bool poolSeen = seen;
+        seen = lane is null ? seen : lane.Lane.IsShutdownStarted;
         RunForm form = random.Next(100) switch
         {
             < 18 => RunForm.RunAction,
@@ -61,7 +66,7 @@ internal sealed partial class FuzzIteration
                     {
                         return RefuseCall("CancellationTokenSource on pool.TimeProvider", exception);
                     }
-                    if (seen)
+                    if (poolSeen)
                     {
                         Fail("CancellationTokenSource on pool.TimeProvider: its timer was accepted although IsShutdownStarted was already true");
                     }
@@ -82,8 +87,21 @@ internal sealed partial class FuzzIteration
         AwaitStep[] steps = form is RunForm.RunAsync or RunForm.RunAsyncFunc ? PlanSteps(random, other is not null, late: false) : [];
         bool explicitNone = random.Next(2) == 0;
         bool viaAwait = random.Next(2) == 0;
-        var run = new RunRecord(NextId(), form, kind, source, throws, steps, other, Flowed(safeForm: true), inside: producer is null);
+        int id = NextId();
+        OrderMark? mark = lane is { Serial: true } && producer is not null ? new OrderMark(producer.Index, ++producer.Sequence, $"Run #{id}") : null;
+        var run = new RunRecord(id, form, kind, source, throws, steps, other, Flowed(safeForm: true), inside: producer is null)
+        {
+            Target = target,
+            Lane = lane,
+            Mark = mark,
+        };
         _runs.Enqueue(run);
+        bool mayBlock = lane is { MayWait: true };
+        if (mayBlock)
+        {
+            Interlocked.Increment(ref lane!.WaitingForRoom);
+            Interlocked.Increment(ref _producersWaiting);
+        }
         CancellationToken token = kind == TokenKind.None && explicitNone ? CancellationToken.None : run.Token;
         Task task;
         try
@@ -91,31 +109,44 @@ internal sealed partial class FuzzIteration
             switch (form)
             {
                 case RunForm.RunAction:
-                    task = kind == TokenKind.None && !explicitNone ? _pool.Run(() => RunSync(run)) : _pool.Run(() => RunSync(run), token);
+                    task = kind == TokenKind.None && !explicitNone ? target.Run(() => RunSync(run)) : target.Run(() => RunSync(run), token);
                     break;
                 case RunForm.RunFunc:
-                    task = _pool.Run(() => RunFunc(run), token);
+                    task = target.Run(() => RunFunc(run), token);
                     break;
                 case RunForm.RunAsync:
-                    task = _pool.Run(() => RunAsyncBody(run), token);
+                    task = target.Run(() => RunAsyncBody(run), token);
                     break;
                 case RunForm.RunAsyncFunc:
-                    task = _pool.Run(() => RunAsyncFuncBody(run), token);
+                    task = target.Run(() => RunAsyncFuncBody(run), token);
                     break;
                 case RunForm.ValueTaskAction:
-                    task = Consume(_pool.RunAsValueTask(() => RunSync(run), token), viaAwait);
+                    task = Consume(target.RunAsValueTask(() => RunSync(run), token), viaAwait);
                     break;
                 default:
-                    task = Consume(_pool.RunAsValueTask(() => RunFunc(run), token), viaAwait);
+                    task = Consume(target.RunAsValueTask(() => RunFunc(run), token), viaAwait);
                     break;
             }
         }
         catch (ObjectDisposedException exception)
         {
-            return Refuse(ref run.State, run.Label, exception);
+            return Refuse(ref run.State, run.Label, exception, lane);
+        }
+        catch (WorkRejectedException exception)
+        {
+            return Reject(ref run.State, run.Label, exception, lane);
+        }
+        finally
+        {
+            if (mayBlock)
+            {
+                Interlocked.Decrement(ref lane!.WaitingForRoom);
+                Interlocked.Decrement(ref _producersWaiting);
+            }
         }
         run.Task = task;
         Accept(ref run.State, run.Label, seen);
+        mark?.Ordered = true;
         _mustComplete.Enqueue((run.Label, task));
         producer?.Any.Add(task);
         producer?.Runs.Add(task);
@@ -161,12 +192,16 @@ internal sealed partial class FuzzIteration
         CheckOnPool(run.Label);
         // A Run delegate's awaits must come back to the pool: through its SynchronizationContext (always for a token
         // or a ValueTask), or, for a Run without a cancellable token, possibly through its TaskScheduler instead.
-        bool context = SynchronizationContext.Current == _pool.SynchronizationContext;
-        if (!context && (run.IsQueuedItem || TaskScheduler.Current != _pool.TaskScheduler))
+        bool context = SynchronizationContext.Current == run.Target.SynchronizationContext;
+        if (!context && (run.IsQueuedItem || TaskScheduler.Current != run.Target.TaskScheduler))
         {
             Fail($"{run.Label}: the delegate runs with neither the pool's SynchronizationContext nor its TaskScheduler as the current one");
         }
         CheckLocal(run.Label, run.ExpectedLocal);
+        if (run.Lane is not null && WorkerPool.Current == _pool && WorkerPoolLane.Current != run.Lane.Lane)
+        {
+            Fail($"{run.Label}: WorkerPoolLane.Current is {WorkerPoolLane.Current?.Name ?? "null"} in the delegate");
+        }
     }
 
     private void EndRun(RunRecord run)
@@ -180,8 +215,16 @@ internal sealed partial class FuzzIteration
 
     private void RunSync(RunRecord run)
     {
-        BeginRun(run);
-        EndRun(run);
+        EnterLane(run.Lane, run.Mark, run.Label, queuedItem: true);
+        try
+        {
+            BeginRun(run);
+            EndRun(run);
+        }
+        finally
+        {
+            ExitLane(run.Lane);
+        }
     }
 
     private int RunFunc(RunRecord run)
@@ -192,6 +235,9 @@ internal sealed partial class FuzzIteration
 
     private async Task RunAsyncBody(RunRecord run)
     {
+        // Only the start is watched for overlap: the awaits' continuations are other pieces of the lane's work.
+        EnterLane(run.Lane, run.Mark, run.Label, queuedItem: true);
+        ExitLane(run.Lane);
         BeginRun(run);
         await Steps(run.Steps, run.Other).ConfigureAwait(_continuations);
         EndRun(run);
@@ -293,134 +339,5 @@ internal sealed partial class FuzzIteration
             Fail($"{record.Label} ran on {Describe(current)}: a pooled run item was executed through an entry that another queue still held");
         }
         return record.Id;
-    }
-
-    // ---- Scheduler tasks and posts -----------------------------------------------------------------------------
-
-    private bool IssueStartNew(Random random, ProducerState? producer, bool seen)
-    {
-        bool async = random.Next(3) == 0;
-        TaskCreationOptions options = random.Next(10) switch
-        {
-            0 => TaskCreationOptions.LongRunning,
-            1 or 2 => TaskCreationOptions.PreferFairness,
-            3 => TaskCreationOptions.DenyChildAttach,
-            _ => TaskCreationOptions.None,
-        };
-        Task? other = producer?.Any.Pick(random);
-        AwaitStep[] steps = async ? PlanSteps(random, other is not null, late: true) : [];
-        var scheduled = new SchedRecord(this, NextId(), $"StartNew({options}{(async ? ", async awaits " + string.Join('/', steps) : "")})",
-            s_local.Value, steps, other);
-        _scheduled.Enqueue(scheduled);
-        Task task;
-        try
-        {
-            task = async
-                ? Task.Factory.StartNew(() => ScheduledAsyncBody(scheduled), CancellationToken.None, options, _pool.TaskScheduler).Unwrap()
-                : Task.Factory.StartNew(static state => ((SchedRecord)state!).Iteration.ScheduledBody((SchedRecord)state!),
-                    scheduled, CancellationToken.None, options, _pool.TaskScheduler);
-        }
-        catch (TaskSchedulerException exception) when (exception.InnerException is ObjectDisposedException disposed)
-        {
-            return Refuse(ref scheduled.State, scheduled.Label, disposed);
-        }
-        // No "accepted after shutdown started" rule here: a scheduler may run a task elsewhere rather than refuse it.
-        scheduled.Task = task;
-        Volatile.Write(ref scheduled.State, CallState.Accepted);
-        _mustComplete.Enqueue((scheduled.Label, task));
-        producer?.Any.Add(task);
-        return false;
-    }
-
-    private bool IssueContinueWith(Random random, ProducerState producer)
-    {
-        Task antecedent = producer.Any.Pick(random) ?? Task.Delay(random.Next(0, 3));
-        bool synchronously = random.Next(2) == 0;
-        var scheduled = new SchedRecord(this, NextId(), $"ContinueWith({(synchronously ? "ExecuteSynchronously" : "None")})", s_local.Value, [], null);
-        _scheduled.Enqueue(scheduled);
-        // ContinueWith never throws for a scheduler that refuses: the continuation faults instead (judged by the ledger).
-        Task task = antecedent.ContinueWith(static (_, state) => ((SchedRecord)state!).Iteration.ScheduledBody((SchedRecord)state!),
-            scheduled, CancellationToken.None,
-            synchronously ? TaskContinuationOptions.ExecuteSynchronously : TaskContinuationOptions.None, _pool.TaskScheduler);
-        scheduled.Task = task;
-        Volatile.Write(ref scheduled.State, CallState.Accepted);
-        _mustComplete.Enqueue((scheduled.Label, task));
-        producer.Any.Add(task);
-        return false;
-    }
-
-    private void ScheduledStart(SchedRecord scheduled)
-    {
-        int starts = Interlocked.Increment(ref scheduled.Starts);
-        if (starts > 1)
-        {
-            Fail($"{scheduled.Label}: ran {starts} times");
-        }
-        if (TaskScheduler.Current != _pool.TaskScheduler)
-        {
-            Fail($"{scheduled.Label}: runs with TaskScheduler.Current other than the pool's");
-        }
-        CheckOnPool(scheduled.Label);
-        CheckLocal(scheduled.Label, scheduled.ExpectedLocal);
-    }
-
-    internal void ScheduledBody(SchedRecord scheduled)
-    {
-        ScheduledStart(scheduled);
-        Interlocked.Increment(ref scheduled.Completions);
-    }
-
-    private async Task ScheduledAsyncBody(SchedRecord scheduled)
-    {
-        ScheduledStart(scheduled);
-        await Steps(scheduled.Steps, scheduled.Other).ConfigureAwait(_continuations);
-        Interlocked.Increment(ref scheduled.Completions);
-    }
-
-    private bool IssuePost(Random random, bool seen)
-    {
-        AwaitStep[]? flow = _continuations && random.Next(3) == 0 ? PlanSteps(random, hasOther: false, late: true) : null;
-        bool closure = random.Next(3) == 0;
-        var post = new PostRecord(this, NextId(), flow);
-        _posts.Enqueue(post);
-        try
-        {
-            if (closure)
-            {
-                _pool.SynchronizationContext.Post(_ => RunPost(post), null);
-            }
-            else
-            {
-                _pool.SynchronizationContext.Post(s_onPost, post);
-            }
-        }
-        catch (ObjectDisposedException exception)
-        {
-            return Refuse(ref post.State, post.Label, exception);
-        }
-        // As for the scheduler: a post after shutdown started may be run elsewhere instead of refused; it must run once.
-        Volatile.Write(ref post.State, CallState.Accepted);
-        _ = seen;
-        return false;
-    }
-
-    internal void RunPost(PostRecord post)
-    {
-        int hits = Interlocked.Increment(ref post.Hits);
-        if (hits > 1)
-        {
-            Fail($"{post.Label} ran {hits} times");
-        }
-        if (SynchronizationContext.Current != _pool.SynchronizationContext)
-        {
-            Fail($"{post.Label}: runs without the pool's SynchronizationContext installed");
-        }
-        CheckOnPool(post.Label);
-        CheckLocal(post.Label, 0); // Post does not capture the caller's ExecutionContext
-        if (post.Flow is { } steps)
-        {
-            // An async flow that starts under the pool's SynchronizationContext: its awaits post back to the pool.
-            _mustComplete.Enqueue(($"{post.Label} async flow", Steps(steps, other: null)));
-        }
     }
 }

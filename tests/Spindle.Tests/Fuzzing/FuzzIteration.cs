@@ -1,6 +1,8 @@
 using System;
 using System.Collections.Concurrent;
+using System.Collections.Generic;
 using System.Diagnostics;
+using System.Globalization;
 using System.Linq;
 using System.Text;
 using System.Text.RegularExpressions;
@@ -37,6 +39,20 @@ namespace Spindle.Tests.Fuzzing;
 /// arming. Registered waits never overlap, fire once when asked to, never time out early (the k-th timeout callback comes
 /// at least k timeouts after the registration), and never run after Unregister's wait object was signalled.</item>
 /// <item>A RunAsValueTask item of a second pool (the neighbour, which stays up) runs once, on that pool, and completes.</item>
+/// <item>Lanes (shared ones created with the pool, and producers' own), with options over their whole valid range, get
+/// every queueing form, Run, posts and scheduler tasks. A lane item runs exactly once, or never only when the pool or
+/// the lane was shut down with CancelPending; a full lane refuses with WorkRejectedException (Reject mode) or a false
+/// TryQueue result, and the refused item never runs; a QueueUserWorkItemAsync that waits for room always ends. Each
+/// lane's CancelledWorkItemCount equals its accepted items that never ran plus its Run items cancelled by shutdown, and
+/// the pool's figure includes them when its own CancelPending did the cancelling.</item>
+/// <item>Shutdown of a lane or of the pool releases every producer waiting for room in a full lane, even while an item
+/// holds the lane's only slot: a lane item that holds it watches for that (bounded) once shutdown has begun.</item>
+/// <item>A serial lane (cap 1) never runs two pieces of its work at once, and starts one producer's items and posts in
+/// the order they were queued, wherever they run (in the lane, after its stop, after the pool's). No lane item starts
+/// after a lane shutdown that waits for the stop returned; pool.Lanes lists every lane not shutting down and none that
+/// stopped.</item>
+/// <item>Lane shutdowns in every form (Dispose, DisposeAsync, Shutdown and ShutdownAsync in each mode, a wait
+/// cancelled, from the lane's own item) race the producers and the pool's shutdown: before it, during it, or after it.</item>
 /// </list>
 /// <para>Nothing assumes an order between items, and every wait is bounded (30 s); a timeout reports the ledger.</para>
 /// </remarks>
@@ -89,6 +105,8 @@ internal sealed partial class FuzzIteration
     private readonly ConcurrentQueue<NeighbourRecord> _neighbours = new();
     private readonly ConcurrentQueue<CancellationTokenSource> _sources = new();
     private readonly ConcurrentQueue<(string Label, Task Task)> _mustComplete = new();
+    private readonly List<LaneRecord> _sharedLanes = [];
+    private readonly ConcurrentQueue<LaneRecord> _lanes = new();
 
     private readonly ConcurrentQueue<string> _failures = new();
     private readonly ConcurrentDictionary<string, int> _failureKinds = new();
@@ -96,6 +114,7 @@ internal sealed partial class FuzzIteration
     private int _nextId;
     private long _operationsIssued;
     private int _producersRunning;
+    private int _producersWaiting;
     private volatile bool _shutdownReturned;
     private volatile bool _stopping;
     private int _lastCancelFigure = -1;
@@ -118,20 +137,13 @@ internal sealed partial class FuzzIteration
         _timerFirings = options.TimerFiringsAcrossCancelPending || !_cancelForm;
         _waitFirings = options.WaitFiringsAcrossCancelPending || !_cancelForm;
         _continuations = options.ContinuationsAcrossShutdown;
-        int minThreads = random.Next(0, 3);
-        int maxThreads = random.Next(3) == 0 ? Math.Max(1, minThreads) + random.Next(0, 4) : WorkerPoolOptions.MaxThreadLimit;
-        TimeSpan idle = random.Next(2) == 0 ? TimeSpan.FromSeconds(20) : TimeSpan.FromMilliseconds(random.Next(5, 60));
         _flows = random.Next(5) != 0;
-        _poolDescription = $"min {minThreads}, max {maxThreads}, idle {idle.TotalMilliseconds} ms, flow {_flows}";
-        _pool = new WorkerPool(new WorkerPoolOptions
-        {
-            Name = $"fuzz-{_seed}-{iteration}",
-            MinThreads = minThreads,
-            MaxThreads = maxThreads,
-            IdleTimeout = idle,
-            FlowExecutionContext = _flows,
-            ExceptionPolicy = UnhandledExceptionPolicy.Report,
-        });
+        WorkerPoolOptions poolOptions = options.LimitOptions && random.Next(2) == 0 ? LimitPoolOptions(random) : OrdinaryPoolOptions(random);
+        poolOptions.Name = $"fuzz-{_seed}-{iteration}";
+        poolOptions.FlowExecutionContext = _flows;
+        poolOptions.ExceptionPolicy = UnhandledExceptionPolicy.Report;
+        _pool = new WorkerPool(poolOptions);
+        _poolDescription = Describe(poolOptions);
         _pool.UnhandledException += (_, e) => OnUnhandled(e.Exception);
         _neighbour = new WorkerPool(new WorkerPoolOptions
         {
@@ -140,7 +152,74 @@ internal sealed partial class FuzzIteration
             ExceptionPolicy = UnhandledExceptionPolicy.Report,
         });
         _neighbour.UnhandledException += (_, e) => Fail($"the neighbour pool reported an exception: {e.Exception}");
+        if (options.Lanes)
+        {
+            var laneRandom = new Random(ApiFuzzer.Mix(_seed, iteration, 0x1a4e));
+            int shared = laneRandom.Next(1, 5);
+            for (int i = 0; i < shared; i++)
+            {
+                _sharedLanes.Add(CreateLaneRecord(laneRandom, owner: -1));
+            }
+            PlanLaneShutdowns(laneRandom);
+        }
     }
+
+    /// <summary>The options of most iterations: few threads or many, a short or long idle timeout.</summary>
+    private static WorkerPoolOptions OrdinaryPoolOptions(Random random)
+    {
+        int minThreads = random.Next(0, 3);
+        int maxThreads = random.Next(3) == 0 ? Math.Max(1, minThreads) + random.Next(0, 4) : WorkerPoolOptions.MaxThreadLimit;
+        return new WorkerPoolOptions
+        {
+            MinThreads = minThreads,
+            MaxThreads = maxThreads,
+            IdleTimeout = random.Next(2) == 0 ? TimeSpan.FromSeconds(20) : TimeSpan.FromMilliseconds(random.Next(5, 60)),
+        };
+    }
+
+    /// <summary>
+    /// Options at the limits of their valid ranges: one thread or the most there may be, the shortest and longest idle
+    /// timeout, stuck-item threshold and relief delay, the smallest stack and local queue, no spinning.
+    /// </summary>
+    private static WorkerPoolOptions LimitPoolOptions(Random random)
+    {
+        (int min, int max) = random.Next(5) switch
+        {
+            0 => (1, 1),
+            1 => (0, 1),
+            2 => (32, WorkerPoolOptions.MaxThreadLimit),
+            3 => (1, WorkerPoolOptions.MaxThreadLimit),
+            _ => (0, 2),
+        };
+        TimeSpan Pick(TimeSpan smallest, TimeSpan largest) => random.Next(3) switch
+        {
+            0 => smallest,
+            1 => largest,
+            _ => Timeout.InfiniteTimeSpan,
+        };
+        return new WorkerPoolOptions
+        {
+            MinThreads = min,
+            MaxThreads = max,
+            IdleTimeout = Pick(TimeSpan.FromMilliseconds(1), TimeSpan.FromMilliseconds(int.MaxValue)),
+            StuckItemThreshold = Pick(TimeSpan.FromMilliseconds(1), TimeSpan.FromMilliseconds(int.MaxValue)),
+            OutsideWorkReliefDelay = Pick(TimeSpan.FromMicroseconds(1), TimeSpan.FromSeconds(1)),
+            StackSize = random.Next(2) == 0 ? WorkerPoolOptions.MinStackSize : 0,
+            LocalQueueCapacity = random.Next(2) == 0 ? 2 : null,
+            MaxSpinAttempts = random.Next(2) == 0 ? 0 : null,
+            YieldAttempts = random.Next(2) == 0 ? 0 : null,
+            BurstYieldAttempts = random.Next(2) == 0 ? 0 : null,
+            LaneStarvationIntervalMs = random.Next(2) == 0 ? 1 : null,
+        };
+    }
+
+    private static string Describe(WorkerPoolOptions options) =>
+        $"min {options.MinThreads}, max {options.MaxThreads}, idle {Ms(options.IdleTimeout)}, stuck {Ms(options.StuckItemThreshold)}, "
+        + $"relief {Ms(options.OutsideWorkReliefDelay)}, stack {options.StackSize}, local queue {options.LocalQueueCapacity?.ToString(CultureInfo.InvariantCulture) ?? "default"}, "
+        + $"spins {options.MaxSpinAttempts?.ToString(CultureInfo.InvariantCulture) ?? "default"}, lane starvation {options.LaneStarvationIntervalMs?.ToString(CultureInfo.InvariantCulture) ?? "default"} ms, "
+        + $"flow {options.FlowExecutionContext}";
+
+    private static string Ms(TimeSpan span) => span == Timeout.InfiniteTimeSpan ? "infinite" : $"{span.TotalMilliseconds.ToString(CultureInfo.InvariantCulture)} ms";
 
     /// <summary>How the iteration ends; chosen by the seed.</summary>
     private enum ShutdownForm
@@ -164,6 +243,7 @@ internal sealed partial class FuzzIteration
             int index = i;
             producers[i] = StartThread(() => Produce(index), $"fuzz producer {index}");
         }
+        Thread closer = StartThread(CloseLanesBeforeShutdown, "fuzz lane closer");
         Thread driver = StartThread(DriveShutdown, "fuzz shutdown");
         if (!driver.Join(Waits.MustHappen))
         {
@@ -173,8 +253,13 @@ internal sealed partial class FuzzIteration
         {
             if (!producers[i].Join(Waits.MustHappen))
             {
-                return Abort($"producer {i} did not stop within {Waits.MustHappen.TotalSeconds} s (it stops at its first refused call)");
+                return Abort($"producer {i} did not stop within {Waits.MustHappen.TotalSeconds} s (it stops at its first refused call; "
+                    + $"a producer waiting for room in a full lane must be released by the shutdown)");
             }
+        }
+        if (!closer.Join(Waits.MustHappen))
+        {
+            return Abort($"the lane closer (lane shutdowns planned before the pool's) did not return within {Waits.MustHappen.TotalSeconds} s");
         }
         AfterShutdown();
         return Report();

@@ -22,6 +22,22 @@ internal static class CallState
 
     /// <summary>A deliberately bad call that threw an ArgumentException: nothing may run.</summary>
     public const int BadInput = 3;
+
+    /// <summary>A full lane refused the work (WorkRejectedException, or a TryQueue form returned false): nothing may run.</summary>
+    public const int Rejected = 4;
+
+    /// <summary>The call's token ended its wait for room in a full lane: nothing was queued, nothing may run.</summary>
+    public const int WaitCancelled = 5;
+
+    public static string Describe(int state) => state switch
+    {
+        Accepted => "was accepted",
+        Refused => "threw ObjectDisposedException",
+        BadInput => "was rejected as bad input",
+        Rejected => "was rejected by a full lane",
+        WaitCancelled => "had its wait for room cancelled",
+        _ => "never returned",
+    };
 }
 
 /// <summary>What a plain work item does when it runs.</summary>
@@ -35,6 +51,12 @@ internal enum PlainBehaviour
     Post,
     StartTask,
     RunInside,
+
+    /// <summary>A lane item that holds its slot a moment, and once shutdown has begun, until the lane's waiters for room are released.</summary>
+    HoldLane,
+
+    /// <summary>A lane item that shuts its own lane down (the call does not wait for itself).</summary>
+    ShutdownOwnLane,
 }
 
 /// <summary>An await step of an async delegate (planned by the issuing thread's random sequence).</summary>
@@ -102,11 +124,36 @@ internal sealed class PlainItem : IWorkItem
 
     public int Depth { get; }
 
+    /// <summary>The lane it was queued to; null for the pool's own queue.</summary>
+    public LaneRecord? Lane { get; init; }
+
+    /// <summary>Its place in its producer's sequence, for a serial lane's order check.</summary>
+    public OrderMark? Mark { get; init; }
+
+    /// <summary>A QueueUserWorkItemAsync that did not complete at once: its outcome decides the state (see <see cref="ResolveState"/>).</summary>
+    public Task? Pending;
+
     public int State;
     public int Hits;
     public int Reports;
 
-    public string Label => $"plain item #{Id} ({Form}, {Behaviour})";
+    public string Label => $"plain item #{Id} ({Form}, {Behaviour}{(Lane is null ? "" : ", " + Lane.Name)})";
+
+    /// <summary>The final state: for an asynchronous queueing, what its task says once it has ended.</summary>
+    public int ResolveState()
+    {
+        if (Pending is not { IsCompleted: true } task || Volatile.Read(ref State) != CallState.Issued)
+        {
+            return Volatile.Read(ref State);
+        }
+        return task.Status switch
+        {
+            TaskStatus.RanToCompletion => CallState.Accepted,
+            TaskStatus.Canceled => CallState.WaitCancelled,
+            _ when task.Exception!.InnerException is ObjectDisposedException => CallState.Refused,
+            _ => CallState.Issued,
+        };
+    }
 
     public void Execute() => Iteration.RunPlain(this);
 }
@@ -196,12 +243,19 @@ internal sealed class RunRecord
     /// <summary>Whether the item is a task-completion item of the pool (cancellable token or ValueTask), not a scheduler task.</summary>
     public bool IsQueuedItem => IsValueTask || Token.CanBeCanceled;
 
+    /// <summary>Where it was queued: the pool, or a lane.</summary>
+    public WorkTarget Target { get; init; } = null!;
+
+    public LaneRecord? Lane { get; init; }
+
+    public OrderMark? Mark { get; init; }
+
     public int State;
     public int Starts;
     public int Completions;
     public Task? Task;
 
-    public string Label => $"Run #{Id} ({Form}, token {TokenKind}{(Inside ? ", from an item" : "")}{(IsAsync ? ", awaits " + string.Join('/', Steps) : "")})";
+    public string Label => $"Run #{Id} ({Form}, token {TokenKind}{(Inside ? ", from an item" : "")}{(IsAsync ? ", awaits " + string.Join('/', Steps) : "")}{(Lane is null ? "" : ", " + Lane.Name)})";
 }
 
 /// <summary>A task started on pool.TaskScheduler (StartNew or ContinueWith): it runs exactly once once accepted.</summary>
@@ -219,12 +273,16 @@ internal sealed class SchedRecord(FuzzIteration iteration, int id, string kind, 
 
     public Task? Other { get; } = other;
 
+    public WorkTarget Target { get; init; } = null!;
+
+    public LaneRecord? Lane { get; init; }
+
     public int State;
     public int Starts;
     public int Completions;
     public Task? Task;
 
-    public string Label => $"scheduler task #{Id} ({Kind})";
+    public string Label => $"scheduler task #{Id} ({Kind}{(Lane is null ? "" : ", " + Lane.Name)})";
 }
 
 /// <summary>A post to pool.SynchronizationContext: never cancelled, so it runs exactly once once accepted.</summary>
@@ -237,10 +295,16 @@ internal sealed class PostRecord(FuzzIteration iteration, int id, AwaitStep[]? f
     /// <summary>When not null, the posted callback starts an async flow with these awaits under the pool's context.</summary>
     public AwaitStep[]? Flow { get; } = flow;
 
+    public WorkTarget Target { get; init; } = null!;
+
+    public LaneRecord? Lane { get; init; }
+
+    public OrderMark? Mark { get; init; }
+
     public int State;
     public int Hits;
 
-    public string Label => $"post #{Id}{(Flow is null ? "" : " (awaits " + string.Join('/', Flow) + ")")}";
+    public string Label => $"post #{Id}{(Flow is null ? "" : " (awaits " + string.Join('/', Flow) + ")")}{(Lane is null ? "" : " to " + Lane.Name)}";
 }
 
 /// <summary>A timer from pool.CreateTimer or pool.TimeProvider.</summary>
