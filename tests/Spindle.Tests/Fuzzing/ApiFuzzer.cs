@@ -19,7 +19,7 @@ internal sealed class ApiFuzzerOptions
     public static readonly string[] SwitchNames =
         [
             "continuations", "run-token-cancel", "valuetask-token-cancel", "timer-firings-cancel", "wait-firings-cancel", "disposed-handles",
-            "lanes", "lane-waits", "lane-shutdowns", "serial-lanes", "lane-list", "limit-options",
+            "lanes", "lane-waits", "lane-shutdowns", "serial-lanes", "serial-order", "lane-list", "limit-options",
         ];
 
     public int Seed { get; init; }
@@ -74,6 +74,9 @@ internal sealed class ApiFuzzerOptions
     /// <summary>Serial lanes (a concurrency cap of 1). Off: no lane has a cap of 1.</summary>
     public bool SerialLanes { get; set; } = true;
 
+    /// <summary>The check that a serial lane starts one producer's items and posts in the order they were queued. Off: only overlap is checked.</summary>
+    public bool SerialOrder { get; set; } = true;
+
     /// <summary>The checks of pool.Lanes: it lists every lane that has not begun to shut down, and none that has stopped. Off: not read.</summary>
     public bool LaneList { get; set; } = true;
 
@@ -121,6 +124,10 @@ internal sealed class ApiFuzzerOptions
         if (!SerialLanes)
         {
             yield return "serial-lanes";
+        }
+        if (!SerialOrder)
+        {
+            yield return "serial-order";
         }
         if (!LaneList)
         {
@@ -173,6 +180,9 @@ internal sealed class ApiFuzzerOptions
                     break;
                 case "serial-lanes":
                     SerialLanes = false;
+                    break;
+                case "serial-order":
+                    SerialOrder = false;
                     break;
                 case "lane-list":
                     LaneList = false;

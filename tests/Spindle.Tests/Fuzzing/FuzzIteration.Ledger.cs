@@ -267,7 +267,7 @@ internal sealed partial class FuzzIteration
                 atMost += ledger;
                 atLeast += lane.CancelRequested == 0 ? ledger : 0;
             }
-            if (lane.Serial)
+            if (lane.Serial && _options.SerialOrder)
             {
                 CheckOrder(lane);
             }
