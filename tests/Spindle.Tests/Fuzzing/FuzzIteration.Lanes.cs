@@ -157,7 +157,8 @@ internal sealed partial class FuzzIteration
     /// <summary>
     /// Shuts a lane down in <paramref name="form"/>. A form that waits for the stop (any, called outside the lane's own
     /// items) is followed by checks: the lane is no longer listed in pool.Lanes, and none of its queued items starts
-    /// from now on (continuations posted later still run, under the lane's cap). The asynchronous forms' tasks must end (they are judged with the other tasks).
+    /// from now on (continuations posted later still run, under the lane's cap). The asynchronous forms' tasks must end
+    /// (they are judged with the other tasks).
     /// </summary>
     private void ShutdownLane(LaneRecord lane, LaneShutdownForm form, string by)
     {
