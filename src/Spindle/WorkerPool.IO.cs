@@ -48,7 +48,7 @@ public sealed partial class WorkerPool
             {
                 throw PoolSocket.PoolShutDown(Name);
             }
-            return _io ??= EpollDriver.Create(Name);
+            return _io ??= EpollDriver.Create(Name, _threads.Starts);
         }
     }
 

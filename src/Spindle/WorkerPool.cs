@@ -71,8 +71,9 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
         _runner = new ItemRunner(this);
         var idle = _idle = new IdleCoordinator(_options);
         _scheduler = new Scheduler(idle, _runner, _options.LaneStarvationIntervalMs);
-        _timers = new TimerService(_options, _scheduler, _runner);
-        _threads = new ThreadController(this, _options, _scheduler, idle, _runner, _timers);
+        var starts = new ThreadStarts(_options);
+        _timers = new TimerService(_options, _scheduler, _runner, starts);
+        _threads = new ThreadController(this, _options, _scheduler, idle, _runner, _timers, starts);
         _monitor = new StallMonitor(_options, _scheduler, idle, _threads);
         _relief = new OutsideRelief(this, _options, _scheduler, idle, _threads, _runner);
         idle.Connect(_scheduler, _threads, _monitor, _relief);

@@ -23,17 +23,55 @@ public sealed class WorkerPoolOptions
     /// Defaults to <see cref="Environment.ProcessorCount"/>. Threads are created lazily, when the first work arrives.
     /// Must be between 0 and <see cref="MaxThreads"/> (after its cap). 0 stays 0, unlike the built-in pool's minimum,
     /// which reads 1 after <see cref="ThreadPool.SetMinThreads(int, int)"/> with 0: it lets an idle pool retire every
-    /// thread. Changeable later with <see cref="WorkerPool.SetThreadLimits(int, int)"/>.
+    /// thread. Left unset, it is lowered to the maximum derived from the OS's thread limit when that is smaller (see
+    /// <see cref="MaxThreads"/>). Changeable later with <see cref="WorkerPool.SetThreadLimits(int, int)"/>.
     /// </summary>
-    public int MinThreads { get; set; } = Environment.ProcessorCount;
+    public int MinThreads
+    {
+        get => _minThreads;
+        set
+        {
+            _minThreads = value;
+            _minThreadsSet = true;
+        }
+    }
 
     /// <summary>
-    /// Upper bound on the pool's worker threads (dedicated threads of long-running items are not counted). Defaults to
-    /// <see cref="MaxThreadLimit"/>; must be at least 1, and a larger value than <see cref="MaxThreadLimit"/> is capped
-    /// there (so <see cref="int.MaxValue"/> means as many as a pool can have). Changeable later with
+    /// Upper bound on the pool's worker threads. Must be at least 1, and a larger value than <see cref="MaxThreadLimit"/>
+    /// is capped there (so <see cref="int.MaxValue"/> means as many as a pool can have). Changeable later with
     /// <see cref="WorkerPool.SetThreadLimits(int, int)"/>.
     /// </summary>
-    public int MaxThreads { get; set; } = MaxThreadLimit;
+    /// <remarks>
+    /// <para>Left unset, it is derived from what limits the process's threads when the pool is created: on Linux the
+    /// cgroup's <c>pids.max</c> (v1 or v2, containers' <c>--pids-limit</c> and pod PID limits), <c>RLIMIT_NPROC</c> and
+    /// <c>/proc/sys/kernel/threads-max</c>, each less what is in use. The pool takes at most half of the smallest such
+    /// headroom (at least 4 threads), leaving the rest to the runtime and the application, since a process that uses up
+    /// its limit fails where the runtime itself needs a thread. Where no limit is known (other platforms, or none set),
+    /// the default is <see cref="MaxThreadLimit"/>; the property itself reads <see cref="MaxThreadLimit"/> until set, and
+    /// <see cref="WorkerPool.MaxThreads"/> reports what the pool derived. While the maximum is derived, dedicated
+    /// threads of <see cref="WorkItemOptions.LongRunning"/> items count against it too (beyond it such items run on the
+    /// workers); a maximum you set leaves them uncounted.</para>
+    /// <para>A value you set is used as given, even above that headroom. The OS may then refuse threads: the pool counts
+    /// each refusal (<see cref="ThreadInjectionReason.CreationFailed"/>), stops growing, retries with backoff, and keeps
+    /// running every accepted item on the threads it has.</para>
+    /// </remarks>
+    public int MaxThreads
+    {
+        get => _maxThreads;
+        set
+        {
+            _maxThreads = value;
+            _maxThreadsSet = true;
+        }
+    }
+
+    private int _minThreads = Environment.ProcessorCount;
+    private bool _minThreadsSet;
+    private int _maxThreads = MaxThreadLimit;
+    private bool _maxThreadsSet;
+
+    /// <summary>Whether the validated maximum was derived from the OS's thread limit rather than set.</summary>
+    internal bool MaxThreadsDerived => !_maxThreadsSet;
 
     /// <summary>
     /// Whether <see cref="WorkTarget.QueueUserWorkItem(WaitCallback, object?)"/> and its generic form capture the caller's
@@ -129,6 +167,15 @@ public sealed class WorkerPoolOptions
     internal Func<ThreadStart, Thread>? TimerThreadFactory { get; set; }
 
     /// <summary>
+    /// Test seam: called just before the pool starts a thread of any kind (on the starting thread, possibly under a lock
+    /// of the pool). May throw to simulate the OS refusing the thread.
+    /// </summary>
+    internal Action<Threading.PoolThreadKind>? OnThreadStarting { get; set; }
+
+    /// <summary>Test seam: what <see cref="Threading.ThreadLimits.ReadHeadroom"/> would return (null: read the OS).</summary>
+    internal Func<long?>? ThreadHeadroom { get; set; }
+
+    /// <summary>
     /// Test seam: called under the pool's timer lock just before the firings of expired timers are handed over (by the
     /// timer thread or by a worker expiring timers). May throw to simulate a fault in the pool's own timer code.
     /// </summary>
@@ -186,7 +233,15 @@ public sealed class WorkerPoolOptions
         {
             throw new ArgumentException("The pool name must not be empty.", nameof(Name));
         }
-        int maxThreads = ValidateThreadLimits(MinThreads, MaxThreads, nameof(MinThreads), nameof(MaxThreads));
+        int minThreads = MinThreads;
+        int maxThreads = ValidateThreadLimits(minThreads, MaxThreads, nameof(MinThreads), nameof(MaxThreads));
+        if (!_maxThreadsSet)
+        {
+            int derived = Threading.ThreadLimits.DeriveMaxThreads(ThreadHeadroom is { } headroom ? headroom() : Threading.ThreadLimits.ReadHeadroom());
+            // A minimum that was set stays the user's: the maximum rises to it. An unset one comes down to the maximum.
+            maxThreads = _minThreadsSet ? Math.Max(derived, minThreads) : derived;
+            minThreads = Math.Min(minThreads, maxThreads);
+        }
         if (IdleTimeout != Timeout.InfiniteTimeSpan
             && (IdleTimeout < TimeSpan.FromMilliseconds(1) || IdleTimeout.TotalMilliseconds > int.MaxValue))
         {
@@ -227,7 +282,8 @@ public sealed class WorkerPoolOptions
             throw new ArgumentOutOfRangeException(nameof(ExceptionPolicy), ExceptionPolicy, "Unknown exception policy.");
         }
         var validated = (WorkerPoolOptions)MemberwiseClone();
-        validated.MaxThreads = maxThreads;
+        validated._maxThreads = maxThreads;
+        validated._minThreads = minThreads;
         return validated;
     }
 }

@@ -9,6 +9,7 @@ using Spindle;
 //   handled            default policy, a handler sets Handled: the process must survive and exit 0.
 //   handled-after-throwing-handler
 //                      a throwing handler followed by one that sets Handled: exit 0.
+//   thread-limit ...   a burst of blocking items under an OS thread limit: see ThreadLimitMode.
 // Exit codes: 0 survived as expected, 2 bad usage, 3 the pool did not fail the process within 30 s,
 // 4 the pool stopped running work after a handled exception.
 internal static class Program
@@ -17,6 +18,10 @@ internal static class Program
 
     private static int Main(string[] args)
     {
+        if (args.Length > 0 && args[0] == "thread-limit")
+        {
+            return ThreadLimitMode.Run(args);
+        }
         string mode = args.Length == 1 ? args[0] : "";
         bool handled = mode is "handled" or "handled-after-throwing-handler";
         bool throwingHandler = mode is "throwing-handler" or "handled-after-throwing-handler";

@@ -4,6 +4,7 @@ using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Runtime.InteropServices;
 using System.Threading;
+using Spindle.Threading;
 
 namespace Spindle.IO;
 
@@ -41,6 +42,7 @@ internal sealed unsafe class EpollDriver
     private readonly ConcurrentDictionary<ulong, PoolSocket> _sockets = new();
     private long _nextToken;
     private Thread? _poller;
+    private ThreadStarts _starts = null!; // set by Create
     private bool _stopping;
     private bool _descriptorsClosed;
 
@@ -61,7 +63,7 @@ internal sealed unsafe class EpollDriver
 
     /// <summary>Creates the epoll instance and its wake-up event; the poller thread starts with the first registration.</summary>
     /// <exception cref="System.Net.Sockets.SocketException">The kernel refused a descriptor (the process is out of them).</exception>
-    public static EpollDriver Create(string poolName)
+    public static EpollDriver Create(string poolName, ThreadStarts starts)
     {
         Debug.Assert(IsSupported);
         int epoll = LinuxIo.EpollCreate1(LinuxIo.EpollCloexec);
@@ -76,7 +78,7 @@ internal sealed unsafe class EpollDriver
             LinuxIo.Close(epoll);
             throw LinuxIo.Error(errno);
         }
-        var driver = new EpollDriver(poolName, epoll, eventFd);
+        var driver = new EpollDriver(poolName, epoll, eventFd) { _starts = starts };
         int added = driver.Control(LinuxIo.EpollCtlAdd, eventFd, LinuxIo.EpollIn, WakeToken);
         if (added != 0)
         {
@@ -108,12 +110,24 @@ internal sealed unsafe class EpollDriver
             }
             if (_poller is null)
             {
-                _poller = new Thread(static state => ((EpollDriver)state!).Poll())
+                var poller = new Thread(static state => ((EpollDriver)state!).Poll())
                 {
                     IsBackground = true,
                     Name = $"{_poolName} io",
                 };
-                _poller.UnsafeStart(this);
+                try
+                {
+                    _starts.Start(poller, PoolThreadKind.IO, this); // counts a refusal
+                }
+                catch (Exception)
+                {
+                    // The OS refused the poller: undo this registration, so that the caller's failure leaves nothing
+                    // behind, and let the next registration try again.
+                    _sockets.TryRemove(token, out _);
+                    Control(LinuxIo.EpollCtlDel, fd, 0, 0);
+                    throw;
+                }
+                _poller = poller;
             }
         }
         return token;

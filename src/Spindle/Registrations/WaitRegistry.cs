@@ -4,6 +4,7 @@ using System.Diagnostics;
 using System.Threading;
 using Spindle.Queues;
 using Spindle.Scheduling;
+using Spindle.Threading;
 using Spindle.Timers;
 
 namespace Spindle.Registrations;
@@ -73,7 +74,7 @@ internal sealed class WaitRegistry
                 // to join. The new thread's first step takes the lock, so it simply waits for this call to finish.
                 target = new WaitThread(this, _waitLock, $"{_threadNamePrefix} wait {_waitThreads.Count + 1}");
                 // If the thread cannot be started, nothing has been recorded yet and the exception reaches the caller.
-                target.Thread.UnsafeStart(target);
+                _timers.Starts.Start(target.Thread, PoolThreadKind.Wait, target); // a refusal is counted
                 _waitThreads.Add(target);
                 target.AddLocked(registration);
                 TrackLocked(registration);

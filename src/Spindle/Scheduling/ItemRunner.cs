@@ -52,12 +52,21 @@ internal sealed class ItemRunner
     /// Learns the default context before any pool thread has started: a thread started without flowing its creator's
     /// context runs in it. Once per process, and only if a pool creates a timer before any of its threads exists.
     /// </summary>
+    /// <remarks>If the OS refuses the probe thread, nothing is learnt (null: no context counts as the default, which only
+    /// costs a context switch per item) and a later call tries again.</remarks>
     [MethodImpl(MethodImplOptions.NoInlining)]
-    private static ExecutionContext ProbeDefaultContext()
+    private static ExecutionContext? ProbeDefaultContext()
     {
         ExecutionContext? captured = null;
         var probe = new Thread(() => captured = ExecutionContext.Capture(), 64 * 1024) { IsBackground = true, Name = "Spindle context probe" };
-        probe.UnsafeStart(); // UnsafeStart: the probe does not run in this thread's context
+        try
+        {
+            probe.UnsafeStart(); // UnsafeStart: the probe does not run in this thread's context
+        }
+        catch (Exception e) when (e is OutOfMemoryException or ThreadStartException)
+        {
+            return null;
+        }
         probe.Join();
         Interlocked.CompareExchange(ref s_defaultContext, captured, null);
         return s_defaultContext!;

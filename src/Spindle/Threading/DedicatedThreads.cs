@@ -45,7 +45,6 @@ internal sealed class DedicatedThreads
     private long _completed;
     private long _started;
     private long _retiredIdle;
-    private long _creationFailures;
 
     public DedicatedThreads(WorkerPool pool, WorkerPoolOptions options, Scheduler scheduler, ThreadController threads, ItemRunner runner)
     {
@@ -71,7 +70,7 @@ internal sealed class DedicatedThreads
     {
         ThreadInjectionReason.LongRunning => Interlocked.Read(ref _started),
         ThreadInjectionReason.RetiredIdle => Interlocked.Read(ref _retiredIdle),
-        ThreadInjectionReason.CreationFailed => Interlocked.Read(ref _creationFailures),
+        ThreadInjectionReason.CreationFailed => _threads.Starts.GetFailures(PoolThreadKind.Dedicated),
         _ => 0,
     };
 
@@ -106,8 +105,15 @@ internal sealed class DedicatedThreads
                 _idle.RemoveAt(_idle.Count - 1);
                 reused.Item = entry;
             }
+            else if (_options.MaxThreadsDerived && _all.Count + _threads.ThreadCount >= _threads.MaxThreads)
+            {
+                // The maximum came from the OS's thread limit: dedicated threads share it with the workers, and beyond
+                // it the item runs as ordinary work (see WorkerPoolOptions.MaxThreads).
+                fallback = true;
+            }
             else
             {
+                bool counted = false;
                 try
                 {
                     var dedicated = new DedicatedThread(this, entry);
@@ -118,20 +124,24 @@ internal sealed class DedicatedThreads
                     Interlocked.Increment(ref _started); // before the item can run: whoever sees it ran sees this
                     try
                     {
-                        thread.UnsafeStart();
+                        _threads.Starts.Start(thread, PoolThreadKind.Dedicated); // counts a refusal
                     }
                     catch (Exception)
                     {
                         Interlocked.Decrement(ref _started);
                         _all.Remove(dedicated);
                         Volatile.Write(ref _count, _all.Count);
+                        counted = true;
                         throw;
                     }
                 }
                 catch (Exception)
                 {
                     // The OS refused a thread: run the item as ordinary work rather than lose it or throw.
-                    Interlocked.Increment(ref _creationFailures);
+                    if (!counted)
+                    {
+                        _threads.Starts.RecordFailure(PoolThreadKind.Dedicated);
+                    }
                     fallback = true;
                 }
             }

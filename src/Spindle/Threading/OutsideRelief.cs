@@ -237,21 +237,32 @@ internal sealed class OutsideRelief
             {
                 return false;
             }
+            // Relief is an improvement, never a requirement: if the OS refuses the thread, the workers still take the
+            // queue's items at their looks. Not retried: a pool refused a thread is short of them, and this one is extra.
+            _creationFailed = true;
+            Thread thread;
             try
             {
                 // The options' thread factory (a test seam) runs under this lock, on the enqueuing thread: an enqueue it
                 // makes finds the thread armed already and does not come back here.
-                Thread thread = PoolThread.Create(_options, Main, $"{_options.ThreadNamePrefix ?? _options.Name} relief");
-                thread.UnsafeStart();
-                Volatile.Write(ref _thread, thread);
-                return true;
+                thread = PoolThread.Create(_options, Main, $"{_options.ThreadNamePrefix ?? _options.Name} relief");
             }
             catch (Exception)
             {
-                // Relief is an improvement, never a requirement: the workers still take the queue's items at their looks.
-                _creationFailed = true;
+                _threads.Starts.RecordFailure(PoolThreadKind.Relief);
                 return false;
             }
+            try
+            {
+                _threads.Starts.Start(thread, PoolThreadKind.Relief); // counts a refusal
+            }
+            catch (Exception)
+            {
+                return false;
+            }
+            _creationFailed = false;
+            Volatile.Write(ref _thread, thread);
+            return true;
         }
     }
 

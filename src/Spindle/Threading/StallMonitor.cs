@@ -177,6 +177,7 @@ internal sealed class StallMonitor
         {
             return;
         }
+        bool refused = false;
         if (Volatile.Read(ref _monitorThread) is null)
         {
             lock (_lock)
@@ -190,19 +191,24 @@ internal sealed class StallMonitor
                             IsBackground = true,
                             Name = $"{_threadNamePrefix} monitor",
                         };
-                        thread.UnsafeStart();
+                        _threads.Starts.Start(thread, PoolThreadKind.Monitor); // counts a refusal
                         _monitorThread = thread;
                     }
                     catch (Exception)
                     {
                         // No monitor thread (the OS refused one): the item is already accepted, so the caller must not
-                        // throw. Fall back to the eager wake-up a deferral was saving, and let a later call retry.
+                        // throw. Fall back to the eager wake-up a deferral was saving (outside the lock), and let a later
+                        // call retry.
                         _monitorArmed = 0;
-                        _idle.WakeWorkerIfNeeded();
-                        return;
+                        refused = true;
                     }
                 }
             }
+        }
+        if (refused)
+        {
+            _idle.WakeWorkerIfNeeded();
+            return;
         }
         _monitorBlocker.Signal();
     }
@@ -248,14 +254,22 @@ internal sealed class StallMonitor
         _ramp = 1;
     }
 
-    /// <summary>Nothing to watch: some worker is parked (or none exists), no deferral is open, no boost is left to decay.</summary>
+    /// <summary>
+    /// Nothing to watch: some worker is parked (or none exists), no deferral is open, no boost is left to decay, and no
+    /// refused worker waits for its retry.
+    /// </summary>
     private bool IsQuiet() =>
-        (_idle.IdleCount != 0 || _threads.ThreadCount == 0) && !AnyDeferral() && _threads.StarvationBoost == 0;
+        (_idle.IdleCount != 0 || _threads.ThreadCount == 0) && !AnyDeferral() && _threads.StarvationBoost == 0
+        && !_threads.CreationRetryPending;
+
+    /// <summary>Whether the monitor's thread has been started (it runs until the pool stops).</summary>
+    public bool HasThread => Volatile.Read(ref _monitorThread) is not null;
 
     /// <summary>One monitor tick. Returns whether the next tick should come soon; <paramref name="quiet"/>: nothing to watch.</summary>
     private bool Tick(long now, out bool quiet)
     {
         bool deferralsOpen = CheckDeferrals();
+        _threads.RetryCreationIfDue();
 
         long completed = _threads.WorkerProgressCount;
         bool progress = completed != _lastCompleted;
@@ -341,7 +355,7 @@ internal sealed class StallMonitor
             }
         }
         DecayBoost(now, pending, progress, saturated);
-        quiet = !deferralsOpen && (idle != 0 || threads == 0) && _threads.StarvationBoost == 0;
+        quiet = !deferralsOpen && (idle != 0 || threads == 0) && _threads.StarvationBoost == 0 && !_threads.CreationRetryPending;
         return deferralsOpen || starving;
     }
 

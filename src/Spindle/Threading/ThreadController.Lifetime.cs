@@ -66,8 +66,7 @@ internal sealed partial class ThreadController
             // The state store must be visible before the hold count is read (TryStopLocked): a hold released meanwhile
             // either sees the new state (and tries the stop itself) or is seen released here.
             Interlocked.MemoryBarrier();
-            _retryTimer?.Dispose();
-            _retryTimer = null;
+            _retryAt = 0; // a drain that needs a worker tries at once
             stopped = TryStopLocked();
         }
         if (first)

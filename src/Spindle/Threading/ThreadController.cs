@@ -31,11 +31,13 @@ namespace Spindle.Threading;
 /// them), and a parked one first removes itself from the idle stack, so no waker can hand it an item it will never run.
 /// After leaving the worker list it fences and looks at the queues once more: an enqueuer that saw the old thread count
 /// (and so added nobody) published its item before that look, which then sees the item and wakes or adds a worker.</para>
+/// <para>Refusals: when the OS refuses a worker, the pool stops growing until a backoff deadline has passed (1 ms doubling to
+/// 256 ms per consecutive refusal); the stall monitor retries at the deadline while work waits (see
+/// ThreadController.Refusals.cs). Every item already accepted keeps running on the threads the pool has.</para>
 /// <para>The lock guards: the worker list (copy-on-write, read lock-free), the thread count (also read lock-free), the
-/// next worker id, the creation-failure streak and its retry timer, the limits, the blocking count, the boost, the
+/// next worker id, the creation-failure streak and its retry deadline, the limits, the blocking count, the boost, the
 /// retired threads, and the lifetime state. Nothing outside this class takes it.</para>
 /// </remarks>
-[System.Diagnostics.CodeAnalysis.SuppressMessage("Design", "CA1001", Justification = "Lives as long as its pool: the retry timer, its only disposable field, is disposed when it fires or when shutdown begins.")]
 internal sealed partial class ThreadController
 {
     private readonly Lock _lock = new();
@@ -46,6 +48,7 @@ internal sealed partial class ThreadController
     private readonly IdleCoordinator _idle;
     private readonly ItemRunner _runner;
     private readonly TimerService _timers;
+    private readonly ThreadStarts _starts;
     private StallMonitor _monitor = null!; // set once by Connect, before any thread of the pool exists
 
     private Worker[] _workers = [];     // copy-on-write under _lock; read lock-free by stealers and counters
@@ -56,7 +59,7 @@ internal sealed partial class ThreadController
     private long _exitedWorkersParks;
     private long _exitedWorkersInlineRuns;
     private int _creationFailures;      // consecutive failures
-    private Timer? _retryTimer;
+    private long _retryAt;              // Stopwatch timestamp before which no worker is started after a refusal (0: none)
     private int _minThreads;
     private int _maxThreads;
     private int _blockingCount;
@@ -67,8 +70,10 @@ internal sealed partial class ThreadController
     private readonly List<Thread> _retiredThreads = [];
     private readonly long[] _injectionCounts = new long[(int)ThreadInjectionReason.RetiredSurplus + 1];
 
-    public ThreadController(WorkerPool pool, WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, ItemRunner runner, TimerService timers)
+    public ThreadController(WorkerPool pool, WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, ItemRunner runner, TimerService timers, ThreadStarts starts)
     {
+        _starts = starts;
+        starts.Connect(this);
         _pool = pool;
         _options = options;
         _threadNamePrefix = options.ThreadNamePrefix ?? options.Name;
@@ -137,8 +142,17 @@ internal sealed partial class ThreadController
         return sum;
     }
 
-    /// <summary>How many times a worker was added or retired for <paramref name="reason"/> (the caller validated it).</summary>
-    public long GetInjectionCount(ThreadInjectionReason reason) => Interlocked.Read(ref _injectionCounts[(int)reason]);
+    /// <summary>
+    /// How many times a worker was added or retired for <paramref name="reason"/> (the caller validated it); for
+    /// <see cref="ThreadInjectionReason.CreationFailed"/>, the refused starts of every thread kind but dedicated threads
+    /// (DedicatedThreads counts those in its share).
+    /// </summary>
+    public long GetInjectionCount(ThreadInjectionReason reason) => reason == ThreadInjectionReason.CreationFailed
+        ? _starts.TotalFailures - _starts.GetFailures(PoolThreadKind.Dedicated)
+        : Interlocked.Read(ref _injectionCounts[(int)reason]);
+
+    /// <summary>The pool's thread starts and their refusals.</summary>
+    public ThreadStarts Starts => _starts;
 
     private void Record(ThreadInjectionReason reason) => Interlocked.Increment(ref _injectionCounts[(int)reason]);
 
@@ -257,7 +271,7 @@ internal sealed partial class ThreadController
         {
             // During the drain a worker may still be needed (a continuation arriving when every worker had exited or
             // retired); once the pool has stopped, never.
-            if (_threadCount >= Math.Min(_threadTarget + aboveTarget, _maxThreads) || _stopped || _retryTimer is not null)
+            if (_threadCount >= Math.Min(_threadTarget + aboveTarget, _maxThreads) || _stopped || InBackoffLocked())
             {
                 return false;
             }
@@ -270,7 +284,7 @@ internal sealed partial class ThreadController
             {
                 // Whatever the failure (OutOfMemoryException, ThreadStartException, a throwing factory), the enqueue
                 // that got us here has already been accepted: never throw, retry later.
-                ScheduleCreationRetryLocked();
+                BackOffLocked();
                 created = false;
             }
             if (created)
@@ -290,12 +304,13 @@ internal sealed partial class ThreadController
         }
         if (!created)
         {
-            TraceCreationFailed(reason);
+            OnRefused(reason, counted: false);
             return false;
         }
         try
         {
-            thread.UnsafeStart(); // no ExecutionContext capture: a worker never runs in its creator's context
+            // No ExecutionContext capture: a worker never runs in its creator's context. Counts a refusal.
+            _starts.Start(thread, PoolThreadKind.Worker, reason: reason.ToString());
         }
         catch (Exception)
         {
@@ -305,26 +320,20 @@ internal sealed partial class ThreadController
                 Interlocked.Decrement(ref _injectionCounts[(int)reason]);
                 DropFromListLocked(worker);
                 _idle.UncountUnstartedWorker();
-                if (!_scheduler.IsShutdownStarted && _retryTimer is null)
-                {
-                    ScheduleCreationRetryLocked();
-                }
-                else
-                {
-                    Record(ThreadInjectionReason.CreationFailed);
-                }
+                BackOffLocked();
                 stopped = TryStopLocked();
             }
             if (stopped)
             {
                 OnStopped(); // the disposing thread sweeps what is left (this thread may be anyone's)
             }
-            TraceCreationFailed(reason);
+            OnRefused(reason, counted: true);
             return false;
         }
         lock (_lock)
         {
             _creationFailures = 0;
+            _retryAt = 0;
         }
         _monitor.EnsureMonitorIfNoneIdle();
         _timers.OnWorkerAdded(); // stuck-item detection: the timer thread watches while the pool has workers
@@ -335,14 +344,6 @@ internal sealed partial class ThreadController
         return true;
     }
 
-    /// <summary>Outside the lock (a listener runs inline): the thread for <paramref name="reason"/> could not be created.</summary>
-    private void TraceCreationFailed(ThreadInjectionReason reason)
-    {
-        if (SpindleEventSource.Log.IsOn(EventLevel.Warning, SpindleEventSource.Keywords.Threads))
-        {
-            SpindleEventSource.Log.ThreadCreationFailed(_pool.Name, reason.ToString(), ThreadCount);
-        }
-    }
 
     /// <summary>
     /// Called by a new worker before its first item: while the pool is still below its target and work waits with
@@ -390,36 +391,6 @@ internal sealed partial class ThreadController
 
     /// <summary>How many threads a worker added for a blocking region may start before its first item (see <see cref="ContinueRamp"/>).</summary>
     internal const int RegionLookaheadPerWorker = 2;
-
-    private void ScheduleCreationRetryLocked()
-    {
-        Debug.Assert(_lock.IsHeldByCurrentThread);
-        Record(ThreadInjectionReason.CreationFailed);
-        _creationFailures++;
-        // 1, 2, 4 ... 256 ms. The timer is the built-in one: this path only runs when the OS refuses threads, and it
-        // must work when this pool has no thread at all (not even its monitor).
-        int delay = 1 << Math.Min(_creationFailures - 1, 8);
-        _retryTimer = new Timer(static state => ((ThreadController)state!).RetryCreation(), this, Timeout.Infinite, Timeout.Infinite);
-        _retryTimer.Change(delay, Timeout.Infinite);
-    }
-
-    private void RetryCreation()
-    {
-        lock (_lock)
-        {
-            _retryTimer?.Dispose();
-            _retryTimer = null;
-        }
-        if (_scheduler.IsShutdownStarted)
-        {
-            return;
-        }
-        TryAddWorker(ThreadInjectionReason.Demand);
-        if (_scheduler.AnyWorkVisible())
-        {
-            _idle.WakeWorkerIfNeeded();
-        }
-    }
 
     /// <summary>
     /// The stall monitor asks for <paramref name="add"/> more threads than the <paramref name="threads"/> that exist:

@@ -95,8 +95,9 @@ internal sealed class TimerService
     // be early (a worker then finds nothing due and republishes it), never late. Read by workers between items.
     private PaddedInt64 _nextExpiry = new() { Value = long.MaxValue };
 
-    public TimerService(WorkerPoolOptions options, Scheduler scheduler, ItemRunner runner)
+    public TimerService(WorkerPoolOptions options, Scheduler scheduler, ItemRunner runner, ThreadStarts starts)
     {
+        Starts = starts;
         _poolName = options.Name;
         _threadName = $"{options.ThreadNamePrefix ?? options.Name} timer";
         _threadFactory = options.TimerThreadFactory;
@@ -104,6 +105,9 @@ internal sealed class TimerService
         _scheduler = scheduler;
         _runner = runner;
     }
+
+    /// <summary>The pool's thread starts (for the timer thread, and the wait threads of the registry that uses this service).</summary>
+    internal ThreadStarts Starts { get; }
 
     /// <summary>Hosts <paramref name="detector"/>'s checks on the timer thread. Called once, before any thread of the pool exists.</summary>
     public void Connect(StuckItemDetector detector) => _stuckDetector = detector;
@@ -288,14 +292,23 @@ internal sealed class TimerService
             return; // if it is exiting right now, a scheduler sees that under the timer lock and comes back here
         }
         ThreadStart start = TimerThreadMain;
-        Thread thread = _threadFactory is { } factory ? factory(start) : new Thread(start, 256 * 1024);
+        Thread thread;
+        try
+        {
+            thread = _threadFactory is { } factory ? factory(start) : new Thread(start, 256 * 1024);
+        }
+        catch (Exception)
+        {
+            Starts.RecordFailure(PoolThreadKind.Timer);
+            throw;
+        }
         thread.IsBackground = true;
         thread.Name = _threadName;
         lock (_timerLock)
         {
             _timerBlocker ??= ThreadBlocker.Create(); // one blocker for every timer thread this pool ever runs
         }
-        thread.UnsafeStart(); // throws: nothing published, the next schedule tries again
+        Starts.Start(thread, PoolThreadKind.Timer); // throws (counted): nothing published, the next schedule tries again
         lock (_timerLock)
         {
             _timerThread = thread;
