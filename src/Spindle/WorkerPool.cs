@@ -89,7 +89,7 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
         Bridge = _tasks;
         FlowContext = _options.FlowExecutionContext;
         Metrics = new PoolMetrics(this, () => _threads.WorkerStealCount, () => _threads.WorkerParkCount, () => _threads.BlockingCount,
-            () => _timers.ScheduledCount, () => _waits.RegistrationCount);
+            () => _timers.ScheduledCount, () => _waits.RegistrationCount, _threads.Starts);
         _scheduler.ConnectMetrics(Metrics);
         RetiredSegmentTrimmer.Start(_scheduler);
     }

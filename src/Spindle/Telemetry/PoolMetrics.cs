@@ -56,7 +56,7 @@ internal sealed class PoolMetrics : IDisposable
     private readonly KeyValuePair<string, object?> _poolTag;
 
     public PoolMetrics(WorkerPool pool, Func<long> stealCount, Func<long> parkCount, Func<int> blockingCount,
-        Func<int> timerCount, Func<int> waitCount)
+        Func<int> timerCount, Func<int> waitCount, Threading.ThreadStarts starts)
     {
         _meter = new Meter(MeterName, s_version);
         _poolTag = new KeyValuePair<string, object?>("spindle.pool.name", pool.Name);
@@ -78,6 +78,10 @@ internal sealed class PoolMetrics : IDisposable
             "{work_item}", "Callbacks that arrived after the pool stopped and ran on the built-in thread pool.");
         _meter.CreateObservableCounter("spindle.pool.thread.injection.count", () => InjectionCounts(pool, poolTag),
             "{thread}", "Threads added or retired, by reason (spindle.thread.injection.reason).");
+        _meter.CreateObservableCounter("spindle.pool.thread.creation_failure.count", () => CreationFailures(starts, poolTag),
+            "{thread}", "Thread starts the OS refused, by kind of thread (spindle.thread.kind); the pool carries on without them.");
+        _meter.CreateObservableUpDownCounter("spindle.pool.thread.limit", () => new Measurement<long>(pool.MaxThreads, poolTag),
+            "{thread}", "The pool's maximum worker threads (set, or derived from the OS's thread limit).");
         _meter.CreateObservableCounter("spindle.pool.steal.count", () => new Measurement<long>(stealCount(), poolTag),
             "{steal}", "Items a worker took from another worker's local queue.");
         _meter.CreateObservableCounter("spindle.pool.park.count", () => new Measurement<long>(parkCount(), poolTag),
@@ -174,6 +178,15 @@ internal sealed class PoolMetrics : IDisposable
         {
             yield return new Measurement<long>(pool.GetThreadInjectionCount(reason), poolTag,
                 new KeyValuePair<string, object?>("spindle.thread.injection.reason", reason.ToString()));
+        }
+    }
+
+    private static IEnumerable<Measurement<long>> CreationFailures(Threading.ThreadStarts starts, KeyValuePair<string, object?> poolTag)
+    {
+        foreach (Threading.PoolThreadKind kind in Threading.ThreadStarts.Kinds)
+        {
+            yield return new Measurement<long>(starts.GetFailures(kind), poolTag,
+                new KeyValuePair<string, object?>("spindle.thread.kind", kind.ToString()));
         }
     }
 
