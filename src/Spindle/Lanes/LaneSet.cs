@@ -33,7 +33,7 @@ namespace Spindle.Lanes;
 /// <para>The fast path of a pool without runnable lane work is one load of <see cref="_anyReady"/>, a line that is
 /// written only when a lane's queue goes from empty to non-empty or back.</para>
 /// </remarks>
-internal sealed class LaneSet
+internal sealed partial class LaneSet
 {
     public const int HighClass = 0;
     public const int NormalClass = 1;
@@ -74,21 +74,6 @@ internal sealed class LaneSet
     /// <summary>The lanes in the set (a snapshot): every lane that has not stopped, and, after the pool's stop, the lanes it stopped (the sweep's).</summary>
     public Lane[] All => Volatile.Read(ref _all);
 
-    /// <summary>The public objects of the lanes that have not stopped (a snapshot).</summary>
-    public WorkerPoolLane[] LiveLanes()
-    {
-        Lane[] all = All;
-        var live = new System.Collections.Generic.List<WorkerPoolLane>(all.Length);
-        foreach (Lane lane in all)
-        {
-            if (!lane.HasStopped)
-            {
-                live.Add(lane.Public);
-            }
-        }
-        return [.. live];
-    }
-
     /// <summary>Adds a lane; false when the pool's shutdown has begun (no lane is created then).</summary>
     public bool TryAdd(Lane lane)
     {
@@ -113,28 +98,6 @@ internal sealed class LaneSet
             LaneClass laneClass = _classes[lane.ClassIndex];
             Volatile.Write(ref laneClass.Lanes, Array.FindAll(laneClass.Lanes, l => l != lane));
             Volatile.Write(ref _all, Array.FindAll(_all, l => l != lane));
-        }
-    }
-
-    /// <summary>Caller is the scheduler closing the pool (under the thread controller's lock): every lane's intake closes.</summary>
-    public void Close()
-    {
-        lock (_lock)
-        {
-            _closed = true;
-            foreach (Lane lane in _all)
-            {
-                lane.CloseForPool();
-            }
-        }
-    }
-
-    /// <summary>The pool has stopped: every lane has too.</summary>
-    public void OnPoolStopped()
-    {
-        foreach (Lane lane in All)
-        {
-            lane.OnPoolStopped();
         }
     }
 
@@ -445,49 +408,6 @@ internal sealed class LaneSet
                 mark += lane.HeadToken;
             }
             return mark;
-        }
-    }
-
-    /// <summary>
-    /// Takes one leftover from any lane (for the sweep after the workers have exited, or the redirect after the stop).
-    /// </summary>
-    public bool TryTakeLeftover(out WorkItemEntry item, out Lane? lane)
-    {
-        foreach (Lane candidate in All)
-        {
-            if (candidate.TryTakeLeftover(out item))
-            {
-                lane = candidate;
-                return true;
-            }
-        }
-        item = default;
-        lane = null;
-        return false;
-    }
-
-    /// <summary>Whether any lane's queue holds an item (counting items still being published).</summary>
-    public bool HasLeftovers
-    {
-        get
-        {
-            foreach (Lane lane in All)
-            {
-                if (lane.HasQueued)
-                {
-                    return true;
-                }
-            }
-            return false;
-        }
-    }
-
-    /// <summary>Cancels what every lane has queued (the pool's shutdown with CancelPending).</summary>
-    public void CancelQueuedNow()
-    {
-        foreach (Lane lane in All)
-        {
-            lane.CancelQueuedNow();
         }
     }
 

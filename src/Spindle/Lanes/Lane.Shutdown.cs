@@ -1,0 +1,265 @@
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.Runtime.InteropServices;
+using System.Threading;
+using Spindle.Queues;
+
+namespace Spindle.Lanes;
+
+// Shutdown of a lane: its own (BeginShutdown, the cancel sweep) and the pool's (the close, the leftover sweep, the stop),
+// and the stop itself. The protocol is in the class remarks (Lane.cs, "Lifetime"); what runs after the stop is in
+// Lane.AfterStop.cs.
+internal sealed partial class Lane
+{
+    /// <summary>
+    /// Begins the lane's own shutdown (the pool keeps running): closes the intake and, for
+    /// <see cref="ShutdownMode.CancelPending"/>, cancels what is queued at once. Returns false when the lane was already
+    /// at or past that state.
+    /// </summary>
+    public bool BeginShutdown(ShutdownMode mode)
+    {
+        int state = mode == ShutdownMode.CancelPending ? StateCancelling : StateDraining;
+        lock (_lock)
+        {
+            if (_state >= state)
+            {
+                return false;
+            }
+            _queue.Close();
+            _state = state;
+        }
+        // Wake whoever waits for room: each finds the lane closed and passes the wake on.
+        WakeRoomWaiters();
+        if (state == StateCancelling)
+        {
+            CancelQueuedNow();
+        }
+        TryStop();
+        return true;
+    }
+
+    /// <summary>
+    /// Cancels every queued item this thread can take now (workers decide on the items they took themselves). Items
+    /// whose owner says they must run anyway (continuations) are queued again, past the closed intake.
+    /// </summary>
+    public void CancelQueuedNow()
+    {
+        // A serial lane's order must survive the sweep, which takes the entries that must run out of the queue and puts
+        // them back at its end. So for a serial lane: sweeps of one lane never interleave (_sweepLock); continuations
+        // that arrive during a sweep wait in _heldBySweep and are queued behind what it keeps; and the sweep holds the
+        // lane's slot if it is free, so that no worker takes a later entry meanwhile. If the slot holder is running an
+        // item, the sweep goes on without the slot (queued Run items are cancelled at once, as documented): the holder
+        // could then take an entry behind those the sweep holds, if its item ends during the sweep (a window of one
+        // sweep's length, at the end of a lane's life).
+        bool serial = Cap == 1;
+        bool holdsSlot = serial && TryAcquireSlot();
+        // The entries that must run are out of the queue between their dequeue and their new enqueue below: a hold keeps
+        // the lane from stopping meanwhile (a stop then would send them to the pool's queue, outside the lane, after
+        // the lane reported itself stopped). Releasing the hold stops the lane if this emptied a shut-down lane.
+        AcquireHold();
+        try
+        {
+            if (serial)
+            {
+                lock (_sweepLock)
+                {
+                    CancelQueuedNowHeld(serial: true);
+                }
+            }
+            else
+            {
+                CancelQueuedNowHeld(serial: false);
+            }
+        }
+        finally
+        {
+            if (holdsSlot)
+            {
+                // As a slot holder ending its turn (see the cap protocol): the decrement, then a look at the queue.
+                Interlocked.Decrement(ref _running.Value);
+                if (!_queue.IsEmpty)
+                {
+                    _set.WakeForLane();
+                }
+            }
+            ReleaseHold();
+        }
+    }
+
+    private void CancelQueuedNowHeld(bool serial)
+    {
+        // A sweep that finds a list in place runs inside another on this thread (an owner's cancellation ran code that
+        // shut the lane down again): that outer sweep queues the list.
+        bool outermost = false;
+        if (serial)
+        {
+            lock (_lock)
+            {
+                if (_heldBySweep is null)
+                {
+                    _heldBySweep = [];
+                    outermost = true;
+                }
+            }
+        }
+        List<WorkItemEntry>? mustRun = null;
+        try
+        {
+            WorkItemEntry entry = default;
+            while (_queue.TryDequeueBatch(MemoryMarshal.CreateSpan(ref entry, 1)) != 0)
+            {
+                OnDequeued();
+                if (_runner.MustRunDespiteCancel(entry, this, byPool: _scheduler.IsCancelling))
+                {
+                    (mustRun ??= []).Add(entry);
+                }
+                entry = default;
+            }
+        }
+        finally
+        {
+            lock (_lock)
+            {
+                // Never stopped here: the caller's hold keeps the lane running.
+                Debug.Assert(!_stopped);
+                if (serial && !outermost)
+                {
+                    // Queued before anything the outer sweep holds arrived (the queue is closed): ahead of it.
+                    _heldBySweep!.InsertRange(0, (List<WorkItemEntry>?)mustRun ?? []);
+                    for (int i = 0; i < (mustRun?.Count ?? 0); i++)
+                    {
+                        AdmitPastBound();
+                    }
+                }
+                else
+                {
+                    List<WorkItemEntry>? held = _heldBySweep;
+                    _heldBySweep = null;
+                    foreach (WorkItemEntry keep in (List<WorkItemEntry>?)mustRun ?? [])
+                    {
+                        AdmitPastBound();
+                        _queue.EnqueueAlways(keep);
+                        OnPublished();
+                    }
+                    foreach (WorkItemEntry late in (List<WorkItemEntry>?)held ?? [])
+                    {
+                        _queue.EnqueueAlways(late); // admitted past the bound when it arrived (or by an inner sweep)
+                        OnPublished();
+                    }
+                }
+            }
+        }
+    }
+
+    /// <summary>
+    /// The pool's shutdown has begun: the lane takes no new work (its queued items drain with the pool's), and producers
+    /// waiting for room end now, in every shutdown mode (a drain may never make room: the running item may be waiting
+    /// for one of them).
+    /// </summary>
+    public void CloseForPool()
+    {
+        _queue.Close();
+        WakeRoomWaiters();
+    }
+
+    /// <summary>
+    /// Shutdown has closed the queue: lets the producers blocked for room find it closed. One token suffices, since each
+    /// waiter that gets it finds the queue closed and gives it back (TryEnqueueBounded, EnqueueWhenRoomAsync), so the
+    /// token passes from waiter to waiter, and a producer that arrives later finds it too. It is added only when the
+    /// semaphore reads empty: at a bound of <see cref="int.MaxValue"/> a token more than the bound would overflow it, and
+    /// a non-empty semaphore already has a token that the waiters pass on.
+    /// </summary>
+    private void WakeRoomWaiters()
+    {
+        if (_room is not null && _room.CurrentCount == 0)
+        {
+            _room.Release();
+        }
+    }
+
+    /// <summary>
+    /// Takes one queued item for the leftover sweep after every worker has exited: with a slot when the lane has a cap
+    /// (after the stop the lane's cap and order hold wherever its items run, see Lane.AfterStop.cs), so false while the
+    /// after-stop drive holds every slot; the sweep looks again. The caller ends with <see cref="OnLeftoverDone"/> or
+    /// <see cref="RunLeftoverElsewhere"/>.
+    /// </summary>
+    public bool TryTakeLeftover(out WorkItemEntry item)
+    {
+        item = default;
+        bool capped = Cap != int.MaxValue;
+        if (capped && !TryAcquireSlot())
+        {
+            return false;
+        }
+        if (_queue.TryDequeueBatch(MemoryMarshal.CreateSpan(ref item, 1)) == 0)
+        {
+            if (capped)
+            {
+                Interlocked.Decrement(ref _running.Value);
+            }
+            return false;
+        }
+        OnDequeued();
+        return true;
+    }
+
+    /// <summary>A leftover taken with <see cref="TryTakeLeftover"/> has run on the sweeping thread (<paramref name="ran"/>) or was cancelled: counts it and gives back its slot.</summary>
+    public void OnLeftoverDone(bool ran)
+    {
+        if (ran)
+        {
+            Interlocked.Increment(ref _completed);
+        }
+        if (Cap != int.MaxValue)
+        {
+            // No drive here: the sweep that called this looks at the queue again before it returns.
+            Interlocked.Decrement(ref _running.Value);
+        }
+    }
+
+    /// <summary>Stops the lane if shutdown has begun and nothing is queued, running or held.</summary>
+    private void TryStop()
+    {
+        bool stopped = false;
+        lock (_lock)
+        {
+            if (!_stopped && _state != StateRunning && _queue.IsEmpty && Volatile.Read(ref _running.Value) == 0
+                && Volatile.Read(ref _holds) == 0)
+            {
+                _stopped = true;
+                stopped = true;
+            }
+        }
+        if (stopped)
+        {
+            _set.Remove(this);
+            ClearReadyAfterStop();
+            _stoppedSource.TrySetResult();
+        }
+    }
+
+    /// <summary>
+    /// A stopped lane gets no more items (continuations go to the pool's queue), so a ready flag left set by its last
+    /// item must be cleared here, or the lane set would count it ready for ever and every dispatch of the pool would take
+    /// the lane path.
+    /// </summary>
+    private void ClearReadyAfterStop()
+    {
+        if (Interlocked.Exchange(ref _ready.Value, 0) != 0)
+        {
+            _set.OnLaneIdle(this);
+        }
+    }
+
+    /// <summary>The pool has stopped: so has the lane (every item of it has run or was cancelled).</summary>
+    public void OnPoolStopped()
+    {
+        lock (_lock)
+        {
+            _stopped = true;
+        }
+        ClearReadyAfterStop();
+        WakeRoomWaiters();
+        _stoppedSource.TrySetResult();
+    }
+}
