@@ -14,10 +14,11 @@ namespace Spindle.Threading;
 /// (an enqueue, a ramp, the monitor). A success clears both. Someone must ask again after the deadline even when no
 /// further enqueue comes: the stall monitor does (<see cref="RetryCreationIfDue"/>, each tick, and it is not quiet while
 /// a retry is pending). The refusal arms it. If the monitor has no thread either (the OS refused it too), the built-in
-/// timer retries, but only when the process has timers already: the runtime starts its timer thread with the first
-/// timer, and a process at its thread limit aborts when that start fails, so this path must not be the one to ask for
-/// it. Failing all of that, the next enqueue after the deadline retries, and a shutdown runs what is left on the
-/// disposing thread.</para>
+/// timer retries when the process has timers already, or when the pool has no worker at all. The runtime starts its
+/// timer thread with the first timer, and a process at its thread limit aborts when that start fails, so this path asks
+/// for it only where nothing else would ever retry: with no worker and no monitor, queued items would otherwise wait
+/// for the next enqueue, which may never come. Failing all of that, the next enqueue after the deadline retries, and a
+/// shutdown runs what is left on the disposing thread.</para>
 /// <para>No built-in thread-pool thread or timer is needed otherwise: at a thread limit those are refused too.</para>
 /// </remarks>
 internal sealed partial class ThreadController
@@ -52,7 +53,7 @@ internal sealed partial class ThreadController
             return;
         }
         _monitor.EnsureMonitor();
-        if (!_monitor.HasThread && Timer.ActiveCount > 0)
+        if (!_monitor.HasThread && (Timer.ActiveCount > 0 || Volatile.Read(ref _threadCount) == 0))
         {
             ScheduleBuiltInRetry();
         }
@@ -76,10 +77,18 @@ internal sealed partial class ThreadController
 
     private void RetryFromBuiltInTimer()
     {
-        if (!_scheduler.IsShutdownStarted && _scheduler.AnyWorkVisible())
+        if (_scheduler.IsShutdownStarted || !_scheduler.AnyWorkVisible())
         {
-            RetryCreationIfDue();
+            return;
         }
+        long retryAt = Volatile.Read(ref _retryAt);
+        if (retryAt != 0 && Stopwatch.GetTimestamp() < retryAt)
+        {
+            // The timer's clock is not the Stopwatch's: it may fire a little before the deadline, and nobody else retries.
+            ScheduleBuiltInRetry();
+            return;
+        }
+        RetryCreationIfDue();
     }
 
     /// <summary>
