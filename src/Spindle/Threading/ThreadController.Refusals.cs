@@ -65,8 +65,10 @@ internal sealed partial class ThreadController
         int delayMs = (int)Math.Clamp(waitTicks * 1000 / Stopwatch.Frequency + 1, 1, 1000);
         try
         {
-            // One-shot: the callback disposes it. Nothing holds it meanwhile but the runtime's timer queue.
+            // One-shot, held by _builtInRetry until it fires: a Timer nobody references may be collected before it
+            // fires: its finalizer cancels it. A retry already armed is replaced.
             var timer = new Timer(static state => ((ThreadController)state!).RetryFromBuiltInTimer(), this, Timeout.Infinite, Timeout.Infinite);
+            Interlocked.Exchange(ref _builtInRetry, timer)?.Dispose();
             timer.Change(delayMs, Timeout.Infinite);
         }
         catch (Exception)
@@ -75,8 +77,12 @@ internal sealed partial class ThreadController
         }
     }
 
+    // The built-in timer's pending retry (see ScheduleBuiltInRetry); null when none is armed.
+    private Timer? _builtInRetry;
+
     private void RetryFromBuiltInTimer()
     {
+        Interlocked.Exchange(ref _builtInRetry, null)?.Dispose();
         if (_scheduler.IsShutdownStarted || !_scheduler.AnyWorkVisible())
         {
             return;
