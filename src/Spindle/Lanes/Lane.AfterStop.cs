@@ -61,7 +61,7 @@ internal sealed partial class Lane
                 continue;
             }
             OnDequeued();
-            if (IsCancelling && !_runner.MustRunDespiteCancel(entry, this, byPool: _scheduler.IsCancelling))
+            if (IsDroppedByCancel(entry))
             {
                 Interlocked.Decrement(ref _running.Value);
                 continue;

@@ -178,38 +178,52 @@ internal sealed partial class Lane
     }
 
     /// <summary>
-    /// Takes one queued item for the leftover sweep after every worker has exited: with a slot when the lane has a cap
-    /// (after the stop the lane's cap and order hold wherever its items run, see Lane.AfterStop.cs), so false while the
-    /// after-stop drive holds every slot; the sweep looks again. The caller ends with <see cref="OnLeftoverDone"/> or
-    /// <see cref="RunLeftoverElsewhere"/>.
+    /// Takes one queued item that is to run, for the leftover sweep after every worker has exited: with a slot when the
+    /// lane has a cap (after the stop the lane's cap and order hold wherever its items run, see Lane.AfterStop.cs), so
+    /// false while the after-stop drive holds every slot; the sweep looks again. Items a cancelling shutdown drops are
+    /// decided and counted here. The caller ends with <see cref="OnLeftoverDone"/> or <see cref="RunLeftoverElsewhere"/>.
     /// </summary>
     public bool TryTakeLeftover(out WorkItemEntry item)
     {
-        item = default;
         bool capped = Cap != int.MaxValue;
-        if (capped && !TryAcquireSlot())
+        while (true)
         {
-            return false;
-        }
-        if (_queue.TryDequeueBatch(MemoryMarshal.CreateSpan(ref item, 1)) == 0)
-        {
+            item = default;
+            if (capped && !TryAcquireSlot())
+            {
+                return false;
+            }
+            if (_queue.TryDequeueBatch(MemoryMarshal.CreateSpan(ref item, 1)) == 0)
+            {
+                if (capped)
+                {
+                    Interlocked.Decrement(ref _running.Value);
+                }
+                return false;
+            }
+            OnDequeued();
+            if (!IsDroppedByCancel(item))
+            {
+                return true;
+            }
             if (capped)
             {
                 Interlocked.Decrement(ref _running.Value);
             }
-            return false;
         }
-        OnDequeued();
-        return true;
     }
 
-    /// <summary>A leftover taken with <see cref="TryTakeLeftover"/> has run on the sweeping thread (<paramref name="ran"/>) or was cancelled: counts it and gives back its slot.</summary>
-    public void OnLeftoverDone(bool ran)
+    /// <summary>
+    /// The one cancel-or-run decision for an entry taken outside a worker's dispatch (leftovers, the after-stop drive):
+    /// true when a cancelling shutdown drops it (its owner has been told, and the count kept).
+    /// </summary>
+    private bool IsDroppedByCancel(in WorkItemEntry entry) =>
+        IsCancelling && !_runner.MustRunDespiteCancel(entry, this, byPool: _scheduler.IsCancelling);
+
+    /// <summary>A leftover taken with <see cref="TryTakeLeftover"/> has run on the sweeping thread: counts it and gives back its slot.</summary>
+    public void OnLeftoverDone()
     {
-        if (ran)
-        {
-            Interlocked.Increment(ref _completed);
-        }
+        Interlocked.Increment(ref _completed);
         if (Cap != int.MaxValue)
         {
             // No drive here: the sweep that called this looks at the queue again before it returns.

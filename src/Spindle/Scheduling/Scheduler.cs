@@ -459,15 +459,9 @@ internal sealed class Scheduler
             {
                 if (Lanes.TryTakeLeftover(out WorkItemEntry laneItem, out Lane? lane))
                 {
-                    // After the stop a lane's leftovers run as the pool's do, through the lane's cap if it has one.
-                    if (!lane!.IsCancelling || _runner.MustRunDespiteCancel(laneItem, lane, byPool: IsCancelling))
-                    {
-                        lane.RunLeftoverElsewhere(laneItem);
-                    }
-                    else
-                    {
-                        lane.OnLeftoverDone(ran: false);
-                    }
+                    // After the stop a lane's leftovers run as the pool's do, through the lane's cap if it has one (the
+                    // lane has already dropped those a cancelling shutdown cancels).
+                    lane!.RunLeftoverElsewhere(laneItem);
                     continue;
                 }
                 return;
@@ -507,18 +501,11 @@ internal sealed class Scheduler
             {
                 if (Lanes.TryTakeLeftover(out WorkItemEntry laneItem, out Lane? lane))
                 {
-                    if (!lane!.IsCancelling || _runner.MustRunDespiteCancel(laneItem, lane, byPool: IsCancelling))
+                    bool handled = _runner.RunOnForeignThread(laneItem, out Exception? thrown, countCompleted: true);
+                    lane!.OnLeftoverDone();
+                    if (!handled && firstUnhandled is null)
                     {
-                        bool handled = _runner.RunOnForeignThread(laneItem, out Exception? thrown, countCompleted: true);
-                        lane.OnLeftoverDone(ran: true);
-                        if (!handled && firstUnhandled is null)
-                        {
-                            firstUnhandled = ExceptionDispatchInfo.Capture(thrown!);
-                        }
-                    }
-                    else
-                    {
-                        lane.OnLeftoverDone(ran: false);
+                        firstUnhandled = ExceptionDispatchInfo.Capture(thrown!);
                     }
                     continue;
                 }
