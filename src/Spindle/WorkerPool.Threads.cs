@@ -53,6 +53,9 @@ public sealed partial class WorkerPool
     /// <summary>Diagnostics for tests: the thread controller's and the monitor's state in one line.</summary>
     internal string DescribeInjectionState() => _monitor.Describe();
 
+    /// <summary>For diagnostics: what each work source the workers read shows now.</summary>
+    internal string DescribeVisibleWork() => _scheduler.DescribeVisibleWork();
+
     /// <summary>
     /// Changes the pool's minimum and maximum thread counts while it runs. Raising the minimum starts threads at once;
     /// lowering the maximum retires surplus threads as they finish their current items.

@@ -133,6 +133,10 @@ internal sealed partial class Lane
 
     public long QueuedCount => Math.Max(0, _queue.Count);
 
+    /// <summary>For diagnostics: the lane's queue and slots as the dispatch reads them (a snapshot).</summary>
+    public string DescribeState() =>
+        $"{Options.Name}: queued {_queue.Count}, empty {_queue.IsEmpty}, running {Volatile.Read(ref _running.Value)}/{Cap}, ready {Volatile.Read(ref _ready.Value)}, state {_state}, stopped {_stopped}";
+
     public int RunningCount => Math.Max(0, Volatile.Read(ref _running.Value));
 
     public long CompletedCount => Interlocked.Read(ref _completed);

@@ -280,7 +280,7 @@ internal sealed class IdleCoordinator
     {
         Debug.Assert(self.HasNoLocalWork, "A worker parks only with an empty ring and LIFO slot.");
         self.Ring.ReleaseTakenSlots(); // an idle worker must not keep stolen items' state alive
-        if (_scheduler.IsShutdownStarted && _threads.MayExitForShutdown())
+        if (_scheduler.IsShutdownStarted && _threads.TryExitForShutdown(self))
         {
             return false;
         }

@@ -354,6 +354,30 @@ internal sealed class Scheduler
         return false;
     }
 
+    /// <summary>For diagnostics: what each source that <see cref="AnyWorkVisible"/> reads shows (a snapshot).</summary>
+    public string DescribeVisibleWork()
+    {
+        var text = new System.Text.StringBuilder();
+        text.Append("global empty ").Append(_globalQueue.IsEmpty).Append(" (count ").Append(_globalQueue.Count)
+            .Append("), urgent may be waiting ").Append(Urgent.MayBeWaiting).Append(", lanes ready ").Append(Lanes.AnyReady)
+            .Append(", runnable ").Append(Lanes.AnyRunnable());
+        foreach (Lane lane in Lanes.All)
+        {
+            if (lane.HasRunnableWork || lane.QueuedCount != 0)
+            {
+                text.Append("; lane ").Append(lane.DescribeState());
+            }
+        }
+        foreach (Worker worker in _threads.Workers)
+        {
+            text.Append("; worker #").Append(worker.Id).Append(": started ").Append(worker.StartedCount)
+                .Append(", woken as searcher ").Append(worker.WokenAsSearcher).Append(", exiting ").Append(worker.IsExiting)
+                .Append(", stranded ").Append(worker.Stranded).Append(", ring ").Append(worker.Ring.Count)
+                .Append(", local work ").Append(!worker.HasNoLocalWork);
+        }
+        return text.ToString();
+    }
+
     /// <summary>Accepted items that have not started (a snapshot: exact only while nobody queues or dispatches).</summary>
     public long PendingCount
     {

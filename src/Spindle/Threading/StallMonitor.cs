@@ -131,7 +131,7 @@ internal sealed class StallMonitor
     /// <summary>Diagnostics for tests: the controller's state in one line.</summary>
     public string Describe() =>
         $"threads {_threads.ThreadCount}, target {_threads.ThreadTarget}, idle {_idle.IdleCount}, searching {_idle.SearchingCount}, " +
-        $"pending {_scheduler.PendingCount}, boost {_threads.StarvationBoost}, blocking {_threads.BlockingCount}, " +
+        $"pending {_scheduler.PendingCount}, drain holds {_threads.DrainHoldCount}, stopped {_threads.HasStopped}, boost {_threads.StarvationBoost}, blocking {_threads.BlockingCount}, " +
         $"monitor armed {_monitorArmed}, monitor alive {Volatile.Read(ref _monitorThread)?.IsAlive}, starvation injections " +
         $"{_threads.GetInjectionCount(ThreadInjectionReason.Starvation)}, creation failures {_threads.GetInjectionCount(ThreadInjectionReason.CreationFailed)}";
 

@@ -1,4 +1,5 @@
 using System;
+using System.Collections.Generic;
 using System.Diagnostics;
 using System.Threading;
 using System.Diagnostics.Tracing;
@@ -46,6 +47,9 @@ internal sealed partial class ThreadController
 
     /// <summary>Whether a drain hold is out.</summary>
     public bool HasDrainHolds => Volatile.Read(ref _drainHolds) != 0;
+
+    /// <summary>For diagnostics: the drain holds out now.</summary>
+    public int DrainHoldCount => Volatile.Read(ref _drainHolds);
 
     /// <summary>
     /// Begins shutdown in <paramref name="state"/> (draining or cancelling); does nothing when the pool is already at
@@ -216,8 +220,53 @@ internal sealed partial class ThreadController
         }
     }
 
-    /// <summary>Whether a worker of a shutting-down pool may exit: no drain hold is out and no queue holds work.</summary>
-    public bool MayExitForShutdown() => Volatile.Read(ref _drainHolds) == 0 && !_scheduler.AnyWorkVisible();
+    /// <summary>
+    /// Whether a worker of a shutting-down pool may exit: no drain hold is out and no queue holds work. True counts the
+    /// caller as on its way out (see <see cref="RefusesWhileWindingDownLocked"/>) until <see cref="OnWorkerExited"/>:
+    /// the caller exits.
+    /// </summary>
+    public bool TryExitForShutdown(Worker worker)
+    {
+        Debug.Assert(worker.IsCurrentThread);
+        if (Volatile.Read(ref _drainHolds) != 0 || _scheduler.AnyWorkVisible())
+        {
+            return false;
+        }
+        lock (_lock)
+        {
+            _windingDown = true;
+            _leavingWorkers.Add(worker);
+        }
+        return true;
+    }
+
+    /// <summary>
+    /// Whether a new worker must not start because the shutting-down pool is winding down. Caller holds the lock.
+    /// </summary>
+    /// <remarks>
+    /// <para>Work keeps arriving during a drain that is not accepted work: a periodic timer's firings, continuations. Were
+    /// each such arrival that finds no worker free to start one (a demand) or that waits while the only workers are on
+    /// their way out (the stall monitor's starvation), a worker on its way out (its stop hook, the lock, a busy core)
+    /// would often have a successor before it left, the successor would do the same, and the pool would never be
+    /// without a worker, which is when it stops: the drain would not end.</para>
+    /// <para>So once some worker has exited for lack of work (winding down), a demand is met by the workers still
+    /// counted, and while one is on its way out, nothing starts a worker at all. A worker still counted either runs an
+    /// item and looks at the queues after it, or is parked and is woken (a wake prefers the idle stack), or is on its way
+    /// out: it looks once more after leaving the list and wakes a parked one, and the last one out stops the pool and
+    /// runs what is left (OnWorkerExited). With no worker counted (every one exited while a drain hold was out), a
+    /// demand starts one as before; with none on its way out, a worker blocked in an item gets the stall monitor's
+    /// help as while running.</para>
+    /// </remarks>
+    private bool RefusesWhileWindingDownLocked(ThreadInjectionReason reason)
+    {
+        Debug.Assert(_lock.IsHeldByCurrentThread);
+        return _windingDown && ((reason == ThreadInjectionReason.Demand && _threadCount != 0) || _leavingWorkers.Count != 0);
+    }
+
+    // Under _lock. _windingDown: set once, by the first worker that exits a shutting-down pool for lack of work.
+    // _leavingWorkers: workers between that decision (TryExitForShutdown) and leaving the list (OnWorkerExited).
+    private bool _windingDown;
+    private readonly List<Worker> _leavingWorkers = [];
 
     /// <summary>
     /// A continuation arrived while the pool is shutting down: queues it through <paramref name="scheduler"/> if the

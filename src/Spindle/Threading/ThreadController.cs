@@ -270,8 +270,10 @@ internal sealed partial class ThreadController
         lock (_lock)
         {
             // During the drain a worker may still be needed (a continuation arriving when every worker had exited or
-            // retired); once the pool has stopped, never.
-            if (_threadCount >= Math.Min(_threadTarget + aboveTarget, _maxThreads) || _stopped || InBackoffLocked())
+            // retired), though not to replace one that is leaving (RefusesWhileWindingDownLocked); once the pool
+            // has stopped, never.
+            if (_threadCount >= Math.Min(_threadTarget + aboveTarget, _maxThreads) || _stopped || InBackoffLocked()
+                || RefusesWhileWindingDownLocked(reason))
             {
                 return false;
             }
@@ -492,6 +494,7 @@ internal sealed partial class ThreadController
         bool stopped;
         lock (_lock)
         {
+            _leavingWorkers.Remove(worker);
             if (Array.IndexOf(_workers, worker) >= 0)
             {
                 RemoveWorkerLocked(worker);

@@ -304,12 +304,14 @@ internal sealed partial class FuzzIteration
         }
         CheckLocal(item.Label, item.ExpectedLocal);
         EnterLane(item.Lane, item.Mark, item.Label, queuedItem: true);
+        object? outer = EnterCallback(item);
         try
         {
             Behave(item);
         }
         finally
         {
+            ExitCallback(outer);
             ExitLane(item.Lane);
         }
     }

@@ -83,6 +83,7 @@ internal sealed partial class FuzzIteration
     internal void ScheduledBody(SchedRecord scheduled)
     {
         EnterLane(scheduled.Lane, null, scheduled.Label, queuedItem: false);
+        object? outer = EnterCallback(scheduled);
         try
         {
             ScheduledStart(scheduled);
@@ -90,6 +91,7 @@ internal sealed partial class FuzzIteration
         }
         finally
         {
+            ExitCallback(outer);
             ExitLane(scheduled.Lane);
         }
     }
@@ -141,12 +143,14 @@ internal sealed partial class FuzzIteration
             Fail($"{post.Label} ran {hits} times");
         }
         EnterLane(post.Lane, post.Mark, post.Label, queuedItem: false);
+        object? outer = EnterCallback(post);
         try
         {
             RunPostBody(post);
         }
         finally
         {
+            ExitCallback(outer);
             ExitLane(post.Lane);
         }
     }

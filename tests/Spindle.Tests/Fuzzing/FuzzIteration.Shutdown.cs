@@ -285,7 +285,7 @@ internal sealed partial class FuzzIteration
             {
                 (string Label, Task Task)[] stuck = all.Where(entry => !entry.Task.IsCompleted).ToArray();
                 Fail($"{stuck.Length} of {all.Length} {what} did not complete within {Waits.MustHappen.TotalSeconds} s after {_form} returned: "
-                    + string.Join("; ", stuck.Take(12).Select(entry => $"{entry.Label} [{entry.Task.Status}]")));
+                    + string.Join("; ", stuck.Take(12).Select(entry => $"{entry.Label} [{entry.Task.Status}]")) + "; " + DescribeStall());
                 return;
             }
         }

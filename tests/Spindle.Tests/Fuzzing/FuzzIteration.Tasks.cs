@@ -216,6 +216,7 @@ internal sealed partial class FuzzIteration
     private void RunSync(RunRecord run)
     {
         EnterLane(run.Lane, run.Mark, run.Label, queuedItem: true);
+        object? outer = EnterCallback(run);
         try
         {
             BeginRun(run);
@@ -223,6 +224,7 @@ internal sealed partial class FuzzIteration
         }
         finally
         {
+            ExitCallback(outer);
             ExitLane(run.Lane);
         }
     }

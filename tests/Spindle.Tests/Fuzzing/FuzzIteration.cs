@@ -247,7 +247,7 @@ internal sealed partial class FuzzIteration
         Thread driver = StartThread(DriveShutdown, "fuzz shutdown");
         if (!driver.Join(Waits.MustHappen))
         {
-            return Abort($"{_form} did not return within {Waits.MustHappen.TotalSeconds} s");
+            return Abort($"{_form} did not return within {Waits.MustHappen.TotalSeconds} s; {DescribeStall()}");
         }
         for (int i = 0; i < producers.Length; i++)
         {
