@@ -261,7 +261,9 @@ public sealed partial class WorkerPool
     /// work. New work through these two doors (<c>Task.Factory.StartNew</c> on the scheduler, a plain <c>Post</c>) is
     /// treated the same way, since neither door can tell it from a continuation. A capped lane's callbacks keep the
     /// lane's cap wherever they run, so a serial lane's run one at a time and in order.</item>
-    /// <item>The pool's timers keep firing during the drain, on the pool; timers still scheduled when the pool stops fire
+    /// <item>The pool's timers keep firing during the drain, on the pool, but they do not keep it: once only timer firings
+    /// are left (no accepted item, continuation or async <c>Run</c> task), the pool stops, even while periodic timers
+    /// keep coming due. Timers still scheduled when the pool stops fire
     /// on the built-in pool until they are disposed (so <c>Task.Delay</c>, <c>CancelAfter</c> and <c>PeriodicTimer</c>
     /// on <see cref="TimeProvider"/> always complete). The timer thread exits once no timer is scheduled.</item>
     /// <item>Shutdown ends every wait registration, as <see cref="RegisteredWait.Unregister(WaitHandle?)"/> does: no

@@ -338,9 +338,15 @@ internal sealed class Scheduler
     }
 
     /// <summary>Whether any queue of the pool holds an item right now.</summary>
-    public bool AnyWorkVisible()
+    public bool AnyWorkVisible() => Urgent.MayBeWaiting || AnyWorkVisibleBesidesTimers();
+
+    /// <summary>
+    /// Whether any queue but the fired timers' holds an item right now: accepted work and its continuations. A
+    /// shutting-down pool stops once this is false and no drain hold is out (see ThreadController.TryExitForShutdown).
+    /// </summary>
+    public bool AnyWorkVisibleBesidesTimers()
     {
-        if (!_globalQueue.IsEmpty || Urgent.MayBeWaiting || Lanes.AnyRunnable())
+        if (!_globalQueue.IsEmpty || Lanes.AnyRunnable())
         {
             return true;
         }

@@ -355,7 +355,7 @@ internal sealed class Worker
             {
                 continue;
             }
-            if (end == BusySpellEnd.Retired)
+            if (end == BusySpellEnd.Exit)
             {
                 return;
             }
@@ -419,8 +419,11 @@ internal sealed class Worker
         /// <summary><see cref="BusySpellItems"/> items ran: the caller calls again at once.</summary>
         Budget,
 
-        /// <summary>The worker was above the thread target and retired: its thread ends.</summary>
-        Retired,
+        /// <summary>
+        /// The worker was above the thread target and retired, or the pool is shutting down and only fired timers are
+        /// left: its thread ends.
+        /// </summary>
+        Exit,
     }
 
     /// <summary>Items one call of <see cref="RunBusySpell"/> runs at most before it returns.</summary>
@@ -462,6 +465,13 @@ internal sealed class Worker
             {
                 RunItem(ref item, ref threadState);
             }
+            // A shutting-down pool is not kept by its timers (see ThreadController.TryExitForShutdown): a worker that
+            // finds only firings left after one leaves, even when they never stop coming.
+            if (InTimerCallback && scheduler.IsShutdownStarted && threads.TryExitForShutdown(this))
+            {
+                InTimerCallback = false;
+                return BusySpellEnd.Exit;
+            }
             InTimerCallback = false;
             if (--_timerCountdown <= 0)
             {
@@ -471,7 +481,7 @@ internal sealed class Worker
             // surplus retires as soon as its local queues are empty. Two plain loads per item.
             if (threads.IsAboveTarget && threads.TryRetire(this, ThreadInjectionReason.RetiredSurplus))
             {
-                return BusySpellEnd.Retired;
+                return BusySpellEnd.Exit;
             }
         }
         return BusySpellEnd.Budget;

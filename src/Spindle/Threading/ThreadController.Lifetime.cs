@@ -221,14 +221,21 @@ internal sealed partial class ThreadController
     }
 
     /// <summary>
-    /// Whether a worker of a shutting-down pool may exit: no drain hold is out and no queue holds work. True counts the
-    /// caller as on its way out (see <see cref="RefusesWhileWindingDownLocked"/>) until <see cref="OnWorkerExited"/>:
-    /// the caller exits.
+    /// Whether a worker of a shutting-down pool may exit: no drain hold is out and no queue holds work but fired timers.
+    /// True counts the caller as on its way out (see <see cref="RefusesWhileWindingDownLocked"/>) until
+    /// <see cref="OnWorkerExited"/>: the caller exits.
     /// </summary>
+    /// <remarks>
+    /// Fired timers do not keep the pool: periodic timers fire for as long as they exist, and enough of them (or a
+    /// pool too small or too starved of CPU for them) would keep every worker busy and the drain from ever ending. What
+    /// the timers fire while the pool still has accepted work, or a drain hold, runs on the pool; once only firings are
+    /// left, the workers leave, the last one out runs those still queued (the leftover sweep), and later ones run on the
+    /// built-in pool, as after any stop.
+    /// </remarks>
     public bool TryExitForShutdown(Worker worker)
     {
         Debug.Assert(worker.IsCurrentThread);
-        if (Volatile.Read(ref _drainHolds) != 0 || _scheduler.AnyWorkVisible())
+        if (Volatile.Read(ref _drainHolds) != 0 || _scheduler.AnyWorkVisibleBesidesTimers())
         {
             return false;
         }
