@@ -46,11 +46,10 @@ internal sealed partial class Lane
     {
         // A serial lane's order must survive the sweep, which takes the entries that must run out of the queue and puts
         // them back at its end. So for a serial lane: sweeps of one lane never interleave (_sweepLock); continuations
-        // that arrive during a sweep wait in _heldBySweep and are queued behind what it keeps; and the sweep holds the
-        // lane's slot if it is free, so that no worker takes a later entry meanwhile. If the slot holder is running an
-        // item, the sweep goes on without the slot (queued Run items are cancelled at once, as documented): the holder
-        // could then take an entry behind those the sweep holds, if its item ends during the sweep (a window of one
-        // sweep's length, at the end of a lane's life).
+        // that arrive during a sweep wait in _heldBySweep and are queued behind what it keeps; and no slot holder takes
+        // an entry while a sweep holds earlier ones. The sweep holds the lane's slot if it is free. If an item of the
+        // lane holds it, the sweep goes on without it (queued Run items are cancelled at once, not when the item ends),
+        // and keeps the holder out of the queue by a handshake instead (SweepWithoutSlot).
         bool serial = Cap == 1;
         bool holdsSlot = serial && TryAcquireSlot();
         // The entries that must run are out of the queue between their dequeue and their new enqueue below: a hold keeps
@@ -63,7 +62,14 @@ internal sealed partial class Lane
             {
                 lock (_sweepLock)
                 {
-                    CancelQueuedNowHeld(serial: true);
+                    if (holdsSlot)
+                    {
+                        CancelQueuedNowHeld(serial: true);
+                    }
+                    else
+                    {
+                        SweepWithoutSlot();
+                    }
                 }
             }
             else
@@ -83,6 +89,48 @@ internal sealed partial class Lane
                 }
             }
             ReleaseHold();
+        }
+    }
+
+    /// <summary>
+    /// A serial lane's cancel sweep while an item of the lane holds its slot. Caller holds <see cref="_sweepLock"/>.
+    /// </summary>
+    /// <remarks>
+    /// The handshake with the slot holder, an asymmetric Dekker: the holder writes <see cref="_holderTaking"/>, reads
+    /// <see cref="_sweepIntent"/>, and dequeues only if it read zero (<see cref="TryDequeueAsHolder"/>); the sweep writes
+    /// the intent, issues a process-wide barrier (which orders every other thread's earlier stores before its later
+    /// loads, so the holder pays no fence), and waits while the holder is between its two writes. Either the holder
+    /// reads the intent and takes nothing, or the sweep sees it taking and waits for that dequeue, which takes the head:
+    /// an entry ahead of all the sweep will hold. From then on until the intent is withdrawn the holder, and any worker
+    /// that takes the slot meanwhile (<see cref="TryTake"/>), takes nothing; the entries stay queued. Nested sweeps (an
+    /// owner's cancellation shutting the lane down again, on this thread) count the intent up and down. When the
+    /// outermost withdraws it, it looks at the queue as a publisher does: a taker that found the intent may have marked
+    /// the lane idle or ended its turn with entries still queued.
+    /// </remarks>
+    private void SweepWithoutSlot()
+    {
+        Debug.Assert(Monitor.IsEntered(_sweepLock));
+        Volatile.Write(ref _sweepIntent, _sweepIntent + 1);
+        Interlocked.MemoryBarrierProcessWide();
+        var spinner = new SpinWait();
+        while (Volatile.Read(ref _holderTaking) != 0)
+        {
+            spinner.SpinOnce(sleep1Threshold: -1); // a dequeue in progress: no user code runs there, it ends soon
+        }
+        try
+        {
+            CancelQueuedNowHeld(serial: true);
+        }
+        finally
+        {
+            int left = _sweepIntent - 1;
+            Volatile.Write(ref _sweepIntent, left);
+            // The withdrawal is a plain store: the look below needs it ordered before the queue's read.
+            Interlocked.MemoryBarrier();
+            if (left == 0 && !_queue.IsEmpty)
+            {
+                OnPublished();
+            }
         }
     }
 

@@ -97,6 +97,10 @@ internal sealed partial class Lane
     // keeps two sweeps of a serial lane from interleaving (see CancelQueuedNow).
     private List<WorkItemEntry>? _heldBySweep;
     private readonly object _sweepLock = new();
+    // A serial lane's handshake between a cancel sweep that runs without the slot and the slot holder's dequeues (see
+    // Lane.Shutdown.cs): _sweepIntent is written by sweeps under _sweepLock, _holderTaking by the slot holder only.
+    private int _sweepIntent;
+    private int _holderTaking;
 
     public Lane(LaneSet set, Scheduler scheduler, ItemRunner runner, LaneOptions options)
     {
@@ -477,7 +481,14 @@ internal sealed partial class Lane
             GiveBackAfterStopSlot();
             return false;
         }
-        if (_queue.TryDequeueBatch(MemoryMarshal.CreateSpan(ref item, 1)) == 0)
+        if (Cap == 1 && Volatile.Read(ref _sweepIntent) != 0)
+        {
+            // A cancel sweep of this serial lane runs without the slot (see Lane.Shutdown.cs): not ours to take now. The
+            // entries stay (the lane stays ready); the sweep looks at the queue when it ends.
+            Interlocked.Decrement(ref _running.Value);
+            return false;
+        }
+        if (!TryDequeueAsHolder(out item))
         {
             // The slot was held for an instant only, but a shutdown's stop check may have seen it held and left the
             // stop to whoever gives the last slot back: that is this thread now, as in OnTurnDone (the decrement is a
@@ -499,13 +510,31 @@ internal sealed partial class Lane
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public bool TryTakeNextInTurn(out WorkItemEntry item)
     {
-        item = default;
-        if (_queue.TryDequeueBatch(MemoryMarshal.CreateSpan(ref item, 1)) == 0)
+        if (!TryDequeueAsHolder(out item))
         {
             return false;
         }
         OnDequeued();
         return true;
+    }
+
+    /// <summary>
+    /// The slot holder's dequeue. A serial lane's holder announces it (<see cref="_holderTaking"/>) and takes nothing
+    /// while a cancel sweep that could not get the slot runs (<see cref="_sweepIntent"/>); see Lane.Shutdown.cs for the
+    /// handshake. Two plain stores and a load per item: the sweep pays the fence.
+    /// </summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private bool TryDequeueAsHolder(out WorkItemEntry item)
+    {
+        item = default;
+        if (Cap != 1)
+        {
+            return _queue.TryDequeueBatch(MemoryMarshal.CreateSpan(ref item, 1)) != 0;
+        }
+        Volatile.Write(ref _holderTaking, 1);
+        bool taken = Volatile.Read(ref _sweepIntent) == 0 && _queue.TryDequeueBatch(MemoryMarshal.CreateSpan(ref item, 1)) != 0;
+        Volatile.Write(ref _holderTaking, 0);
+        return taken;
     }
 
     /// <summary>

@@ -267,12 +267,8 @@ internal sealed partial class FuzzIteration
                 atMost += ledger;
                 atLeast += lane.CancelRequested == 0 ? ledger : 0;
             }
-            // Order is checked for serial lanes that no CancelPending swept. A cancel sweep takes a serial lane's queued
-            // entries out and puts back those that must run; it holds the lane's slot when it is free, so nothing can
-            // overtake them, but with an item running it goes on without the slot (queued Run items are cancelled at
-            // once), and an item ending during the sweep lets the slot holder take a later entry first: a known gap
-            // (SPINDLE_FUZZ_SEED=4 SPINDLE_FUZZ_ITERATIONS=1 meets it about one run in six). Overlap is checked always.
-            if (lane.Serial && _options.SerialOrder && lane.CancelRequested == 0 && !_cancelForm)
+            // Order holds for serial lanes in every shutdown form, cancel sweeps included (a sweep holds the lane's slot).
+            if (lane.Serial && _options.SerialOrder)
             {
                 CheckOrder(lane);
             }

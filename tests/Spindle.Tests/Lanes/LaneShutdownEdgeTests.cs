@@ -291,4 +291,34 @@ public sealed class LaneShutdownEdgeTests
         }
         Assert.True(smallestStep < LaneClock.FromMilliseconds(1) / 10, $"smallest step {smallestStep} ticks");
     }
+
+    /// <summary>
+    /// A serial lane's cancel sweep runs while an item of the lane holds its slot, and that item ends in the middle of the
+    /// sweep (the sweep cancels a queued Run item, whose task's synchronous continuation releases the item and waits a
+    /// moment). The sweep holds the first post out of the queue then; the worker must not take the second one meanwhile:
+    /// both posts still run, one at a time, in the order they were posted.
+    /// </summary>
+    [Fact]
+    public void ASerialLanesCancelSweep_KeepsThePostsInOrder_WhenTheRunningItemEndsDuringTheSweep()
+    {
+        using WorkerPool pool = NewPool(nameof(ASerialLanesCancelSweep_KeepsThePostsInOrder_WhenTheRunningItemEndsDuringTheSweep));
+        WorkerPoolLane lane = pool.CreateLane(new LaneOptions { Name = "strand", MaxConcurrency = 1 });
+        ManualResetEventSlim gate = OccupySlot(lane);
+        var order = new ConcurrentQueue<int>();
+        lane.SynchronizationContext.Post(_ => order.Enqueue(1), null);
+        using var source = new CancellationTokenSource();
+        Task cancelled = lane.Run(() => order.Enqueue(-1), source.Token);
+        lane.SynchronizationContext.Post(_ => order.Enqueue(2), null);
+        // Runs on the sweeping thread, between the sweep's take of post 1 and its take of post 2.
+        cancelled.ContinueWith(_ =>
+        {
+            gate.Set();
+            Waits.Poll(() => !order.IsEmpty, TimeSpan.FromMilliseconds(300));
+        }, CancellationToken.None, TaskContinuationOptions.ExecuteSynchronously, TaskScheduler.Default);
+
+        Assert.True(lane.ShutdownAsync(ShutdownMode.CancelPending).Wait(Waits.MustHappen), "the lane did not stop");
+        Assert.True(cancelled.IsCanceled);
+        Assert.Equal([1, 2], order.ToArray());
+    }
 }
+
