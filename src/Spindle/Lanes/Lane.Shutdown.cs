@@ -113,7 +113,7 @@ internal sealed partial class Lane
         Volatile.Write(ref _sweepIntent, _sweepIntent + 1);
         Interlocked.MemoryBarrierProcessWide();
         var spinner = new SpinWait();
-        while (Volatile.Read(ref _holderTaking) != 0)
+        while (Volatile.Read(ref _holderTaking.Value) != 0)
         {
             spinner.SpinOnce(sleep1Threshold: -1); // a dequeue in progress: no user code runs there, it ends soon
         }

@@ -105,9 +105,9 @@ internal sealed partial class Lane
         {
             return _queue.TryDequeueBatch(MemoryMarshal.CreateSpan(ref item, 1)) != 0;
         }
-        Volatile.Write(ref _holderTaking, 1);
+        Volatile.Write(ref _holderTaking.Value, 1);
         bool taken = Volatile.Read(ref _sweepIntent) == 0 && _queue.TryDequeueBatch(MemoryMarshal.CreateSpan(ref item, 1)) != 0;
-        Volatile.Write(ref _holderTaking, 0);
+        Volatile.Write(ref _holderTaking.Value, 0);
         return taken;
     }
 

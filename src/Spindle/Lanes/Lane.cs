@@ -99,8 +99,10 @@ internal sealed partial class Lane
     private readonly object _sweepLock = new();
     // A serial lane's handshake between a cancel sweep that runs without the slot and the slot holder's dequeues (see
     // Lane.Shutdown.cs): _sweepIntent is written by sweeps under _sweepLock, _holderTaking by the slot holder only.
+    // _holderTaking has a cache line of its own: the holder writes it twice per item, and a line shared with what
+    // producers read would bounce between their cores at that rate.
     private int _sweepIntent;
-    private int _holderTaking;
+    private PaddedInt32 _holderTaking;
 
     public Lane(LaneSet set, Scheduler scheduler, ItemRunner runner, LaneOptions options)
     {
