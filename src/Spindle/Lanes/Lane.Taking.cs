@@ -55,19 +55,13 @@ internal sealed partial class Lane
             GiveBackAfterStopSlot();
             return false;
         }
-        if (Cap == 1 && Volatile.Read(ref _sweepIntent) != 0)
-        {
-            // A cancel sweep of this serial lane runs without the slot (see Lane.Shutdown.cs): not ours to take now. The
-            // entries stay (the lane stays ready); the sweep looks at the queue when it ends.
-            Interlocked.Decrement(ref _running.Value);
-            return false;
-        }
         if (!TryDequeueAsHolder(out item))
         {
             // The slot was held for an instant only, but a shutdown's stop check may have seen it held and left the
             // stop to whoever gives the last slot back: that is this thread now, as in OnTurnDone (the decrement is a
             // full fence before the read of the state; BeginShutdown writes the state before its own check reads the
-            // count, so at least one of the two sees the other and stops the lane).
+            // count, so at least one of the two sees the other and stops the lane). Entries a serial lane's cancel
+            // sweep keeps this thread from taking stay queued: MarkIdle finds them and leaves the lane ready.
             int running = Interlocked.Decrement(ref _running.Value);
             MarkIdle();
             if (running == 0 && _state != StateRunning)
