@@ -1,5 +1,6 @@
 using System;
 using System.Threading;
+using Spindle.Primitives;
 using Spindle.Threading;
 using Xunit;
 

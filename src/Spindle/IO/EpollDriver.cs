@@ -4,6 +4,7 @@ using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Runtime.InteropServices;
 using System.Threading;
+using Spindle.Primitives;
 using Spindle.Threading;
 
 namespace Spindle.IO;

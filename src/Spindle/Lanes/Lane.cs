@@ -5,6 +5,7 @@ using System.Runtime.CompilerServices;
 using System.Runtime.InteropServices;
 using System.Threading;
 using System.Threading.Tasks;
+using Spindle.Primitives;
 using Spindle.Queues;
 using Spindle.Scheduling;
 using Spindle.Telemetry;

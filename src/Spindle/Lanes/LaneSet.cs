@@ -3,6 +3,7 @@ using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Threading;
 using Spindle.Parking;
+using Spindle.Primitives;
 using Spindle.Queues;
 using Spindle.Scheduling;
 using Spindle.Threading;

@@ -14,7 +14,7 @@ namespace Spindle.Parking;
 /// item of a trickle). A trickle of single items, however close together, never qualifies, so a pool fed one item every
 /// 100 µs still parks at once between items and burns no CPU spinning through the gaps; a long park turns the rule off
 /// until the next short one.</para>
-/// <para>The cost is bounded: the extension only adds yields to a search (<see cref="IdleCoordinator.DefaultBurstYieldAttempts"/>),
+/// <para>The cost is bounded: the extension only adds yields to a search (<see cref="Scheduling.IdleCoordinator.DefaultBurstYieldAttempts"/>),
 /// and the first park after the bursts stop is long, so at most one extended search runs per idle period.</para>
 /// </remarks>
 internal struct BurstTracker

@@ -12,7 +12,7 @@ namespace Spindle.Parking;
 /// call), and a lock keeps removal of an arbitrary entry (a worker that changes its mind) simple and ABA-free.
 /// <see cref="Count"/> is written under the lock and read without it by enqueuers deciding whether to wake anyone;
 /// a stale read is tolerated because a parking worker re-checks the queues after it has pushed itself here (see
-/// <see cref="IdleCoordinator"/>).
+/// <see cref="Scheduling.IdleCoordinator"/>).
 /// </remarks>
 internal sealed class IdleStack<T> where T : class
 {

@@ -40,20 +40,20 @@ internal struct WorkItemEntry
 
     /// <summary>
     /// The library object that decides what shutdown does with this entry, or null for a plain work item (see
-    /// <see cref="Scheduling.IShutdownAware"/> for the order of the tests). Cold path: only shutdown with
+    /// <see cref="Queues.IShutdownAware"/> for the order of the tests). Cold path: only shutdown with
     /// <see cref="ShutdownMode.CancelPending"/> asks.
     /// </summary>
-    public readonly Scheduling.IShutdownAware? FindShutdownOwner()
+    public readonly Queues.IShutdownAware? FindShutdownOwner()
     {
         if (ReferenceEquals(State, WorkItemMarker))
         {
-            return Callback as Scheduling.IShutdownAware;
+            return Callback as Queues.IShutdownAware;
         }
-        if (State is Scheduling.IShutdownAware owner && ReferenceEquals(owner.QueuedCallback, Callback))
+        if (State is Queues.IShutdownAware owner && ReferenceEquals(owner.QueuedCallback, Callback))
         {
             return owner;
         }
-        return Unsafe.As<Delegate>(Callback).Target is Scheduling.IShutdownAware target && ReferenceEquals(target.QueuedCallback, Callback)
+        return Unsafe.As<Delegate>(Callback).Target is Queues.IShutdownAware target && ReferenceEquals(target.QueuedCallback, Callback)
             ? target
             : null;
     }
@@ -66,7 +66,7 @@ internal struct WorkItemEntry
     public readonly void VisitStateIf(object callback, Action<object?> visit)
     {
         WorkItemEntry entry = this;
-        while (ReferenceEquals(entry.State, WorkItemMarker) && entry.Callback is Telemetry.IEntryWrapper wrapper)
+        while (ReferenceEquals(entry.State, WorkItemMarker) && entry.Callback is Queues.IEntryWrapper wrapper)
         {
             entry = wrapper.WrappedEntry;
         }
@@ -93,7 +93,7 @@ internal struct WorkItemEntry
 }
 
 /// <summary>Carries a value-typed state without boxing it (the wrapper is the only allocation).</summary>
-internal sealed class StateWorkItem<TState> : IWorkItem, Telemetry.ICallbackWrapper
+internal sealed class StateWorkItem<TState> : IWorkItem, Queues.ICallbackWrapper
 {
     private readonly Action<TState> _callback;
     private TState _state;
@@ -104,7 +104,7 @@ internal sealed class StateWorkItem<TState> : IWorkItem, Telemetry.ICallbackWrap
         _state = state;
     }
 
-    object? Telemetry.ICallbackWrapper.WrappedCallback => _callback;
+    object? Queues.ICallbackWrapper.WrappedCallback => _callback;
 
     public void Execute()
     {

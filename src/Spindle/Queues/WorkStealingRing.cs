@@ -2,6 +2,7 @@ using System;
 using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Threading;
+using Spindle.Primitives;
 using Spindle.Threading;
 
 namespace Spindle.Queues;

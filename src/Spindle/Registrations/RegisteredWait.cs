@@ -26,7 +26,7 @@ namespace Spindle;
 /// its wait object once no callback is running, as <see cref="RegisteredWaitHandle.Unregister(WaitHandle?)"/> does when
 /// it succeeds, so code that waits for that signal never waits forever.</para>
 /// </remarks>
-public sealed class RegisteredWait : IShutdownAware, Telemetry.ICallbackWrapper
+public sealed class RegisteredWait : IShutdownAware, Queues.ICallbackWrapper
 {
     // _callbackState: the running-callback count in the low bits and the Unregistered flag. Callbacks enter with a CAS
     // that refuses once the flag is set, so after the flag is set the count only falls. The flag is set by whoever ends
@@ -73,7 +73,7 @@ public sealed class RegisteredWait : IShutdownAware, Telemetry.ICallbackWrapper
     object? IShutdownAware.QueuedCallback => s_run;
 
     /// <summary>The registration's callback (stuck-item reports name it rather than the firing).</summary>
-    object? Telemetry.ICallbackWrapper.WrappedCallback => _callback;
+    object? Queues.ICallbackWrapper.WrappedCallback => _callback;
 
     /// <summary>A firing always runs at shutdown: it finds shutdown begun (and the registration ended) and runs no callback.</summary>
     ShutdownOutcome IShutdownAware.OnCancelPending() => ShutdownOutcome.Run;

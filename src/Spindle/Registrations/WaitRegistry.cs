@@ -2,6 +2,7 @@ using System;
 using System.Collections.Generic;
 using System.Diagnostics;
 using System.Threading;
+using Spindle.Primitives;
 using Spindle.Queues;
 using Spindle.Scheduling;
 using Spindle.Threading;

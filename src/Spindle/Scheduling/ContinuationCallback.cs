@@ -1,6 +1,7 @@
 using System;
 using System.Runtime.CompilerServices;
 using System.Threading;
+using Spindle.Queues;
 using Spindle.Telemetry;
 
 namespace Spindle.Scheduling;

@@ -2,6 +2,7 @@ using System;
 using System.Diagnostics;
 using System.Numerics;
 using System.Threading;
+using Spindle.Primitives;
 using Spindle.Queues;
 using Spindle.Threading;
 

@@ -5,6 +5,7 @@ using System.Runtime.CompilerServices;
 using System.Threading;
 using Spindle.Lanes;
 using Spindle.Parking;
+using Spindle.Primitives;
 using Spindle.Telemetry;
 using Spindle.Queues;
 using Spindle.Threading;

@@ -4,6 +4,7 @@ using System.Runtime.CompilerServices;
 using System.Threading;
 using System.Threading.Tasks;
 using System.Threading.Tasks.Sources;
+using Spindle.Queues;
 using Spindle.Scheduling;
 using Spindle.Telemetry;
 

@@ -10,27 +10,6 @@ using Spindle.Scheduling;
 namespace Spindle.Telemetry;
 
 /// <summary>
-/// A library object that runs a caller's delegate or work item (the <c>Action&lt;TState&gt;</c> carrier of a value-typed
-/// state, a <c>Run</c> item, a posted or sent callback, a timer, a registered wait): the describer names what it wraps
-/// rather than the wrapper.
-/// </summary>
-internal interface ICallbackWrapper
-{
-    /// <summary>The caller's delegate or work item; null once the wrapper has let go of it (read racily).</summary>
-    object? WrappedCallback { get; }
-}
-
-/// <summary>
-/// A library work item that runs a whole queued entry (callback, state and context) of its own: a lane's long-running
-/// item, a queue-wait sample. Always queued as an <see cref="IWorkItem"/>.
-/// </summary>
-internal interface IEntryWrapper
-{
-    /// <summary>The entry it runs (set at construction, never changed).</summary>
-    WorkItemEntry WrappedEntry { get; }
-}
-
-/// <summary>
 /// Names a running item for diagnostics, from its entry's callback and, for the library's items whose callback is shared
 /// by many items, the item itself (its owner: the entry's state, which such items publish while they run): a delegate
 /// by its method's declaring type and name, a work item by its type, a task of the pool's scheduler by its id and type

@@ -4,6 +4,7 @@ using System.Diagnostics;
 using System.Diagnostics.Metrics;
 using System.Runtime.CompilerServices;
 using Spindle.Lanes;
+using Spindle.Primitives;
 using Spindle.Queues;
 using Spindle.Scheduling;
 
@@ -183,7 +184,7 @@ internal sealed class PoolMetrics : IDisposable
 
     private static IEnumerable<Measurement<long>> CreationFailures(Threading.ThreadStarts starts, KeyValuePair<string, object?> poolTag)
     {
-        foreach (Threading.PoolThreadKind kind in Threading.ThreadStarts.Kinds)
+        foreach (Primitives.PoolThreadKind kind in Threading.ThreadStarts.Kinds)
         {
             yield return new Measurement<long>(starts.GetFailures(kind), poolTag,
                 new KeyValuePair<string, object?>("spindle.thread.kind", kind.ToString()));

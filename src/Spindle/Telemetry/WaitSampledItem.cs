@@ -7,7 +7,7 @@ using Spindle.Scheduling;
 namespace Spindle.Telemetry;
 
 /// <summary>
-/// An item chosen by its queueing thread's <see cref="SamplePacer"/> while a listener has the queue-wait histogram
+/// An item chosen by its queueing thread's <see cref="Primitives.SamplePacer"/> while a listener has the queue-wait histogram
 /// enabled: it wraps the item's entry with the time it was queued, records the wait when a worker starts it, then runs
 /// the entry in its own ExecutionContext. Shutdown decides on it as on the entry it wraps.
 /// </summary>

@@ -3,6 +3,7 @@ using System.Collections.Generic;
 using System.Diagnostics;
 using System.Threading;
 using Spindle.Parking;
+using Spindle.Primitives;
 using Spindle.Queues;
 using Spindle.Scheduling;
 

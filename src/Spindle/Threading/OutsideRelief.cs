@@ -4,6 +4,7 @@ using System.Runtime.CompilerServices;
 using System.Threading;
 using Spindle.Lanes;
 using Spindle.Parking;
+using Spindle.Primitives;
 using Spindle.Queues;
 using Spindle.Scheduling;
 

@@ -4,6 +4,7 @@ using System.Runtime;
 using System.Runtime.CompilerServices;
 using System.Threading;
 using System.Diagnostics.Tracing;
+using Spindle.Primitives;
 using Spindle.Telemetry;
 using Spindle.Parking;
 using Spindle.Scheduling;

@@ -3,6 +3,7 @@ using System.Collections.Generic;
 using System.Diagnostics;
 using System.Threading;
 using System.Diagnostics.Tracing;
+using Spindle.Primitives;
 using Spindle.Telemetry;
 using Spindle.Parking;
 using Spindle.Scheduling;

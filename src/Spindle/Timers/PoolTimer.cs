@@ -39,7 +39,7 @@ namespace Spindle.Timers;
 /// only while the word is at its maximum (the word leaves it only under the lock, once the excess is zero), so the word
 /// reaches zero only when the total does.</para>
 /// </remarks>
-internal sealed class PoolTimer : TimerNode, ITimer, IShutdownAware, Telemetry.ICallbackWrapper
+internal sealed class PoolTimer : TimerNode, ITimer, IShutdownAware, Queues.ICallbackWrapper
 {
     private const long FirePendingFlag = OwnerFlagA;
     private const long DisposedFlag = OwnerFlagB;
@@ -296,7 +296,7 @@ internal sealed class PoolTimer : TimerNode, ITimer, IShutdownAware, Telemetry.I
     bool IShutdownAware.HasEnded => IsDisposed;
 
     /// <summary>The timer's callback (stuck-item reports name it rather than the firing).</summary>
-    object? Telemetry.ICallbackWrapper.WrappedCallback
+    object? Queues.ICallbackWrapper.WrappedCallback
     {
         get
         {

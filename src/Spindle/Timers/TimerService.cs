@@ -4,6 +4,7 @@ using System.Diagnostics;
 using System.Numerics;
 using System.Threading;
 using Spindle.Parking;
+using Spindle.Primitives;
 using Spindle.Queues;
 using Spindle.Scheduling;
 using Spindle.Telemetry;

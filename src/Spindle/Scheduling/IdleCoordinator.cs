@@ -2,11 +2,12 @@ using System;
 using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Threading;
+using Spindle.Parking;
+using Spindle.Primitives;
 using Spindle.Queues;
-using Spindle.Scheduling;
 using Spindle.Threading;
 
-namespace Spindle.Parking;
+namespace Spindle.Scheduling;
 
 /// <summary>
 /// Searching, parking and waking: the searching count, the stack of parked workers, and the protocol between them.

@@ -1,4 +1,4 @@
-namespace Spindle.Scheduling;
+namespace Spindle.Queues;
 
 /// <summary>What shutdown with <see cref="ShutdownMode.CancelPending"/> does with a queued entry that has not started.</summary>
 internal enum ShutdownOutcome

@@ -1,6 +1,6 @@
 using System.Runtime.InteropServices;
 
-namespace Spindle.Threading;
+namespace Spindle.Primitives;
 
 /// <summary>
 /// A 64-bit value alone on its cache line (128 bytes, so adjacent-line prefetchers do not pair it with a neighbour).

@@ -170,9 +170,9 @@ public sealed class WorkerPoolOptions
     /// Test seam: called just before the pool starts a thread of any kind (on the starting thread, possibly under a lock
     /// of the pool). May throw to simulate the OS refusing the thread.
     /// </summary>
-    internal Action<Threading.PoolThreadKind>? OnThreadStarting { get; set; }
+    internal Action<Primitives.PoolThreadKind>? OnThreadStarting { get; set; }
 
-    /// <summary>Test seam: what <see cref="Threading.ThreadLimits.ReadHeadroom"/> would return (null: read the OS).</summary>
+    /// <summary>Test seam: what <see cref="Primitives.ThreadLimits.ReadHeadroom"/> would return (null: read the OS).</summary>
     internal Func<long?>? ThreadHeadroom { get; set; }
 
     /// <summary>
@@ -237,7 +237,7 @@ public sealed class WorkerPoolOptions
         int maxThreads = ValidateThreadLimits(minThreads, MaxThreads, nameof(MinThreads), nameof(MaxThreads));
         if (!_maxThreadsSet)
         {
-            int derived = Threading.ThreadLimits.DeriveMaxThreads(ThreadHeadroom is { } headroom ? headroom() : Threading.ThreadLimits.ReadHeadroom());
+            int derived = Primitives.ThreadLimits.DeriveMaxThreads(ThreadHeadroom is { } headroom ? headroom() : Primitives.ThreadLimits.ReadHeadroom());
             // A minimum that was set stays the user's: the maximum rises to it. An unset one comes down to the maximum.
             maxThreads = _minThreadsSet ? Math.Max(derived, minThreads) : derived;
             minThreads = Math.Min(minThreads, maxThreads);

@@ -1,7 +1,7 @@
 using System;
 using System.Diagnostics;
 
-namespace Spindle.Telemetry;
+namespace Spindle.Primitives;
 
 /// <summary>
 /// Paces a histogram's samples by time instead of by count: after each sample it sets how many items to skip before

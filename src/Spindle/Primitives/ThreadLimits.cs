@@ -4,7 +4,7 @@ using System.Globalization;
 using System.IO;
 using System.Runtime.InteropServices;
 
-namespace Spindle.Threading;
+namespace Spindle.Primitives;
 
 /// <summary>
 /// What the operating system lets this process start in threads, and the default <see cref="WorkerPoolOptions.MaxThreads"/>
