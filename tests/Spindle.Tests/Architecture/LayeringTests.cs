@@ -1,0 +1,180 @@
+using System;
+using System.Collections.Generic;
+using System.Linq;
+using Xunit;
+
+namespace Spindle.Tests.Architecture;
+
+/// <summary>
+/// The folders of <c>src/Spindle</c> form layers: code uses types of its own folder and of folders below it, never of a
+/// folder above. So the folder graph has no cycle, and a reader can learn the library bottom-up.
+/// </summary>
+public sealed class LayeringTests
+{
+    /// <summary>The folders, bottom layer first; "." is the root (the <c>WorkerPool</c> façade and its partial files).</summary>
+    internal static readonly string[] Layers =
+    [
+        "Primitives",    // padding, pacing, thread limits: no Spindle type
+        "Parking",       // blockers, the idle stack, backoff
+        "Contracts",     // public options, enums and the work-item interface
+        "Queues",        // entries, the global queue, rings, and the contracts of queued entries
+        "Lanes",         // lanes: queues with priorities, shares, caps and their turn protocol
+        "Telemetry",     // metrics, events, stuck-item detection
+        "Scheduling",    // workers, the scheduler, the idle coordinator, running an item
+        "Threading",     // the thread controller, stall monitor, relief thread, dedicated threads
+        "Timers",
+        "Registrations",
+        "Tasks",
+        "IO",
+        ".",
+    ];
+
+    /// <summary>
+    /// Uses that still go up a layer, recorded when this test was written: each is a debt to pay by giving the lower
+    /// type what it needs through a context object or an interface of its own layer. The list only shrinks: a new
+    /// upward use fails <see cref="NoTypeUsesATypeOfAHigherFolder"/>, and a paid one that stays listed fails
+    /// <see cref="TheKnownUpwardUsesAreStillThere"/>.
+    /// </summary>
+    internal static readonly string[] KnownUpwardUses =
+    [
+        "DedicatedThreads -> WorkerPool",
+        "IdleCoordinator -> OutsideRelief",
+        "IdleCoordinator -> StallMonitor",
+        "IdleCoordinator -> ThreadController",
+        "ItemDescriber -> WorkerPoolTaskScheduler",
+        "ItemRunner -> WorkerPool",
+        "Lane -> BlockingRegion",
+        "Lane -> ItemRunner",
+        "Lane -> OutsideRelief",
+        "Lane -> PoolMetrics",
+        "Lane -> Scheduler",
+        "Lane -> WorkTarget",
+        "Lane -> Worker",
+        "Lane -> WorkerPool",
+        "LaneSet -> IdleCoordinator",
+        "LaneSet -> Scheduler",
+        "LaneSet -> Worker",
+        "LongRunningLaneItem -> BlockingRegion",
+        "LongRunningLaneItem -> WorkerPool",
+        "OutsideRelief -> LinuxIo",
+        "OutsideRelief -> WorkerPool",
+        "PoolMetrics -> ThreadStarts",
+        "PoolMetrics -> Worker",
+        "PoolMetrics -> WorkerPool",
+        "PoolSocket -> WorkerPool",
+        "PoolSocketStream -> BlockingRegion",
+        "PoolSocketStream -> WorkerPool",
+        "RetiredSegmentTrimmer -> Scheduler",
+        "Scheduler -> OutsideRelief",
+        "Scheduler -> StallMonitor",
+        "Scheduler -> ThreadController",
+        "SocketOperation`1 -> WorkTarget",
+        "SocketOperation`1 -> WorkerPool",
+        "StuckItemDetector -> OutsideRelief",
+        "StuckItemDetector -> StuckWorkItemEventArgs",
+        "StuckItemDetector -> ThreadController",
+        "StuckItemDetector -> Worker",
+        "StuckItemDetector -> WorkerPool",
+        "TaskBridge -> WorkTarget",
+        "TaskBridge -> WorkerPool",
+        "ThreadController -> TimerService",
+        "ThreadController -> WorkTarget",
+        "ThreadController -> WorkerPool",
+        "WaitRegistry -> WorkTarget",
+        "WaitRegistry -> WorkerPool",
+        "WaitSampledItem -> ItemRunner",
+        "Worker -> OutsideRelief",
+        "Worker -> ThreadController",
+        "Worker -> TimerNode",
+        "Worker -> TimerService",
+        "Worker -> WorkerPool",
+        "WorkerPoolLane -> BlockingRegion",
+        "WorkerPoolLane -> TaskBridge",
+        "WorkerPoolLane -> WorkTarget",
+        "WorkerPoolLane -> WorkerPool",
+        "WorkerPoolPipeScheduler -> WorkerPool",
+        "WorkerPoolSynchronizationContext -> BlockingRegion",
+        "WorkerPoolSynchronizationContext -> WorkerPool",
+        "WorkerPoolTaskScheduler -> WorkerPool",
+        "WorkerPoolTimeProvider -> WorkerPool",
+    ];
+
+    [Fact]
+    public void EveryTypeLivesInOneLayeredFolder()
+    {
+        var unplaced = LibraryModel.Spindle.Folders
+            .Where(pair => Array.IndexOf(Layers, pair.Value) < 0)
+            .Select(pair => $"{pair.Key.FullName} in '{pair.Value}'")
+            .OrderBy(s => s, StringComparer.Ordinal)
+            .ToList();
+        Assert.True(unplaced.Count == 0,
+            "Types outside the layered folders (a new folder needs a place in LayeringTests.Layers; a type written in two " +
+            "folders shows as 'A+B'):\n" + string.Join("\n", unplaced));
+    }
+
+    [Fact]
+    public void NoTypeUsesATypeOfAHigherFolder()
+    {
+        var known = new HashSet<string>(KnownUpwardUses, StringComparer.Ordinal);
+        var added = UpwardUses().Where(u => !known.Contains(u.ToString())).ToList();
+        Assert.True(added.Count == 0,
+            "Uses of a type in a higher folder (give the lower type what it needs through its own layer instead):\n"
+            + string.Join("\n", added.Select(u => $"{u} ({u.UserFolder} uses {u.UsedFolder})")));
+    }
+
+    [Fact]
+    public void TheKnownUpwardUsesAreStillThere()
+    {
+        var current = new HashSet<string>(UpwardUses().Select(u => u.ToString()), StringComparer.Ordinal);
+        var paid = KnownUpwardUses.Where(k => !current.Contains(k)).ToList();
+        Assert.True(paid.Count == 0,
+            "Upward uses that no longer exist: remove them from LayeringTests.KnownUpwardUses so they cannot come back:\n"
+            + string.Join("\n", paid));
+    }
+
+    [Fact]
+    public void TheFolderGraphHasNoCycleBeyondTheKnownUpwardUses()
+    {
+        // Independent of the layer order: the folder graph without the known debts must be acyclic, so the order above
+        // is one the code can keep (a cycle would show that two folders need each other).
+        var known = new HashSet<string>(KnownUpwardUses, StringComparer.Ordinal);
+        var edges = LibraryModel.Spindle.Uses
+            .Where(u => u.UserFolder != u.UsedFolder && !known.Contains(u.ToString()))
+            .GroupBy(u => u.UserFolder)
+            .ToDictionary(g => g.Key, g => g.Select(u => u.UsedFolder).Distinct().ToList());
+        var state = new Dictionary<string, int>();
+        var path = new List<string>();
+        string? cycle = null;
+        bool Visit(string folder)
+        {
+            state[folder] = 1;
+            path.Add(folder);
+            foreach (string next in edges.GetValueOrDefault(folder) ?? [])
+            {
+                if (state.GetValueOrDefault(next) == 1)
+                {
+                    cycle = string.Join(" -> ", path.SkipWhile(f => f != next).Append(next));
+                    return true;
+                }
+                if (state.GetValueOrDefault(next) == 0 && Visit(next))
+                {
+                    return true;
+                }
+            }
+            path.RemoveAt(path.Count - 1);
+            state[folder] = 2;
+            return false;
+        }
+        foreach (string folder in edges.Keys.OrderBy(f => f, StringComparer.Ordinal))
+        {
+            if (state.GetValueOrDefault(folder) == 0 && Visit(folder))
+            {
+                break;
+            }
+        }
+        Assert.True(cycle is null, $"Folder cycle: {cycle}");
+    }
+
+    internal static IEnumerable<TypeUse> UpwardUses() =>
+        LibraryModel.Spindle.Uses.Where(u => Array.IndexOf(Layers, u.UserFolder) < Array.IndexOf(Layers, u.UsedFolder));
+}
