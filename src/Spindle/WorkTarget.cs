@@ -31,11 +31,28 @@ public abstract partial class WorkTarget
     {
     }
 
-    // Set once by the derived constructor, before the target is published: the task bridge of this target, the lane
-    // state (null for the pool's own queue) and the pool's flow setting.
-    internal TaskBridge Bridge = null!;
-    internal Lane? LaneCore;
-    private protected bool FlowContext;
+    // Set once by the derived constructor (Bind), before the target is published: the task bridge of this target, the
+    // lane state (null for the pool's own queue) and the pool's flow setting.
+    private TaskBridge _bridge = null!;
+    private Lane? _laneCore;
+    private bool _flowContext;
+
+    /// <summary>The task bridge of this target (the pool's, or the lane's).</summary>
+    internal TaskBridge Bridge => _bridge;
+
+    /// <summary>The lane this target queues to; null for the pool's own queue.</summary>
+    internal Lane? LaneCore => _laneCore;
+
+    /// <summary>Whether entry points capture and flow the caller's <see cref="ExecutionContext"/>.</summary>
+    private protected bool FlowContext => _flowContext;
+
+    /// <summary>The derived constructor, once, before the target is published: what this target queues through.</summary>
+    private protected void Bind(TaskBridge bridge, Lane? lane, bool flowContext)
+    {
+        _bridge = bridge;
+        _laneCore = lane;
+        _flowContext = flowContext;
+    }
 
     /// <summary>Throws the exception every entry point throws once the pool, or the lane, is shutting down.</summary>
     [DoesNotReturn]

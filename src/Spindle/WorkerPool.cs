@@ -86,8 +86,7 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
         _dedicated = new DedicatedThreads(this, _options, _scheduler, _threads, _runner);
         _waits = new WaitRegistry(this, _options, _scheduler, _timers);
         _tasks = new TaskBridge(this, _scheduler, _threads, _dedicated);
-        Bridge = _tasks;
-        FlowContext = _options.FlowExecutionContext;
+        Bind(_tasks, lane: null, _options.FlowExecutionContext);
         Metrics = new PoolMetrics(this, () => _threads.WorkerStealCount, () => _threads.WorkerParkCount, () => _threads.BlockingCount,
             () => _timers.ScheduledCount, () => _waits.RegistrationCount, _threads.Starts);
         _scheduler.ConnectMetrics(Metrics);

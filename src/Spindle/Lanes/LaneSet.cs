@@ -340,7 +340,7 @@ internal sealed partial class LaneSet
             Lane lane = lanes[index];
             if (lane.IsRunnable && lane.TryTake(out item))
             {
-                self.CurrentLane = lane;
+                self.EnterLane(lane);
                 return true;
             }
             item = default;

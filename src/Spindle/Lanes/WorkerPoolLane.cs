@@ -46,9 +46,7 @@ public sealed class WorkerPoolLane : WorkTarget, IDisposable, IAsyncDisposable
         Pool = pool;
         _lane = lane;
         _options = lane.Options;
-        LaneCore = lane;
-        Bridge = bridge;
-        FlowContext = pool.FlowsExecutionContext;
+        Bind(bridge, lane, pool.FlowsExecutionContext);
         lane.Public = this;
     }
 

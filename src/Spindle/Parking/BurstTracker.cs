@@ -17,7 +17,7 @@ namespace Spindle.Parking;
 /// <para>The cost is bounded: the extension only adds yields to a search (<see cref="Scheduling.IdleCoordinator.DefaultBurstYieldAttempts"/>),
 /// and the first park after the bursts stop is long, so at most one extended search runs per idle period.</para>
 /// </remarks>
-internal struct BurstTracker
+internal sealed class BurstTracker
 {
     /// <summary>A park shorter than this (200 µs) is a gap between bursts.</summary>
     public static readonly long ShortParkTicks = Stopwatch.Frequency / 5_000;
@@ -37,5 +37,5 @@ internal struct BurstTracker
     }
 
     /// <summary>Whether work has been arriving in back-to-back bursts, given the items started so far (see the remarks).</summary>
-    public readonly bool InBackToBackBursts(long started) => _wokeSoon && started - _startedAtWake >= BurstItems;
+    public bool InBackToBackBursts(long started) => _wokeSoon && started - _startedAtWake >= BurstItems;
 }

@@ -162,7 +162,7 @@ internal sealed class IdleCoordinator
             Interlocked.Decrement(ref _searching.Value);
             return false;
         }
-        worker.WokenAsSearcher = true;
+        worker.MarkWokenAsSearcher();
         worker.Blocker.Signal();
         return true;
     }
@@ -173,7 +173,7 @@ internal sealed class IdleCoordinator
     /// </summary>
     public void CountNewWorkerAsSearcher(Worker worker)
     {
-        worker.WokenAsSearcher = true;
+        worker.MarkWokenAsSearcher();
         Interlocked.Increment(ref _searching.Value);
     }
 
@@ -183,10 +183,10 @@ internal sealed class IdleCoordinator
     /// <summary>Looks for work in the global queue and in other workers' rings, spinning with backoff between looks.</summary>
     public bool Search(Worker self, out WorkItemEntry item)
     {
-        bool counted = self.WokenAsSearcher;
+        bool counted = self.IsWokenAsSearcher;
         if (counted)
         {
-            self.WokenAsSearcher = false;
+            self.ClearWokenAsSearcher();
         }
         else if (!TryBeginSearching())
         {

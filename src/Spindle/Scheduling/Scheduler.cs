@@ -377,8 +377,8 @@ internal sealed partial class Scheduler
         foreach (Worker worker in _threads.Workers)
         {
             text.Append("; worker #").Append(worker.Id).Append(": started ").Append(worker.StartedCount)
-                .Append(", woken as searcher ").Append(worker.WokenAsSearcher).Append(", exiting ").Append(worker.IsExiting)
-                .Append(", stranded ").Append(worker.Stranded).Append(", ring ").Append(worker.Ring.Count)
+                .Append(", woken as searcher ").Append(worker.IsWokenAsSearcher).Append(", exiting ").Append(worker.IsExiting)
+                .Append(", stranded ").Append(worker.IsStranded).Append(", ring ").Append(worker.Ring.Count)
                 .Append(", local work ").Append(!worker.HasNoLocalWork);
         }
         return text.ToString();

@@ -120,7 +120,7 @@ internal sealed class PoolMetrics : IDisposable
     /// </summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public static bool ShouldSampleWait(Worker? worker) =>
-        worker is not null ? --worker.WaitPacer.Countdown <= 0 : t_waitPacer.IsDue();
+        worker is not null ? worker.ShouldSampleWait() : t_waitPacer.IsDue();
 
     /// <summary>An enqueue the pacer chose: an entry that records its wait when it starts.</summary>
     [MethodImpl(MethodImplOptions.NoInlining)]
@@ -129,7 +129,7 @@ internal sealed class PoolMetrics : IDisposable
         long now = Stopwatch.GetTimestamp();
         if (worker is not null)
         {
-            worker.WaitPacer.Sampled(now);
+            worker.NoteWaitSampled(now);
         }
         else
         {

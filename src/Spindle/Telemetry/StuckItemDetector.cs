@@ -63,7 +63,7 @@ internal sealed class StuckItemDetector
         foreach (Worker worker in _threads.Workers)
         {
             long completed = worker.CompletedCount; // first: see the remarks
-            ref StuckWatch watch = ref worker.StuckWatch;
+            StuckWatch watch = worker.StuckWatch;
             if (!watch.IsDue(completed, worker.StartedCount, now, _thresholdTicks))
             {
                 continue;
@@ -84,7 +84,7 @@ internal sealed class StuckItemDetector
 
         OutsideRelief relief = _relief;
         long reliefCompleted = relief.CompletedCount;
-        ref StuckWatch reliefWatch = ref relief.StuckWatch;
+        StuckWatch reliefWatch = relief.StuckWatch;
         if (reliefWatch.IsDue(reliefCompleted, relief.StartedCount, now, _thresholdTicks))
         {
             object? callback = relief.RunningCallback;

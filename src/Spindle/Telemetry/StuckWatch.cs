@@ -4,17 +4,15 @@ namespace Spindle.Telemetry;
 /// The stuck-item detector's watch of one thread that runs items (a worker, or the relief thread). Only the detector
 /// touches it, on the pool's timer thread, one check at a time, so it needs no synchronization.
 /// </summary>
-internal struct StuckWatch
+internal sealed class StuckWatch
 {
-    private long _count;    // the completed count when the detector first saw the thread inside an item; -1: not watching
+    private long _count = -1;    // the completed count when the detector first saw the thread inside an item; -1: not watching
     private long _since;    // the Stopwatch timestamp of that check
-    private long _reported; // the completed count of the item last reported (-1: none), so each item is reported once
+    private long _reported = -1; // the completed count of the item last reported (-1: none), so each item is reported once
 
     /// <summary>A watch that has seen nothing yet.</summary>
-    public static StuckWatch New => new() { _count = -1, _reported = -1 };
-
     /// <summary>Since when the watched item has run at least (valid once <see cref="IsDue"/> has answered true).</summary>
-    public readonly long Since => _since;
+    public long Since => _since;
 
     /// <summary>
     /// Advances the watch with the thread's counts (the completed count read before the started count): true when the

@@ -160,7 +160,7 @@ internal sealed class OutsideRelief
     public Thread? Thread => Volatile.Read(ref _thread);
 
     /// <summary>The stuck-item detector's watch of this thread (timer thread only).</summary>
-    public Telemetry.StuckWatch StuckWatch = Telemetry.StuckWatch.New;
+    public readonly Telemetry.StuckWatch StuckWatch = new();
 
     /// <summary>
     /// On a thread that is not a worker: if it is a relief thread, publishes <paramref name="owner"/> as the object

@@ -1,5 +1,7 @@
 using System;
+using System.Collections.Generic;
 using System.Diagnostics;
+using System.Linq;
 using System.Runtime;
 using System.Runtime.CompilerServices;
 using System.Threading;
@@ -19,12 +21,12 @@ namespace Spindle.Threading;
 //    Scheduler.TryEnqueueCore). If the current item then blocks, the queued item would wait with it. So when a thread
 //    is missing (below the target, nobody searching), the enqueue opens a deferral. (A lane's slot holder that gives
 //    back a slot with work left wakes a parked worker instead: see LaneSet.OnSlotFreedWithWork.) OpenDeferral stores
-//    Worker.DeferredAt = the worker's completed count (with a full fence) and makes sure the monitor is running; a
+//    Worker.OpenDeferral records the worker's completed count (with a full fence) and makes sure the monitor is running; a
 //    worker whose DeferredAt has not moved for a whole tick (the same value two ticks running, its completed count
 //    unchanged) is stalled, and the monitor wakes a parked helper (or the controller adds one), which steals the work.
 //
 // 2. Outside work behind local work. While no worker is parked and the global queue holds work at two ticks running,
-//    the tick asks every worker to look at the global queue at its next dispatch (Worker.LookOutsideRequested), which
+//    the tick asks every worker to look at the global queue at its next dispatch (Worker.RequestLookOutside), which
 //    bounds the wait of outside work by two ticks plus the items in progress even where a worker's timed look interval
 //    is stale. Work that has just arrived is left to the workers' own looks (a yield's continuation, which asks to run
 //    after the local work, is not pulled ahead of it).
@@ -63,9 +65,9 @@ namespace Spindle.Threading;
 // never left unwatched, and a mostly idle pool (a trickle of work) costs no monitor ticks at all.
 //
 // State: everything here is written by the monitor thread only, except _monitorArmed (atomics, by armers and the
-// monitor) and _monitorThread (under _lock, by the first armer). A worker's DeferredAt and MonitorSeen fields are
+// monitor) and _monitorThread (under _lock, by the first armer). A worker's deferral and the monitor's watch of it are
 // written by this class only. The boost and the target are the controller's: the monitor asks it to raise or halve them.
-internal sealed class StallMonitor
+internal sealed partial class StallMonitor
 {
     /// <summary>The monitor's tick while something looks suspicious.</summary>
     internal const int MonitorTickMs = 1;
@@ -144,7 +146,7 @@ internal sealed class StallMonitor
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public void OpenDeferral(Worker worker)
     {
-        Interlocked.Exchange(ref worker.DeferredAt, worker.CompletedCountByOwner);
+        worker.OpenDeferral();
         EnsureMonitor();
     }
 
@@ -443,117 +445,6 @@ internal sealed class StallMonitor
         // Busy surplus workers retire after their current item; parked ones would wait for the idle timeout, so wake
         // that many: each finds nothing, goes back to Park, sees the pool above its target and retires.
         _idle.WakeParked(surplus);
-    }
-
-    /// <summary>
-    /// Outside work has waited in the global queue for a tick and no worker is parked: every worker looks at the global
-    /// queue at its next dispatch (see <see cref="Worker.LookOutsideRequested"/>), so outside work waits at most about
-    /// two ticks plus the items in progress, even behind long local items that a worker's look interval has not adapted
-    /// to yet.
-    /// </summary>
-    private void RequestLooksOutside()
-    {
-        foreach (Worker worker in _threads.Workers)
-        {
-            if (!worker.LookOutsideRequested)
-            {
-                worker.LookOutsideRequested = true;
-            }
-        }
-    }
-
-    /// <summary>
-    /// How long a worker must hold local work without completing an item before its work counts as stranded: long
-    /// enough that a worker running one ordinary long item (a partition step that forked its halves) keeps its children,
-    /// short enough that a blocked one's wait is a rescue, not a hang.
-    /// </summary>
-    internal const int StrandedAfterMs = 10;
-
-    /// <summary>
-    /// Marks the workers that have held local work for <see cref="StrandedAfterMs"/> without completing an item (see
-    /// <see cref="Worker.Stranded"/>) and clears the mark of those that completed one or have none left. Returns whether
-    /// some worker is marked: its work waits for it while the others keep busy with their own, and when nobody is parked
-    /// (the caller's condition for acting on it) no wake-up or deferral will bring anyone to it, so the caller asks for
-    /// looks at every tick until the mark clears (a look takes one item). Monitor thread only.
-    /// </summary>
-    private bool MarkStrandedWorkers(long now)
-    {
-        bool marked = false;
-        foreach (Worker worker in _threads.Workers)
-        {
-            if (worker.HasNoLocalWork)
-            {
-                worker.StrandWatchCount = -1;
-                if (worker.Stranded)
-                {
-                    worker.Stranded = false;
-                }
-                continue;
-            }
-            long completed = worker.CompletedCount;
-            if (completed != worker.StrandWatchCount)
-            {
-                worker.StrandWatchCount = completed;
-                worker.StrandWatchSince = now;
-                if (worker.Stranded)
-                {
-                    worker.Stranded = false;
-                }
-                continue;
-            }
-            if (Stopwatch.GetElapsedTime(worker.StrandWatchSince, now).TotalMilliseconds >= StrandedAfterMs)
-            {
-                if (!worker.Stranded)
-                {
-                    worker.Stranded = true;
-                }
-                marked = true;
-            }
-        }
-        return marked;
-    }
-
-    /// <summary>Settles finished deferrals, rescues stalled ones. Returns whether any deferral is still open.</summary>
-    private bool CheckDeferrals()
-    {
-        bool open = false;
-        foreach (Worker worker in _threads.Workers)
-        {
-            long deferredAt = Volatile.Read(ref worker.DeferredAt);
-            if (deferredAt < 0)
-            {
-                continue;
-            }
-            if (worker.CompletedCount > deferredAt || worker.HasNoLocalWork)
-            {
-                // The item that deferred has returned, or the queued item was taken: nothing to rescue.
-                Interlocked.CompareExchange(ref worker.DeferredAt, -1, deferredAt);
-                worker.MonitorSeen = -1;
-                continue;
-            }
-            if (worker.MonitorSeen == deferredAt)
-            {
-                Interlocked.CompareExchange(ref worker.DeferredAt, -1, deferredAt);
-                worker.MonitorSeen = -1;
-                _idle.WakeWorkerIfNeeded();
-                continue;
-            }
-            worker.MonitorSeen = deferredAt;
-            open = true;
-        }
-        return open;
-    }
-
-    private bool AnyDeferral()
-    {
-        foreach (Worker worker in _threads.Workers)
-        {
-            if (Volatile.Read(ref worker.DeferredAt) >= 0)
-            {
-                return true;
-            }
-        }
-        return false;
     }
 
     /// <summary>Wakes the monitor thread to look at the pool now (shutdown: it exits).</summary>

@@ -195,56 +195,6 @@ internal sealed partial class ThreadController
         _monitor.EnsureMonitor();
     }
 
-    /// <summary>The calling worker enters a blocking region (see <see cref="WorkerPool.EnterBlockingRegion"/>).</summary>
-    public void EnterBlockingRegion(Worker worker)
-    {
-        Debug.Assert(worker.IsCurrentThread);
-        if (worker.RegionDepth++ != 0)
-        {
-            return; // nested: only the outermost region counts
-        }
-        lock (_lock)
-        {
-            _blockingCount++;
-            RecomputeTargetLocked();
-        }
-        // Waiting work gets a worker now: a parked one if any, otherwise a new thread in the place this one lends.
-        if (_scheduler.AnyWorkVisible())
-        {
-            if (_idle.IdleCount == 0 && _idle.SearchingCount == 0)
-            {
-                TryAddWorker(ThreadInjectionReason.BlockingRegion);
-            }
-            else
-            {
-                _idle.WakeWorkerIfNeeded();
-            }
-        }
-    }
-
-    /// <summary>The calling worker leaves a blocking region; the outermost exit lowers the target again.</summary>
-    public void ExitBlockingRegion(Worker worker)
-    {
-        Debug.Assert(worker.IsCurrentThread);
-        if (worker.RegionDepth == 0 || --worker.RegionDepth != 0)
-        {
-            return;
-        }
-        lock (_lock)
-        {
-            _blockingCount--;
-            RecomputeTargetLocked();
-        }
-        // The surplus (if any) retires after its current item: see the worker's dispatch loop.
-    }
-
-    /// <summary>The item returned inside a blocking region it never disposed: close it, so the target comes back down.</summary>
-    public void CloseAbandonedRegion(Worker worker)
-    {
-        worker.RegionDepth = 1;
-        ExitBlockingRegion(worker);
-    }
-
     /// <summary>Adds a worker if the thread count is below the target. Never throws: a failed creation is retried later.</summary>
     /// <returns>Whether a thread was started.</returns>
     /// <remarks>
@@ -292,8 +242,7 @@ internal sealed partial class ThreadController
             }
             if (created)
             {
-                worker.Thread = thread;
-                worker.InjectedFor = reason;
+                worker.Attach(thread!, reason);
                 _idle.CountNewWorkerAsSearcher(worker);
                 // Listed before it starts, so that whatever it does first (including exiting) finds itself in the list.
                 Worker[] current = _workers;
@@ -346,7 +295,6 @@ internal sealed partial class ThreadController
         }
         return true;
     }
-
 
     /// <summary>
     /// Called by a new worker before its first item: while the pool is still below its target and work waits with

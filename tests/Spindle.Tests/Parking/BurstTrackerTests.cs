@@ -15,7 +15,7 @@ public sealed class BurstTrackerTests
     [Fact]
     public void ANewTracker_DoesNotExtend_HoweverManyItemsRan()
     {
-        var tracker = default(BurstTracker);
+        var tracker = new BurstTracker();
         Assert.False(tracker.InBackToBackBursts(0));
         Assert.False(tracker.InBackToBackBursts(1_000_000));
     }
@@ -23,7 +23,7 @@ public sealed class BurstTrackerTests
     [Fact]
     public void AShortPark_FollowedByABurstsWorthOfItems_Extends()
     {
-        var tracker = default(BurstTracker);
+        var tracker = new BurstTracker();
         tracker.NoteWoken(Short, started: 500);
         Assert.False(tracker.InBackToBackBursts(500 + BurstTracker.BurstItems - 1));
         Assert.True(tracker.InBackToBackBursts(500 + BurstTracker.BurstItems));
@@ -34,7 +34,7 @@ public sealed class BurstTrackerTests
     public void ShortParks_EachFollowedByOneItem_NeverExtend()
     {
         // A trickle: the worker wakes soon after each park, but runs one item per wake.
-        var tracker = default(BurstTracker);
+        var tracker = new BurstTracker();
         long started = 0;
         for (int i = 0; i < 100; i++)
         {
@@ -47,7 +47,7 @@ public sealed class BurstTrackerTests
     [Fact]
     public void ALongPark_TurnsTheExtensionOff_UntilTheNextShortOne()
     {
-        var tracker = default(BurstTracker);
+        var tracker = new BurstTracker();
         tracker.NoteWoken(Short, started: 0);
         Assert.True(tracker.InBackToBackBursts(BurstTracker.BurstItems));
 

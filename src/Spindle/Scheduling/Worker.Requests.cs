@@ -1,0 +1,123 @@
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.Runtime.CompilerServices;
+using System.Threading;
+using Spindle.Lanes;
+using Spindle.Parking;
+using Spindle.Primitives;
+using Spindle.Telemetry;
+using Spindle.Queues;
+using Spindle.Threading;
+using Spindle.Timers;
+
+namespace Spindle.Scheduling;
+
+/// <summary>What other components ask of a worker: its thread, the searcher hand-over, the stall monitor's requests and deferrals, the lane it serves, blocking regions, queue-wait sampling.</summary>
+internal sealed partial class Worker
+{
+    /// <summary>This worker's thread (set before it starts).</summary>
+    public Thread? Thread => _thread;
+
+    /// <summary>Why the thread controller added this worker; passed on if it starts the next thread of a ramp.</summary>
+    public ThreadInjectionReason InjectedFor => _injectedFor;
+
+    /// <summary>The creating thread, before the thread starts: the thread that runs <see cref="Main"/>, and why it was added.</summary>
+    public void Attach(Thread thread, ThreadInjectionReason reason)
+    {
+        Debug.Assert(_thread is null);
+        _thread = thread;
+        _injectedFor = reason;
+    }
+
+    /// <summary>Whether a waker counted this worker as a searcher (see <see cref="MarkWokenAsSearcher"/>).</summary>
+    public bool IsWokenAsSearcher => _wokenAsSearcher;
+
+    /// <summary>
+    /// The idle coordinator, before it signals this worker's blocker (or before a new worker starts): it counted this
+    /// worker in the searching count on its behalf, so the worker's next dispatch goes through the search, which ends
+    /// that count (<see cref="ClearWokenAsSearcher"/>).
+    /// </summary>
+    public void MarkWokenAsSearcher() => _wokenAsSearcher = true;
+
+    /// <summary>This worker's search: it took over the searching count a waker gave it.</summary>
+    public void ClearWokenAsSearcher() => _wokenAsSearcher = false;
+
+    /// <summary>Whether the stall monitor has asked this worker to look outside at its next dispatch (a snapshot).</summary>
+    public bool IsLookOutsideRequested => _lookOutsideRequested;
+
+    /// <summary>
+    /// The stall monitor: outside work waits in the global queue while no worker is parked; this worker looks at it at
+    /// its next dispatch of the pool's own queue, whatever its look interval says (see the field's comment).
+    /// </summary>
+    public void RequestLookOutside()
+    {
+        if (!_lookOutsideRequested)
+        {
+            _lookOutsideRequested = true; // read first: a flag already set costs its line no write
+        }
+    }
+
+    /// <summary>Whether the stall monitor found this worker holding local work it does not run (a snapshot).</summary>
+    public bool IsStranded => _stranded;
+
+    /// <summary>The stall monitor's judgement of this worker: stranded (its local work waits for it) or not.</summary>
+    public void MarkStranded(bool stranded)
+    {
+        if (_stranded != stranded)
+        {
+            _stranded = stranded;
+        }
+    }
+
+    /// <summary>The deferral the stall monitor watches: this worker's completed count when it opened one, -1 when none.</summary>
+    public long DeferredAt => Volatile.Read(ref _deferredAt);
+
+    /// <summary>
+    /// This worker, on its own thread: it queued a lone local item without waking anyone; the stall monitor watches
+    /// that its completed count moves on (a full fence, so the monitor's next tick sees the deferral).
+    /// </summary>
+    public void OpenDeferral()
+    {
+        Debug.Assert(IsCurrentThread);
+        Interlocked.Exchange(ref _deferredAt, _completed.Value);
+    }
+
+    /// <summary>The stall monitor: closes the deferral it saw as <paramref name="seen"/>, unless a newer one replaced it.</summary>
+    public void TryCloseDeferral(long seen) => Interlocked.CompareExchange(ref _deferredAt, -1, seen);
+
+    /// <summary>The lane whose item this worker runs (or has just taken), null for the pool's own queue (a snapshot).</summary>
+    public Lane? CurrentLane => _currentLane;
+
+    /// <summary>The lane set, on this worker's thread: the item it hands out belongs to <paramref name="lane"/>.</summary>
+    public void EnterLane(Lane lane) => _currentLane = lane;
+
+    /// <summary>This worker's thread: one more blocking region opens; returns whether it is the outermost.</summary>
+    public bool EnterRegion()
+    {
+        Debug.Assert(IsCurrentThread);
+        return _regionDepth++ == 0;
+    }
+
+    /// <summary>This worker's thread: a blocking region closes; returns whether it was the outermost (false if none was open).</summary>
+    public bool ExitRegion()
+    {
+        Debug.Assert(IsCurrentThread);
+        return _regionDepth != 0 && --_regionDepth == 0;
+    }
+
+    /// <summary>This worker's thread, after an item that left regions open: closes them all; returns whether any was open.</summary>
+    public bool CloseRegions()
+    {
+        bool open = _regionDepth != 0;
+        _regionDepth = 0;
+        return open;
+    }
+
+    /// <summary>This worker's enqueue, with the queue-wait histogram listened to: whether its pacer chooses this one.</summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    public bool ShouldSampleWait() => --_waitPacer.Countdown <= 0;
+
+    /// <summary>This worker's enqueue was sampled at <paramref name="now"/> (see <see cref="SamplePacer.Sampled"/>).</summary>
+    public void NoteWaitSampled(long now) => _waitPacer.Sampled(now);
+}

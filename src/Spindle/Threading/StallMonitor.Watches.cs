@@ -1,0 +1,159 @@
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.Linq;
+using System.Runtime;
+using System.Runtime.CompilerServices;
+using System.Threading;
+using System.Diagnostics.Tracing;
+using Spindle.Primitives;
+using Spindle.Telemetry;
+using Spindle.Parking;
+using Spindle.Scheduling;
+
+namespace Spindle.Threading;
+
+/// <summary>The stall monitor's watch of each worker: requested looks outside, stranded local work, deferrals.</summary>
+internal sealed partial class StallMonitor
+{
+    /// <summary>
+    /// Outside work has waited in the global queue for a tick and no worker is parked: every worker looks at the global
+    /// queue at its next dispatch (see <see cref="Worker.RequestLookOutside"/>), so outside work waits at most about
+    /// two ticks plus the items in progress, even behind long local items that a worker's look interval has not adapted
+    /// to yet.
+    /// </summary>
+    private void RequestLooksOutside()
+    {
+        foreach (Worker worker in _threads.Workers)
+        {
+            worker.RequestLookOutside();
+        }
+    }
+
+    /// <summary>
+    /// How long a worker must hold local work without completing an item before its work counts as stranded: long
+    /// enough that a worker running one ordinary long item (a partition step that forked its halves) keeps its children,
+    /// short enough that a blocked one's wait is a rescue, not a hang.
+    /// </summary>
+    internal const int StrandedAfterMs = 10;
+
+    /// <summary>
+    /// Marks the workers that have held local work for <see cref="StrandedAfterMs"/> without completing an item (see
+    /// <see cref="Worker.IsStranded"/>) and clears the mark of those that completed one or have none left. Returns whether
+    /// some worker is marked: its work waits for it while the others keep busy with their own, and when nobody is parked
+    /// (the caller's condition for acting on it) no wake-up or deferral will bring anyone to it, so the caller asks for
+    /// looks at every tick until the mark clears (a look takes one item). Monitor thread only.
+    /// </summary>
+    private bool MarkStrandedWorkers(long now)
+    {
+        bool marked = false;
+        Worker[] workers = _threads.Workers;
+        foreach (Worker worker in workers)
+        {
+            WorkerWatch watch = WatchOf(worker);
+            if (worker.HasNoLocalWork)
+            {
+                watch.StrandCount = -1;
+                worker.MarkStranded(false);
+                continue;
+            }
+            long completed = worker.CompletedCount;
+            if (completed != watch.StrandCount)
+            {
+                watch.StrandCount = completed;
+                watch.StrandSince = now;
+                worker.MarkStranded(false);
+                continue;
+            }
+            if (Stopwatch.GetElapsedTime(watch.StrandSince, now).TotalMilliseconds >= StrandedAfterMs)
+            {
+                worker.MarkStranded(true);
+                marked = true;
+            }
+        }
+        ForgetExitedWorkers(workers);
+        return marked;
+    }
+
+    /// <summary>Settles finished deferrals, rescues stalled ones. Returns whether any deferral is still open.</summary>
+    private bool CheckDeferrals()
+    {
+        bool open = false;
+        foreach (Worker worker in _threads.Workers)
+        {
+            long deferredAt = worker.DeferredAt;
+            if (deferredAt < 0)
+            {
+                continue;
+            }
+            WorkerWatch watch = WatchOf(worker);
+            if (worker.CompletedCount > deferredAt || worker.HasNoLocalWork)
+            {
+                // The item that deferred has returned, or the queued item was taken: nothing to rescue.
+                worker.TryCloseDeferral(deferredAt);
+                watch.SeenDeferral = -1;
+                continue;
+            }
+            if (watch.SeenDeferral == deferredAt)
+            {
+                worker.TryCloseDeferral(deferredAt);
+                watch.SeenDeferral = -1;
+                _idle.WakeWorkerIfNeeded();
+                continue;
+            }
+            watch.SeenDeferral = deferredAt;
+            open = true;
+        }
+        return open;
+    }
+
+    private bool AnyDeferral()
+    {
+        foreach (Worker worker in _threads.Workers)
+        {
+            if (worker.DeferredAt >= 0)
+            {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /// <summary>The monitor's own record of one worker (monitor thread only).</summary>
+    private sealed class WorkerWatch
+    {
+        /// <summary>The worker's deferral (<see cref="Worker.DeferredAt"/>) as the previous tick saw it; -1: none.</summary>
+        public long SeenDeferral = -1;
+
+        /// <summary>The completed count last seen with local work present (-1: none), and when it was first seen.</summary>
+        public long StrandCount = -1;
+        public long StrandSince;
+    }
+
+    /// <summary>Monitor thread only: the record of each listed worker, made when the monitor first looks at it.</summary>
+    private readonly Dictionary<Worker, WorkerWatch> _watches = new(ReferenceEqualityComparer.Instance);
+
+    private WorkerWatch WatchOf(Worker worker)
+    {
+        if (!_watches.TryGetValue(worker, out WorkerWatch? watch))
+        {
+            watch = new WorkerWatch();
+            _watches.Add(worker, watch);
+        }
+        return watch;
+    }
+
+    /// <summary>Monitor thread only: drops the records of workers no longer listed (exited ones).</summary>
+    private void ForgetExitedWorkers(Worker[] workers)
+    {
+        if (_watches.Count <= workers.Length)
+        {
+            return;
+        }
+        var listed = new HashSet<Worker>(workers, ReferenceEqualityComparer.Instance);
+        foreach (Worker gone in _watches.Keys.Where(w => !listed.Contains(w)).ToList())
+        {
+            _watches.Remove(gone);
+        }
+    }
+}
