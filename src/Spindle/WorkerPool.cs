@@ -33,7 +33,7 @@ namespace Spindle;
 /// public surface by concern: <c>WorkerPool.Queueing.cs</c>, <c>WorkerPool.Threads.cs</c>, <c>WorkerPool.Tasks.cs</c>,
 /// <c>WorkerPool.Timers.cs</c>, <c>WorkerPool.Waits.cs</c> and <c>WorkerPool.Shutdown.cs</c>.</para>
 /// </remarks>
-public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposable
+public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposable, IPoolHost
 {
     // The components, created by the constructor and never replaced. Each owns its state and lock; the façade holds
     // no mutable state of its own besides the lazily created TimeProvider, the event's handler list and the background
@@ -180,7 +180,7 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
     /// The pool that owns the calling thread (one of its workers, its dedicated long-running threads or its relief
     /// thread, see <see cref="WorkerPoolOptions.OutsideWorkReliefDelay"/>), or <see langword="null"/> on any other thread.
     /// </summary>
-    public static WorkerPool? Current => Worker.Current?.Pool ?? DedicatedThreads.CurrentPool ?? OutsideRelief.CurrentPool;
+    public static WorkerPool? Current => (Worker.Current?.Pool ?? DedicatedThreads.CurrentPool ?? OutsideRelief.CurrentPool) as WorkerPool;
 
     /// <summary>
     /// Raised on the worker thread when a work item throws (and when a worker hook throws). Handlers run one at a
@@ -299,4 +299,19 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
 
     /// <summary>Whether the calling thread is one of this pool's (a worker or a dedicated thread).</summary>
     private bool IsOwnThread => Current == this;
+
+    PoolMetrics IPoolHost.Metrics => Metrics;
+
+    bool IPoolHost.ReportItemException(Exception exception) => ReportItemException(exception);
+
+    [DoesNotReturn]
+    void IPoolHost.ThrowShutDown() => ThrowShutDown();
+
+    void IPoolHost.OnIoStopped() => OnIoStopped();
+
+    bool IPoolHost.HasStuckWorkItemHandlers => HasStuckWorkItemHandlers;
+
+    void IPoolHost.RaiseStuckWorkItemDetected(string description, Thread? thread, TimeSpan runningTime, string? laneName) =>
+        RaiseStuckWorkItemDetected(new StuckWorkItemEventArgs(this, description, thread?.Name, thread?.ManagedThreadId ?? 0,
+            runningTime, laneName));
 }

@@ -23,7 +23,7 @@ namespace Spindle.Registrations;
 internal sealed class WaitRegistry
 {
     private readonly object _waitLock = new();
-    private readonly WorkerPool _pool;
+    private readonly IPoolHost _pool;
     private readonly string _threadNamePrefix;
     private readonly Scheduler _scheduler;
     private readonly TimerService _timers;
@@ -33,7 +33,7 @@ internal sealed class WaitRegistry
     private int _registrationCount;
     private bool _waitsStopped;
 
-    public WaitRegistry(WorkerPool pool, WorkerPoolOptions options, Scheduler scheduler, TimerService timers)
+    public WaitRegistry(IPoolHost pool, WorkerPoolOptions options, Scheduler scheduler, TimerService timers)
     {
         _pool = pool;
         _threadNamePrefix = options.ThreadNamePrefix ?? options.Name;

@@ -31,12 +31,12 @@ internal sealed class ItemRunner
     // once (every capture on a fresh thread yields the same object), not a setting.
     private static ExecutionContext? s_defaultContext;
 
-    private readonly WorkerPool _pool;
+    private readonly IPoolHost _pool;
     private long _cancelledCount;
     private long _redirectedCount;
     private long _leftoversCompleted;
 
-    public ItemRunner(WorkerPool pool) => _pool = pool;
+    public ItemRunner(IPoolHost pool) => _pool = pool;
 
     /// <summary>The default context, once a pool thread has started (null before).</summary>
     public static ExecutionContext? DefaultContext => s_defaultContext;

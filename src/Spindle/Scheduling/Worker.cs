@@ -86,7 +86,7 @@ internal sealed partial class Worker
     [ThreadStatic]
     private static Worker? t_current;
 
-    public readonly WorkerPool Pool;
+    public readonly IPoolHost Pool;
     public readonly Scheduler Scheduler;
     public readonly ThreadController Threads;
     public readonly WorkStealingRing Ring;
@@ -212,7 +212,7 @@ internal sealed partial class Worker
     private bool _ranTimerCallback;
     private List<TimerNode>? _expiredTimers;
 
-    public Worker(WorkerPool pool, WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, ThreadController threads,
+    public Worker(IPoolHost pool, WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, ThreadController threads,
         TimerService timers, ItemRunner runner, int id)
     {
         Pool = pool;

@@ -30,10 +30,10 @@ namespace Spindle.Threading;
 internal sealed class DedicatedThreads
 {
     [ThreadStatic]
-    private static WorkerPool? t_currentPool;
+    private static IPoolHost? t_currentPool;
 
     private readonly Lock _lock = new();
-    private readonly WorkerPool _pool;
+    private readonly IPoolHost _pool;
     private readonly WorkerPoolOptions _options;
     private readonly string _threadName;
     private readonly Scheduler _scheduler;
@@ -47,7 +47,7 @@ internal sealed class DedicatedThreads
     private long _started;
     private long _retiredIdle;
 
-    public DedicatedThreads(WorkerPool pool, WorkerPoolOptions options, Scheduler scheduler, ThreadController threads, ItemRunner runner)
+    public DedicatedThreads(IPoolHost pool, WorkerPoolOptions options, Scheduler scheduler, ThreadController threads, ItemRunner runner)
     {
         _pool = pool;
         _options = options;
@@ -58,7 +58,7 @@ internal sealed class DedicatedThreads
     }
 
     /// <summary>The pool whose dedicated thread is the calling thread, or null.</summary>
-    public static WorkerPool? CurrentPool => t_currentPool;
+    public static IPoolHost? CurrentPool => t_currentPool;
 
     /// <summary>Dedicated threads that exist (running or idle).</summary>
     public int Count => Volatile.Read(ref _count);

@@ -89,7 +89,7 @@ internal sealed class OutsideRelief
     private static OutsideRelief? t_current;
 
     private readonly Lock _lock = new();
-    private readonly WorkerPool _pool;
+    private readonly IPoolHost _pool;
     private readonly WorkerPoolOptions _options;
     private readonly Scheduler _scheduler;
     private readonly IdleCoordinator _idle;
@@ -111,7 +111,7 @@ internal sealed class OutsideRelief
     private Lane? _runningLane;          // this thread, while it runs an item of a lane (read by anyone)
     private readonly WorkItemEntry[] _one = new WorkItemEntry[1]; // this thread's take buffer
 
-    public OutsideRelief(WorkerPool pool, WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, ThreadController threads, ItemRunner runner)
+    public OutsideRelief(IPoolHost pool, WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, ThreadController threads, ItemRunner runner)
     {
         _pool = pool;
         _options = options;
@@ -125,7 +125,7 @@ internal sealed class OutsideRelief
     }
 
     /// <summary>The pool whose relief thread is the calling thread, or null.</summary>
-    public static WorkerPool? CurrentPool => t_current?._pool;
+    public static IPoolHost? CurrentPool => t_current?._pool;
 
     /// <summary>On the relief thread, the lane whose item it runs; null elsewhere and between items.</summary>
     public static Lane? CurrentLane => t_current?._runningLane;

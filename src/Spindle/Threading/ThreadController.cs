@@ -42,7 +42,7 @@ namespace Spindle.Threading;
 internal sealed partial class ThreadController
 {
     private readonly Lock _lock = new();
-    private readonly WorkerPool _pool;
+    private readonly IPoolHost _pool;
     private readonly WorkerPoolOptions _options;
     private readonly string _threadNamePrefix;
     private readonly Scheduler _scheduler;
@@ -71,7 +71,7 @@ internal sealed partial class ThreadController
     private readonly List<Thread> _retiredThreads = [];
     private readonly long[] _injectionCounts = new long[(int)ThreadInjectionReason.RetiredSurplus + 1];
 
-    public ThreadController(WorkerPool pool, WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, ItemRunner runner, TimerService timers, ThreadStarts starts)
+    public ThreadController(IPoolHost pool, WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, ItemRunner runner, TimerService timers, ThreadStarts starts)
     {
         _starts = starts;
         starts.Connect(this);

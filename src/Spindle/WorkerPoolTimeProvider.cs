@@ -1,7 +1,7 @@
 using System;
 using System.Threading;
 
-namespace Spindle.Timers;
+namespace Spindle;
 
 /// <summary>The <see cref="TimeProvider"/> of a <see cref="WorkerPool"/>: the system's clock, the pool's timers.</summary>
 internal sealed class WorkerPoolTimeProvider : TimeProvider

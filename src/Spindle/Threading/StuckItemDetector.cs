@@ -4,9 +4,9 @@ using System.Diagnostics.Tracing;
 using System.Threading;
 using Spindle.Lanes;
 using Spindle.Scheduling;
-using Spindle.Threading;
+using Spindle.Telemetry;
 
-namespace Spindle.Telemetry;
+namespace Spindle.Threading;
 
 /// <summary>
 /// Stuck-item detection (<see cref="WorkerPoolOptions.StuckItemThreshold"/>): finds a worker (or the relief thread)
@@ -32,12 +32,12 @@ namespace Spindle.Telemetry;
 /// </remarks>
 internal sealed class StuckItemDetector
 {
-    private readonly WorkerPool _pool;
+    private readonly IPoolHost _pool;
     private readonly ThreadController _threads;
     private readonly OutsideRelief _relief;
     private readonly long _thresholdTicks; // Stopwatch ticks
 
-    public StuckItemDetector(WorkerPool pool, WorkerPoolOptions options, ThreadController threads, OutsideRelief relief)
+    public StuckItemDetector(IPoolHost pool, WorkerPoolOptions options, ThreadController threads, OutsideRelief relief)
     {
         Debug.Assert(options.DetectsStuckItems);
         _pool = pool;
@@ -116,8 +116,7 @@ internal sealed class StuckItemDetector
         }
         if (raised)
         {
-            WorkerPool.RaiseStuckWorkItemDetected(new StuckWorkItemEventArgs(_pool, description, thread?.Name,
-                thread?.ManagedThreadId ?? 0, runningTime, lane?.Options.Name));
+            _pool.RaiseStuckWorkItemDetected(description, thread, runningTime, lane?.Options.Name);
         }
     }
 }

@@ -1,13 +1,12 @@
 using System;
 using System.Runtime.InteropServices;
-using Spindle.Scheduling;
 
-namespace Spindle.Queues;
+namespace Spindle.Scheduling;
 
 /// <summary>
 /// Trims the free lists of retired segments of one pool's queues (its global queue and its lanes') after each full
 /// (generation 2) collection, so that a backlog that happened once does not pin its segments for the life of the pool.
-/// See <see cref="GlobalQueue.TrimRetired"/> for what a trim keeps.
+/// See <see cref="Queues.GlobalQueue.TrimRetired"/> for what a trim keeps.
 /// </summary>
 /// <remarks>
 /// <para>Driven by its own finalizer, as the runtime's internal callbacks of this kind are: the object is unreachable
