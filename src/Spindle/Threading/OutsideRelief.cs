@@ -83,7 +83,7 @@ namespace Spindle.Threading;
 /// <see cref="_lock"/>), the started and completed counts, the running callback, owner and lane (this thread, read by
 /// anyone), and the stuck-item watch fields (the detector, on the timer thread).</para>
 /// </remarks>
-internal sealed class OutsideRelief
+internal sealed partial class OutsideRelief
 {
     [ThreadStatic]
     private static OutsideRelief? t_current;
@@ -416,127 +416,5 @@ internal sealed class OutsideRelief
         // An enqueue that read the flag before the store skipped the arming: arm again for it, unless an enqueue after
         // the store did (then its signal wakes this thread at once).
         return Interlocked.CompareExchange(ref _armed.Value, 1, 0) == 0;
-    }
-
-    /// <summary>
-    /// Takes the next item (<see cref="TryTakeNext"/>) and runs it under a drain hold. Returns false when there was none
-    /// or the pool is shutting down (the workers drain the queues then); <paramref name="mark"/> is the takers' progress
-    /// right after the take, so that the caller can tell whether a worker took queued work while the item ran.
-    /// </summary>
-    private bool RunNext(ref PoolThreadState threadState, out Progress mark)
-    {
-        mark = default;
-        // The hold first, then the state: a shutdown either is seen here or sees the hold and waits for the item.
-        _threads.AcquireDrainHold();
-        try
-        {
-            // The thread count is checked before every take, not only at arming: the pool may have reached its maximum
-            // since (starvation injection), and this thread counts against it.
-            if (_scheduler.IsShutdownStarted || _threads.ThreadCount >= _threads.MaxThreads)
-            {
-                return false;
-            }
-            if (!TryTakeNext(out WorkItemEntry item, out Lane? lane))
-            {
-                return false;
-            }
-            mark = ReadProgress();
-            if (lane is not null)
-            {
-                RunLaneItem(lane, ref item, ref threadState);
-                return true;
-            }
-            if (_scheduler.IsCancelling && !_runner.MustRunDespiteCancel(item))
-            {
-                return true; // shutdown with CancelPending began between the check and the take: cancelled and counted, as a worker does
-            }
-            RunPublished(ref item, ref threadState, lane: null);
-            return true;
-        }
-        finally
-        {
-            _threads.ReleaseDrainHold();
-        }
-    }
-
-    /// <summary>
-    /// The next item this thread may take (see the remarks): a High lane's, then the oldest of the pool's queue, then a
-    /// Normal or Low lane's; <paramref name="lane"/> is the lane it came from (null for the pool's queue), whose slot it
-    /// holds.
-    /// </summary>
-    private bool TryTakeNext(out WorkItemEntry item, out Lane? lane)
-    {
-        LaneSet lanes = _scheduler.Lanes;
-        bool lanesReady = lanes.AnyReady;
-        if (lanesReady && lanes.TryTakeForRelief(LaneSet.HighClass, LaneSet.HighClass, out item, out lane))
-        {
-            return true;
-        }
-        Span<WorkItemEntry> one = _one;
-        if (_scheduler.TryDequeueGlobalBatch(one) != 0)
-        {
-            item = one[0];
-            one[0] = default;
-            lane = null;
-            return true;
-        }
-        if (lanesReady)
-        {
-            return lanes.TryTakeForRelief(LaneSet.NormalClass, LaneSet.LowClass, out item, out lane);
-        }
-        item = default;
-        lane = null;
-        return false;
-    }
-
-    /// <summary>
-    /// Runs (or, when the lane or the pool cancels its queued work, cancels) an item taken from <paramref name="lane"/>
-    /// with one of its slots, and gives the slot back, as a worker's turn of one item does.
-    /// </summary>
-    private void RunLaneItem(Lane lane, ref WorkItemEntry item, ref PoolThreadState threadState)
-    {
-        int ran = 0;
-        // The lane first (read through Lane.OfCurrentThread by the item, and by a cancelled item's owner), then the
-        // callback and the started count (RunPublished).
-        Volatile.Write(ref _runningLane, lane);
-        try
-        {
-            if (lane.IsCancelling && !_runner.MustRunDespiteCancel(item, lane, byPool: _scheduler.IsCancelling))
-            {
-                item = default;
-            }
-            else
-            {
-                RunPublished(ref item, ref threadState, lane);
-                ran = 1;
-            }
-        }
-        finally
-        {
-            Volatile.Write(ref _runningLane, null);
-            if (lane.OnTurnDone(ran))
-            {
-                _scheduler.Lanes.OnSlotFreedWithWork();
-            }
-        }
-    }
-
-    /// <summary>Runs an item, published for the stuck-item detector (see the remarks); timed as <paramref name="lane"/>'s.</summary>
-    private void RunPublished(ref WorkItemEntry item, ref PoolThreadState threadState, Lane? lane)
-    {
-        // The callback, then the started count.
-        Volatile.Write(ref _runningCallback, item.Callback);
-        Interlocked.Increment(ref _started);
-        try
-        {
-            _runner.RunTimedOnPoolThread(ref item, lane);
-        }
-        finally
-        {
-            Volatile.Write(ref _runningOwner, null);
-            Volatile.Write(ref _runningCallback, null);
-            Interlocked.Increment(ref _completed);
-            threadState.Reset();
-        }
     }
 }

@@ -1,0 +1,167 @@
+using System;
+using System.IO;
+using System.Net;
+using System.Net.Sockets;
+using System.Runtime.CompilerServices;
+using System.Runtime.InteropServices;
+using System.Threading;
+using System.Threading.Tasks;
+using Spindle.Queues;
+using Spindle.Scheduling;
+
+namespace Spindle.IO;
+
+/// <summary>The operations of a socket on the pool's driver: what each retries when readiness arrives.</summary>
+public sealed partial class PoolSocket
+{
+    /// <summary>The poller: a readiness event for this socket.</summary>
+    internal void OnReadiness(uint events)
+    {
+        if ((events & (LinuxIo.EpollIn | LinuxIo.EpollRdHup | LinuxIo.EpollErr | LinuxIo.EpollHup)) != 0)
+        {
+            _read!.Signal();
+        }
+        if ((events & (LinuxIo.EpollOut | LinuxIo.EpollErr | LinuxIo.EpollHup)) != 0)
+        {
+            _write!.Signal();
+        }
+    }
+
+    internal static ObjectDisposedException PoolShutDown(string poolName) =>
+        new(typeof(WorkerPool).FullName, $"The worker pool '{poolName}' is shut down or shutting down: its sockets complete no more operations.");
+
+    internal Exception ClosedError() =>
+        Volatile.Read(ref _disposed) != 0 ? new ObjectDisposedException(GetType().FullName) : PoolShutDown(_pool.Name);
+
+    private void ThrowIfDisposed()
+    {
+        ObjectDisposedException.ThrowIf(Volatile.Read(ref _disposed) != 0, this);
+        if (_pool.IsShutdownStarted || _read is { IsClosed: true })
+        {
+            throw PoolShutDown(_pool.Name);
+        }
+    }
+
+    private static void Enter(DirectionGate gate, string what)
+    {
+        if (!gate.TryEnter())
+        {
+            throw new InvalidOperationException($"Another {what} is already pending on this socket; a PoolSocket runs one at a time in each direction.");
+        }
+    }
+
+    private static Socket CreateTcp(WorkerPool pool, AddressFamily addressFamily)
+    {
+        ArgumentNullException.ThrowIfNull(pool);
+        if (addressFamily is not (AddressFamily.InterNetwork or AddressFamily.InterNetworkV6))
+        {
+            throw new ArgumentOutOfRangeException(nameof(addressFamily), addressFamily, "A PoolSocket is a TCP socket over IPv4 or IPv6.");
+        }
+        return new Socket(addressFamily, SocketType.Stream, ProtocolType.Tcp);
+    }
+
+    private static Socket Validate(WorkerPool pool, Socket socket)
+    {
+        ArgumentNullException.ThrowIfNull(pool);
+        ArgumentNullException.ThrowIfNull(socket);
+        ObjectDisposedException.ThrowIf(socket.SafeHandle.IsClosed, socket);
+        if (socket.SocketType != SocketType.Stream)
+        {
+            throw new ArgumentException($"A PoolSocket needs a stream socket, not {socket.SocketType}.", nameof(socket));
+        }
+        return socket;
+    }
+
+    // ---- the driver's paths: one reusable operation per kind (see SocketOperation) ----
+
+    private sealed class ReceiveOperation(PoolSocket socket, ReadinessWaiter waiter, DirectionGate gate, WorkerPool pool)
+        : SocketOperation<int>(socket, waiter, gate, pool)
+    {
+        public Memory<byte> Buffer;
+
+        protected override bool TryOnce(out int result, out int errno)
+        {
+            nint received = Socket.TryTransfer(send: false, Buffer.Span, out errno);
+            result = (int)Math.Max(received, 0);
+            if (received < 0)
+            {
+                return false;
+            }
+            Buffer = default; // keep no caller memory alive
+            return true;
+        }
+    }
+
+    private sealed class SendOperation(PoolSocket socket, ReadinessWaiter waiter, DirectionGate gate, WorkerPool pool)
+        : SocketOperation<int>(socket, waiter, gate, pool)
+    {
+        public ReadOnlyMemory<byte> Buffer;
+        private int _sent;
+
+        protected override bool TryOnce(out int result, out int errno)
+        {
+            errno = 0;
+            while (_sent < Buffer.Length)
+            {
+                nint count = Socket.TryTransfer(send: true, MemoryMarshal.AsMemory(Buffer).Span[_sent..], out errno);
+                if (count < 0)
+                {
+                    result = 0;
+                    if (errno != LinuxIo.EAgain && errno != LinuxIo.EIntr)
+                    {
+                        _sent = 0;
+                        Buffer = default;
+                    }
+                    return false;
+                }
+                _sent += (int)count;
+            }
+            result = _sent;
+            _sent = 0;
+            Buffer = default;
+            return true;
+        }
+    }
+
+    private sealed class AcceptOperation(PoolSocket socket, ReadinessWaiter waiter, DirectionGate gate, WorkerPool pool)
+        : SocketOperation<PoolSocket>(socket, waiter, gate, pool)
+    {
+        protected override bool TryOnce(out PoolSocket result, out int errno)
+        {
+            int fd = Socket.TryAccept(out errno);
+            if (fd < 0)
+            {
+                result = null!;
+                if (errno == LinuxIo.EConnAborted)
+                {
+                    errno = LinuxIo.EIntr; // the peer gave up before it was taken: take the next at once
+                }
+                return false;
+            }
+            result = Socket.Adopt(fd);
+            return true;
+        }
+    }
+
+    private sealed class ConnectOperation(PoolSocket socket, ReadinessWaiter waiter, DirectionGate gate, WorkerPool pool)
+        : SocketOperation<bool>(socket, waiter, gate, pool)
+    {
+        public byte[]? Address;
+
+        protected override bool TryOnce(out bool result, out int errno)
+        {
+            errno = Socket.TryConnect(Address!);
+            result = errno is 0 or LinuxIo.EIsConn;
+            if (result)
+            {
+                Address = null;
+                return true;
+            }
+            if (errno is LinuxIo.EInProgress or LinuxIo.EAlready)
+            {
+                errno = LinuxIo.EAgain; // in progress: wait for writability, then ask again
+            }
+            return false;
+        }
+    }
+}
