@@ -166,7 +166,7 @@ internal sealed partial class Scheduler
                 {
                     worker.OverflowToGlobal(entry);
                 }
-                surplus |= worker.LifoSlot.Value is not null; // the owner's own field: a plain read is current
+                surplus |= worker.HoldsLifoItem; // the owner's own field: a plain read is current
             }
             // Someone must come for the item unless a searcher is already looking: this worker may run it next, but
             // only once its current item returns, and a forked child whose parent computes on would otherwise wait for
@@ -392,7 +392,7 @@ internal sealed partial class Scheduler
             long pending = _globalQueue.Count + Urgent.Count + Lanes.QueuedCount;
             foreach (Worker worker in _threads.Workers)
             {
-                pending += worker.Ring.Count + (Volatile.Read(ref worker.LifoSlot.Value) is null ? 0 : 1);
+                pending += worker.Ring.Count + (worker.PeekLifoSlot() is null ? 0 : 1);
             }
             return pending;
         }
@@ -405,7 +405,7 @@ internal sealed partial class Scheduler
         foreach (Worker worker in _threads.Workers)
         {
             worker.Ring.VisitStates(callback, visit);
-            if (Volatile.Read(ref worker.LifoSlot.Value) is object slotItem)
+            if (worker.PeekLifoSlot() is object slotItem)
             {
                 // The LIFO slot holds only work items: a task gets there inside a queue-wait sample.
                 new WorkItemEntry(slotItem, WorkItemEntry.WorkItemMarker, null).VisitStateIf(callback, visit);

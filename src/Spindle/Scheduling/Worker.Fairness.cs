@@ -46,42 +46,22 @@ internal sealed partial class Worker
     private bool LookOutside(out WorkItemEntry item)
     {
         bool requested = _lookOutsideRequested;
-        if (_lookTookOutside && _fairnessInterval == 1 && !requested && !HasNoLocalWork)
+        if (_looks.MayYieldToLocalWork(requested) && !HasNoLocalWork)
         {
-            // The previous dispatch was a look (the interval is one item) that took an outside item, and local work
-            // waits: this dispatch is the local work's turn. Items long enough to make every dispatch a look (a chain
-            // that re-queues itself outside, as a mailbox that used its throughput does) would otherwise be taken ahead
-            // of local work at every look, for as long as the chain lasted. Two items ran by the next look: its
-            // interval's arithmetic counts them.
-            _lookTookOutside = false;
-            _fairnessInterval = 2;
-            _fairnessCountdown = 1;
+            // The previous dispatch was a look that took an outside item, and local work waits: this dispatch is the
+            // local work's turn (see LookPacer.YieldToLocalWork).
+            _looks.YieldToLocalWork();
             item = default;
             return false;
         }
-        _lookTookOutside = false;
         if (requested)
         {
             _lookOutsideRequested = false; // before the look: a request made after it is kept for the next dispatch
         }
-        long now = Stopwatch.GetTimestamp();
-        long elapsed = now - _lastFairnessLook;
-        int interval = _fairnessInterval;
-        bool longItems = false;
-        if (_lastFairnessLook != 0 && elapsed > 0)
+        if (_looks.Look(Stopwatch.GetTimestamp(), out bool counted))
         {
-            // The items run since the last look (fewer than the interval when the monitor asked for this look early).
-            // After a park the first look only starts the clock (see Dispatch).
-            // Lane items run since then count for the items' length (not for the interval, which counts dispatches
-            // that reach the pool's queue): a worker that serves lanes reaches this look only now and then.
-            long ran = Math.Max(1, interval - _fairnessCountdown);
-            interval = NextLookInterval(elapsed, ran, ran + _laneItemsSinceLook, interval, out longItems);
+            Scheduler.Relief.NoteLongItems(counted);
         }
-        _laneItemsSinceLook = 0;
-        NoteItemLength(longItems);
-        _fairnessInterval = interval;
-        _fairnessCountdown = interval;
-        _lastFairnessLook = now;
         // A look the monitor asked for serves a stranded worker's work first: it has waited longest (StrandedAfterMs
         // and more), and under a steady inflow from outside it would never be reached after the global queue.
         if (requested && TryStealFromStranded(out item))
@@ -92,13 +72,13 @@ internal sealed partial class Worker
         {
             return true;
         }
-        if (Volatile.Read(ref LifoSlot.Value) is not null || !Ring.IsEmpty)
+        if (Volatile.Read(ref _lifoSlot.Value) is not null || !Ring.IsEmpty)
         {
             if (Scheduler.TryDequeueGlobalBatch(_batch.AsSpan(0, 1)) != 0)
             {
                 item = _batch[0];
                 _batch[0] = default;
-                _lookTookOutside = true;
+                _looks.TookOutside();
                 return true;
             }
         }
@@ -111,18 +91,6 @@ internal sealed partial class Worker
     }
 
     /// <summary>
-    /// The number of counted items until the next timing: as many as took about <see cref="FairnessLookTicks"/> in the
-    /// last <paramref name="elapsed"/> ticks, in which <paramref name="ran"/> counted items ran (at most four times the
-    /// previous <paramref name="interval"/>, at most <see cref="FairnessInterval"/>); <paramref name="longItems"/>: the
-    /// <paramref name="itemsRun"/> items run in all took <see cref="s_longItemTicks"/> or more each.
-    /// </summary>
-    private static int NextLookInterval(long elapsed, long ran, long itemsRun, int interval, out bool longItems)
-    {
-        longItems = elapsed >= itemsRun * s_longItemTicks;
-        return (int)Math.Clamp(ran * FairnessLookTicks / elapsed, 1, Math.Min(4L * interval, FairnessInterval));
-    }
-
-    /// <summary>
     /// Owner only: times a lane's items, on an interval of their own fitted like the looks' (about one clock read per
     /// <see cref="FairnessLookTicks"/> of lane items, at most one per <see cref="FairnessInterval"/> items), and enters or
     /// leaves the relief's count of long-item workers by it. A worker in a turn of a lane's long items never reaches a
@@ -131,19 +99,10 @@ internal sealed partial class Worker
     /// </summary>
     private void TimeLaneItems()
     {
-        long now = Stopwatch.GetTimestamp();
-        long elapsed = now - _lastLaneTiming;
-        int interval = _laneTimingInterval;
-        if (_lastLaneTiming != 0 && elapsed > 0)
+        if (_looks.TimeLaneItems(Stopwatch.GetTimestamp(), out bool counted))
         {
-            // After a park the first timing only starts the clock (see Dispatch), and says nothing of the items.
-            long ran = Math.Max(1, interval - _laneTimingCountdown);
-            interval = NextLookInterval(elapsed, ran, ran, interval, out bool longItems);
-            NoteItemLength(longItems);
+            Scheduler.Relief.NoteLongItems(counted);
         }
-        _laneTimingInterval = interval;
-        _laneTimingCountdown = interval;
-        _lastLaneTiming = now;
     }
 
     /// <summary>
@@ -198,36 +157,11 @@ internal sealed partial class Worker
         return false;
     }
 
-    /// <summary>
-    /// How long (in Stopwatch ticks) one item must take, at two looks running, before this worker counts as being in
-    /// long items for the relief thread: 200 µs, twice a look's target. Shorter items are looked past after each item
-    /// anyway, so outside work waits for them no longer than about that; and a single long spell is more often this
-    /// thread being descheduled than a long item.
-    /// </summary>
-    private static readonly long s_longItemTicks = FairnessLookTicks * 2;
-
-    /// <summary>
-    /// Owner only, at each look: enters or leaves the relief's count of workers in long items (see
-    /// <see cref="OutsideRelief"/>) once two looks running found items of <see cref="s_longItemTicks"/> or more (a look
-    /// that only starts the clock finds none). Only transitions touch the shared count, so short items cost nothing more.
-    /// </summary>
-    private void NoteItemLength(bool longItems)
-    {
-        bool counted = longItems && _longLookStreak;
-        _longLookStreak = longItems;
-        if (counted != _countedLongItems)
-        {
-            _countedLongItems = counted;
-            Scheduler.Relief.NoteLongItems(counted);
-        }
-    }
-
     /// <summary>Owner only: leaves the relief's count of workers in long items, if this worker is in it.</summary>
     private void LeaveLongItemCount()
     {
-        if (_countedLongItems)
+        if (_looks.Leave())
         {
-            _countedLongItems = false;
             Scheduler.Relief.NoteLongItems(false);
         }
     }

@@ -39,10 +39,10 @@ internal sealed partial class Worker
                 {
                     RunItem(ref item, ref threadState);
                     ran++;
-                    _laneItemsSinceLook++;
+
                     // Lane items are timed on their own interval (see TimeLaneItems), so a worker whose lane items are
                     // long enters the relief's count of long-item workers; the pool queue's looks keep theirs.
-                    if (--_laneTimingCountdown <= 0)
+                    if (_looks.CountLaneItem())
                     {
                         TimeLaneItems();
                     }
@@ -55,7 +55,7 @@ internal sealed partial class Worker
                 // lower classes have had work waiting (their minimum share), or this worker has been surplus, for a
                 // millisecond. Checked after every item, so a turn of long items ends after the first item that ends
                 // a millisecond later; the clock is read only while something else wants this worker.
-                if ((ran & (LaneTurnCheckInterval - 1)) == 0 && (_timerCountdown -= LaneTurnCheckInterval) <= 0)
+                if ((ran & (LaneTurnCheckInterval - 1)) == 0 && (_timerPace.Countdown -= LaneTurnCheckInterval) <= 0)
                 {
                     CheckTimers();
                 }

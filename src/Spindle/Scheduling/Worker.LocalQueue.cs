@@ -50,13 +50,12 @@ internal sealed partial class Worker
         _peerWatchCountdown = PeerWatchTakes;
         Worker? peer = _watchedPeer;
         if (peer is not null
-            && Volatile.Read(ref peer._started) == _watchedPeerStarted
+            && peer.StartedCount == _watchedPeerStarted
             && !peer.Ring.IsEmpty
             && peer.MayStealFrom()
             && peer.Ring.StealHalfInto(Ring, out item) != 0)
         {
-            CountSteal();
-            Volatile.Write(ref _peerWatchSteals, _peerWatchSteals + 1);
+            _counts.CountPeerWatchSteal();
             return true; // the same peer stays watched, from the same count: if it is still stalled, the next watch takes more
         }
         Worker[] workers = Threads.Workers;
@@ -71,7 +70,7 @@ internal sealed partial class Worker
             }
         }
         _watchedPeer = next;
-        _watchedPeerStarted = next is null ? 0 : Volatile.Read(ref next._started);
+        _watchedPeerStarted = next is null ? 0 : next.StartedCount;
         item = default;
         return false;
     }
@@ -81,8 +80,8 @@ internal sealed partial class Worker
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public bool TryTakeLifoSlot(out WorkItemEntry item)
     {
-        object? next = Volatile.Read(ref LifoSlot.Value);
-        if (next is not null && Interlocked.CompareExchange(ref LifoSlot.Value, null, next) == next)
+        object? next = Volatile.Read(ref _lifoSlot.Value);
+        if (next is not null && Interlocked.CompareExchange(ref _lifoSlot.Value, null, next) == next)
         {
             item = new WorkItemEntry(next, WorkItemEntry.WorkItemMarker, null);
             return true;
@@ -108,18 +107,18 @@ internal sealed partial class Worker
     /// </remarks>
     public bool MayStealFrom()
     {
-        long started = Volatile.Read(ref _started);
-        if (started == Volatile.Read(ref _completed.Value))
+        long started = _record.StartedCount;
+        if (started == _record.CompletedCount)
         {
             return true; // between items
         }
-        int queued = Ring.Count + (Volatile.Read(ref LifoSlot.Value) is null ? 0 : 1);
+        int queued = Ring.Count + (Volatile.Read(ref _lifoSlot.Value) is null ? 0 : 1);
         if (queued != 1)
         {
             return queued > 1;
         }
         long deadline = Stopwatch.GetTimestamp() + s_stealGraceTicks;
-        while (Volatile.Read(ref _started) == started)
+        while (_record.StartedCount == started)
         {
             if (Stopwatch.GetTimestamp() >= deadline)
             {
@@ -131,7 +130,7 @@ internal sealed partial class Worker
     }
 
     /// <summary>Whether this worker holds no queued item (ring and LIFO slot; a snapshot).</summary>
-    public bool HasNoLocalWork => Volatile.Read(ref LifoSlot.Value) is null && Ring.IsEmpty;
+    public bool HasNoLocalWork => Volatile.Read(ref _lifoSlot.Value) is null && Ring.IsEmpty;
 
     /// <summary>
     /// Owner only: queues an <see cref="IWorkItem"/> without ExecutionContext into the LIFO slot, moving the item it
@@ -140,13 +139,13 @@ internal sealed partial class Worker
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public bool PushToLifoSlot(object workItem)
     {
-        if (LifoSlot.Value is null)
+        if (_lifoSlot.Value is null)
         {
             // Only the owner stores non-null, so the slot stays empty until the store below.
-            Volatile.Write(ref LifoSlot.Value, workItem);
+            Volatile.Write(ref _lifoSlot.Value, workItem);
             return !Ring.IsEmpty;
         }
-        object? displaced = Interlocked.Exchange(ref LifoSlot.Value, workItem);
+        object? displaced = Interlocked.Exchange(ref _lifoSlot.Value, workItem);
         if (displaced is not null)
         {
             var entry = new WorkItemEntry(displaced, WorkItemEntry.WorkItemMarker, null);

@@ -16,47 +16,47 @@ namespace Spindle.Scheduling;
 /// <summary>What a worker publishes about itself: its counts, the item it runs (for the stuck-item detector and thieves).</summary>
 internal sealed partial class Worker
 {
-    public long CompletedCount => Volatile.Read(ref _completed.Value);
+    public long CompletedCount => _record.CompletedCount;
 
     /// <summary>Items this worker took from another worker's queues (a snapshot).</summary>
-    public long StealCount => Volatile.Read(ref _steals);
+    public long StealCount => _counts.Steals;
 
     /// <summary>Times this worker went to sleep for lack of work (a snapshot).</summary>
-    public long ParkCount => Volatile.Read(ref _parks);
+    public long ParkCount => _counts.Parks;
 
     /// <summary>Steals this worker made from a stalled peer it watched (see <see cref="TakeShared"/>); part of <see cref="StealCount"/>.</summary>
-    public long PeerWatchStealCount => Volatile.Read(ref _peerWatchSteals);
+    public long PeerWatchStealCount => _counts.PeerWatchSteals;
 
     /// <summary>Owner only: a steal succeeded.</summary>
-    public void CountSteal() => Volatile.Write(ref _steals, _steals + 1);
+    public void CountSteal() => _counts.CountSteal();
 
     /// <summary>Owner only: the worker is about to sleep.</summary>
-    public void CountPark() => Volatile.Write(ref _parks, _parks + 1);
+    public void CountPark() => _counts.CountPark();
 
     /// <summary>
     /// Tasks of the pool's schedulers this worker ran inline, inside the item it was running (a <c>Task.Wait</c> on a task
     /// not yet started): work done that no item completion shows (a snapshot).
     /// </summary>
-    public long InlineRunCount => Volatile.Read(ref _inlineRuns);
+    public long InlineRunCount => _counts.InlineRuns;
 
     /// <summary>Owner only: a task ran inline.</summary>
-    public void CountInlineRun() => Volatile.Write(ref _inlineRuns, _inlineRuns + 1);
+    public void CountInlineRun() => _counts.CountInlineRun();
 
     public bool IsCurrentThread => ReferenceEquals(t_current, this);
 
     /// <summary>Owner only: the completed count without a volatile read.</summary>
-    public long CompletedCountByOwner => _completed.Value;
+    public long CompletedCountByOwner => _record.CompletedByOwner;
 
     public ref Backoff Backoff => ref _backoff;
 
     /// <summary>Items this worker has started; one ahead of <see cref="CompletedCount"/> while it runs one (see the remarks).</summary>
-    public long StartedCount => Volatile.Read(ref _started);
+    public long StartedCount => _record.StartedCount;
 
     /// <summary>The callback of the item this worker runs or last ran (a racy snapshot; see the remarks).</summary>
-    public object? RunningCallback => Volatile.Read(ref _runningCallback);
+    public object? RunningCallback => _record.Callback;
 
     /// <summary>The library item running the caller's code on this worker right now, if any (a racy snapshot).</summary>
-    public object? RunningOwner => Volatile.Read(ref _runningOwner);
+    public object? RunningOwner => _record.Owner;
 
     /// <summary>
     /// Called by a library item whose queued callback is shared by many items (a Run item, a timer or wait firing, a
@@ -69,7 +69,7 @@ internal sealed partial class Worker
         Worker? worker = t_current;
         if (worker is not null)
         {
-            Volatile.Write(ref worker._runningOwner, owner);
+            worker._record.EnterOwner(owner);
         }
         else
         {
@@ -87,7 +87,7 @@ internal sealed partial class Worker
     {
         if (worker is not null)
         {
-            worker._runningOwner = null;
+            worker._record.ExitOwner();
         }
         else
         {

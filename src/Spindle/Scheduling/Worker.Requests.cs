@@ -80,7 +80,7 @@ internal sealed partial class Worker
     public void OpenDeferral()
     {
         Debug.Assert(IsCurrentThread);
-        Interlocked.Exchange(ref _deferredAt, _completed.Value);
+        Interlocked.Exchange(ref _deferredAt, _record.CompletedByOwner);
     }
 
     /// <summary>The stall monitor: closes the deferral it saw as <paramref name="seen"/>, unless a newer one replaced it.</summary>

@@ -15,34 +15,19 @@ namespace Spindle.Scheduling;
 
 /// <summary>One worker thread: its local queues, its blocker, its counters and its dispatch loop.</summary>
 /// <remarks>
-/// <para>Fields are grouped by the component that writes them; no other component writes them:</para>
-/// <list type="bullet">
-/// <item>This worker (the dispatch loop, the owner side of the ring and the LIFO slot): <see cref="Ring"/>'s owner
-/// end, <see cref="LifoSlot"/> stores, the completed count, the fairness and timer-assist state.</item>
-/// <item>The idle coordinator: <see cref="IsWokenAsSearcher"/>.</item>
-/// <item>The stall monitor: <see cref="DeferredAt"/>, <see cref="IsStranded"/>, <see cref="IsLookOutsideRequested"/>.</item>
-/// <item>The thread controller: <see cref="Thread"/>, <see cref="InjectedFor"/>, <see cref="EnterRegion"/> (blocking
-/// regions).</item>
-/// <item>The stuck-item detector (on the pool's timer thread): <see cref="StuckWatch"/>.</item>
-/// </list>
-/// Thieves only take from the ring and the LIFO slot through their own protocols (WorkStealingRing, the slot's CAS).
-/// <para>What the worker runs, for the stuck-item detector (on the pool's timer thread, every quarter threshold). Before
-/// each item <see cref="RunItem"/> stores the entry's callback in <see cref="_runningCallback"/>, but only when it differs
-/// from the one already there (a cached delegate or a re-queued work item, the common cases, cost a load and no GC write
-/// barrier), then counts the item in <see cref="_started"/> (a release store); after the item it counts the completion
-/// as before. So the worker is inside item <c>n + 1</c> exactly while the started count is ahead of the completed count
-/// <c>n</c>, and that item's callback is the one published. The callback stays published between items (nothing to
-/// clear per item); the worker drops it before it parks and when it exits, so an idle worker keeps nothing alive.
-/// The library's items whose queued callback is shared by many items (Run items, timer and wait firings, scheduler
-/// tasks) publish themselves in <see cref="_runningOwner"/> while they run (<see cref="EnterOwnedItem"/>), so that the
-/// detector can name the caller's delegate; they clear it when they return. Only this worker's thread writes these
-/// fields.</para>
-/// <para>The detector reads the completed count, then the started count (both with acquire): if the started count is
-/// ahead, item <c>n + 1</c> had started when it looked. A later look that reads the same completed count knows that item
-/// has not completed since, so it has run at least the time between the two looks: the detector needs no clock read per
-/// item. The callback and owner are read after the counts and kept only if the completed count has not moved meanwhile,
-/// in which case no later item has started and they are that item's. The cost per item: one load, one compare and one
-/// plain store of a counter; no fence, no clock.</para>
+/// <para>Only this worker writes its fields; its state is grouped by concern into parts it owns: what it runs
+/// (<see cref="RunningItemRecord"/>, read by the stuck-item detector and by thieves), its counts
+/// (<see cref="WorkerCounters"/>), the pacing of its looks outside (<see cref="LookPacer"/>) and of its timer work
+/// (<see cref="TimerPacer"/>), its local queue (the owner end of <see cref="Ring"/> and the LIFO slot; thieves take
+/// through the ring's and the slot's own protocols). Other components change what concerns them through its methods
+/// (<c>Worker.Requests.cs</c>): the idle coordinator hands over the searching count (<see cref="MarkWokenAsSearcher"/>),
+/// the stall monitor asks for looks outside, marks stranded work and closes deferrals, the lane set names the lane of
+/// the item it hands out, the thread controller attaches the thread and counts blocking regions. The stuck-item
+/// detector and the idle coordinator keep their per-worker records in objects the worker holds for them
+/// (<see cref="StuckWatch"/>, <see cref="Bursts"/>).</para>
+/// <para>The library's items whose queued callback is shared by many items (Run items, timer and wait firings, scheduler
+/// tasks) publish themselves while they run (<see cref="EnterOwnedItem"/>), so that the detector can name the caller's
+/// delegate; they clear it when they return.</para>
 /// </remarks>
 internal sealed partial class Worker
 {
@@ -114,7 +99,7 @@ internal sealed partial class Worker
     // state), so a thief whose CAS succeeds after the owner took the object and queued the same object again has simply
     // taken that newer queueing: no ABA hazard. Taking it costs one CAS and no copy, against a fence, index arithmetic
     // and a three-reference copy for the ring.
-    public PaddedReference LifoSlot;
+    private PaddedReference _lifoSlot;
 
     // The stall monitor's deferral protocol (see OpenDeferral): this worker's completed count when it queued a lone
     // local item without waking anyone; the monitor clears it (CAS, TryCloseDeferral) once the count has moved on, or
@@ -151,50 +136,21 @@ internal sealed partial class Worker
     /// <summary>The idle coordinator's record of how this worker's parks end (this worker's thread only).</summary>
     public readonly BurstTracker Bursts = new();
 
-    // This worker's thread only (see the remarks): the callback of the item it runs or last ran (null once parked), items
-    // started, and the library item that runs the caller's code right now.
-    private object? _runningCallback;
-    private long _started;
-    private object? _runningOwner;
+    // What this worker runs, for the stuck-item detector and thieves (see RunningItemRecord); its telemetry counts.
+    private RunningItemRecord _record;
+    private WorkerCounters _counts;
 
     private readonly WorkItemEntry[] _batch = new WorkItemEntry[GlobalBatchSize];
-    // Written on every item by this worker only (read by the pool's completed count): padded so that a neighbouring
-    // worker's or ring's fields never share its cache line.
-    private PaddedInt64 _completed;
-    // Owner-written telemetry counts (read by collections as snapshots): successful steals and parks.
-    private long _steals;
-    private long _parks;
-    private long _inlineRuns;
     // Owner only: the pace of the items timed for the run-time histogram.
     private SamplePacer _durationPacer;
     // Owner only: the pace of this worker's enqueues sampled for the queue-wait histogram (see ShouldSampleWait).
     private SamplePacer _waitPacer;
-    // Owner only: the current item is a fired timer's callback. What it queues (the continuations of the delays it
-    // completes) goes to the global queue, in firing order, instead of this worker's LIFO ring: a burst of timers
-    // would otherwise leave its first continuations at the bottom of one ring behind the last ones, and behind whatever
-    // the ring's later items queue.
-    public bool InTimerCallback;
     // Owner only: set before the stop hook runs. By then the worker may have left the worker list (a retirement), so
     // nobody would look at its local queues again: what the hook queues goes to the shared queue instead.
-    public bool IsExiting;
-    // Owner only: the completed count this worker reaches when its latest timer callback ends (so the item before the
-    // one about to be taken was that callback when the count equals it), and when its current run of timer callbacks
-    // began; see UrgentGoesFirst.
-    private long _timerCallbackCompleted = -1;
-    private long _urgentStreakStart;
-    // Fairness (owner only): items left before the next look at the global queue, the adaptive number of items between
-    // looks, and when the last look read the clock (see LookOutside).
-    private int _fairnessCountdown = FairnessInterval;
-    private int _fairnessInterval = FairnessInterval;
-    private long _lastFairnessLook;
-    // Owner only: the same for the timing of a lane's items (see TimeLaneItems).
-    private int _laneTimingCountdown = FairnessInterval;
-    private int _laneTimingInterval = FairnessInterval;
-    private long _lastLaneTiming;
-    private int _laneItemsSinceLook; // owner only: lane items run since the last look (see LookOutside)
-    private bool _lookTookOutside;  // owner only: the last look returned an outside item (see LookOutside)
-    private bool _countedLongItems; // owner only: counted in the relief's long-item workers (see NoteItemLength)
-    private bool _longLookStreak;   // owner only: the previous timed look found a long item (see NoteItemLength)
+    private bool _exiting;
+    // Owner only: the pacing of looks outside (see LookOutside) and of timer work (see CheckTimers).
+    private LookPacer _looks = LookPacer.Create();
+    private TimerPacer _timerPace = TimerPacer.Create();
     private long _bottomTop = -1;   // owner only: the ring's top index at the last fairness look
     private long _bottomSince;      // owner only: when that top index was first seen
     // Peer watch (owner only, see TakeShared): takes from the global queue left in the current watch, the watched peer,
@@ -202,15 +158,26 @@ internal sealed partial class Worker
     private int _peerWatchCountdown = PeerWatchTakes;
     private Worker? _watchedPeer;
     private long _watchedPeerStarted;
-    private long _peerWatchSteals; // written by the owner, read by anyone
     private Backoff _backoff;
-    // Timer assist (owner only): items left before the next look at the timer deadline, the look's interval in items,
-    // when the last look read the clock, and the worker's buffer for timers it expires itself.
-    private int _timerCountdown = TimerCheckIdleInterval;
-    private int _timerInterval = 1;
-    private long _lastTimerCheck;
-    private bool _ranTimerCallback;
+    // Owner only: the buffer for timers this worker expires itself (see CheckTimers).
     private List<TimerNode>? _expiredTimers;
+
+    /// <summary>
+    /// Owner only: the current item is a fired timer's callback. What it queues (the continuations of the delays it
+    /// completes) goes to the global queue, in firing order, instead of this worker's LIFO ring: a burst of timers would
+    /// otherwise leave its first continuations at the bottom of one ring behind the last ones, and behind whatever the
+    /// ring's later items queue.
+    /// </summary>
+    public bool InTimerCallback => _timerPace.InCallback;
+
+    /// <summary>The worker has finished its work and runs its stop hook (see the field's comment); owner only.</summary>
+    public bool IsExiting => _exiting;
+
+    /// <summary>Thieves and the scheduler: the LIFO slot's item, if any (a snapshot).</summary>
+    public object? PeekLifoSlot() => Volatile.Read(ref _lifoSlot.Value);
+
+    /// <summary>Owner only: whether its LIFO slot holds an item (a plain read of its own field is current).</summary>
+    public bool HoldsLifoItem => _lifoSlot.Value is not null;
 
     public Worker(IPoolHost pool, WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, ThreadController threads,
         TimerService timers, ItemRunner runner, int id)
@@ -246,8 +213,8 @@ internal sealed partial class Worker
         }
         finally
         {
-            _runningCallback = null;
-            IsExiting = true;
+            _record.DropCallback();
+            _exiting = true;
             LeaveLongItemCount();
             try
             {
@@ -274,15 +241,13 @@ internal sealed partial class Worker
             {
                 return;
             }
-            _runningCallback = null; // an idle worker keeps no item alive
+            _record.DropCallback(); // an idle worker keeps no item alive
             // A pace set while busy would hold through the idle spell: the first items after it are sampled.
             _durationPacer.Rewind();
             _waitPacer.Rewind();
             // The next look outside times the work after the wake, not the idle spell (which would cut the interval
             // to one item and cost a clock read per item for the first looks of every busy spell).
-            _lastFairnessLook = 0;
-            _lastLaneTiming = 0;
-            _laneItemsSinceLook = 0;
+            _looks.RestartAfterPark();
             LeaveLongItemCount(); // a parked worker is woken for outside work: the relief need not watch for it
             if (!_idle.Park(this))
             {
@@ -350,11 +315,11 @@ internal sealed partial class Worker
             // finds only firings left after one leaves, even when they never stop coming.
             if (InTimerCallback && scheduler.IsShutdownStarted && threads.TryExitForShutdown(this))
             {
-                InTimerCallback = false;
+                _timerPace.InCallback = false;
                 return BusySpellEnd.Exit;
             }
-            InTimerCallback = false;
-            if (--_timerCountdown <= 0)
+            _timerPace.InCallback = false;
+            if (--_timerPace.Countdown <= 0)
             {
                 CheckTimers();
             }
@@ -371,13 +336,7 @@ internal sealed partial class Worker
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     private void RunItem(ref WorkItemEntry item, ref PoolThreadState threadState)
     {
-        // Published for the stuck-item detector (see the remarks): the callback when it changes, then the started count.
-        object callback = item.Callback;
-        if (!ReferenceEquals(_runningCallback, callback))
-        {
-            Volatile.Write(ref _runningCallback, callback);
-        }
-        Volatile.Write(ref _started, _started + 1);
+        _record.Begin(item.Callback); // published for the stuck-item detector and thieves (see RunningItemRecord)
         if (--_durationPacer.Countdown <= 0)
         {
             RunSampledItem(ref item);
@@ -386,7 +345,7 @@ internal sealed partial class Worker
         {
             _runner.RunOnPoolThread(ref item);
         }
-        Volatile.Write(ref _completed.Value, _completed.Value + 1);
+        _record.End();
         if (_regionDepth != 0)
         {
             Threads.CloseAbandonedRegion(this);
@@ -433,7 +392,7 @@ internal sealed partial class Worker
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public bool TryTakeDefault(out WorkItemEntry item)
     {
-        if ((--_fairnessCountdown <= 0 || _lookOutsideRequested) && LookOutside(out item))
+        if ((--_looks.Countdown <= 0 || _lookOutsideRequested) && LookOutside(out item))
         {
             return true;
         }

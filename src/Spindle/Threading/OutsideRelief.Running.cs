@@ -119,18 +119,17 @@ internal sealed partial class OutsideRelief
     /// <summary>Runs an item, published for the stuck-item detector (see the remarks); timed as <paramref name="lane"/>'s.</summary>
     private void RunPublished(ref WorkItemEntry item, ref PoolThreadState threadState, Lane? lane)
     {
-        // The callback, then the started count.
-        Volatile.Write(ref _runningCallback, item.Callback);
-        Interlocked.Increment(ref _started);
+        _record.Begin(item.Callback); // published for the stuck-item detector, as on a worker
         try
         {
             _runner.RunTimedOnPoolThread(ref item, lane);
         }
         finally
         {
-            Volatile.Write(ref _runningOwner, null);
-            Volatile.Write(ref _runningCallback, null);
-            Interlocked.Increment(ref _completed);
+            // The relief thread keeps no item alive between items: it is idle more often than not.
+            _record.ExitOwner();
+            _record.DropCallback();
+            _record.End();
             threadState.Reset();
         }
     }

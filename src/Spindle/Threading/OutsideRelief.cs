@@ -71,10 +71,10 @@ namespace Spindle.Threading;
 /// lets a lane that is shutting down stop). While a lane's item runs here, <see cref="CurrentLane"/> names the lane, so
 /// the item is its lane's own (<see cref="WorkerPoolLane.Current"/>; an item of a capped lane does not wait for room in
 /// it, as on a worker).</para>
-/// <para>The stuck-item detector watches this thread as it watches a worker (see <see cref="Worker"/>): before each item
-/// this thread publishes the item's callback, then counts it in <see cref="_started"/>; the library's items with a
-/// shared callback publish themselves in <see cref="_runningOwner"/> (<see cref="EnterOwnedItem"/>); after the item
-/// this thread clears both and counts the completion. The detector reads the completed count, then the started count,
+/// <para>The stuck-item detector watches this thread as it watches a worker (see <see cref="Worker"/>): it keeps the
+/// same <see cref="RunningItemRecord"/>: before each item this thread publishes the item's callback, then counts it as
+/// started; the library's items with a shared callback publish themselves (<see cref="EnterOwnedItem"/>); after the
+/// item this thread clears both and counts the completion. The detector reads the completed count, then the started count,
 /// then the callback and owner, and keeps them only if the completed count has not moved meanwhile. Its report names
 /// this thread with worker number 0 (workers are numbered from 1).</para>
 /// <para>State: <see cref="_armed"/> (atomics: enqueuers claim it, this thread clears it), <see cref="_armedAt"/> and
@@ -104,10 +104,7 @@ internal sealed partial class OutsideRelief
     private Thread? _thread;
     private bool _released;
     private bool _creationFailed;
-    private long _started;
-    private long _completed;
-    private object? _runningCallback;
-    private object? _runningOwner;
+    private RunningItemRecord _record;   // this thread writes it (see the remarks)
     private Lane? _runningLane;          // this thread, while it runs an item of a lane (read by anyone)
     private readonly WorkItemEntry[] _one = new WorkItemEntry[1]; // this thread's take buffer
 
@@ -145,16 +142,16 @@ internal sealed partial class OutsideRelief
     private bool NothingToRelieve => _scheduler.IsGlobalQueueEmpty && !_scheduler.Lanes.AnyRunnable();
 
     /// <summary>Items the relief thread has run to completion.</summary>
-    public long CompletedCount => Interlocked.Read(ref _completed);
+    public long CompletedCount => _record.CompletedCount;
 
     /// <summary>Items the relief thread has started; one ahead of <see cref="CompletedCount"/> while it runs one.</summary>
-    public long StartedCount => Interlocked.Read(ref _started);
+    public long StartedCount => _record.StartedCount;
 
     /// <summary>The callback of the item the thread runs (null between items).</summary>
-    public object? RunningCallback => Volatile.Read(ref _runningCallback);
+    public object? RunningCallback => _record.Callback;
 
     /// <summary>The library object that runs the caller's delegate under a shared callback (see <see cref="EnterOwnedItem"/>).</summary>
-    public object? RunningOwner => Volatile.Read(ref _runningOwner);
+    public object? RunningOwner => _record.Owner;
 
     /// <summary>The relief thread, once started.</summary>
     public Thread? Thread => Volatile.Read(ref _thread);
@@ -170,7 +167,7 @@ internal sealed partial class OutsideRelief
     {
         if (t_current is OutsideRelief relief)
         {
-            Volatile.Write(ref relief._runningOwner, owner);
+            relief._record.EnterOwner(owner);
         }
     }
 
@@ -179,7 +176,7 @@ internal sealed partial class OutsideRelief
     {
         if (t_current is OutsideRelief relief)
         {
-            Volatile.Write(ref relief._runningOwner, null);
+            relief._record.ExitOwner();
         }
     }
 

@@ -42,9 +42,6 @@ public sealed class OwnershipTests
         "Waiter.Linked",
         "Waiter.Next",
         "Waiter.Previous",
-        "Worker.InTimerCallback",
-        "Worker.IsExiting",
-        "Worker.LifoSlot",
     ];
 
     [Fact]

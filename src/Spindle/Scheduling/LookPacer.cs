@@ -1,0 +1,173 @@
+using System;
+
+namespace Spindle.Scheduling;
+
+/// <summary>
+/// A worker's pacing of its looks outside its own queues (owner only): how many dispatches of the pool's queue until the
+/// next look, and how many lane items until the next timing of them, both fitted to the length of the items so that a
+/// look comes about every <see cref="Worker.FairnessLookTicks"/> of work; and whether the worker's items are long
+/// enough for the relief thread to count it as being in long items (see <see cref="Worker.LookOutside"/>).
+/// </summary>
+internal struct LookPacer
+{
+    /// <summary>
+    /// How long (in Stopwatch ticks) one item must take, at two looks running, before the worker counts as being in
+    /// long items for the relief thread: 200 µs, twice a look's target. Shorter items are looked past after each item
+    /// anyway, so outside work waits for them no longer than about that; and a single long spell is more often the
+    /// thread being descheduled than a long item.
+    /// </summary>
+    private static readonly long s_longItemTicks = Worker.FairnessLookTicks * 2;
+
+    /// <summary>Dispatches of the pool's queue left before the next look (the dispatch counts it down).</summary>
+    public int Countdown;
+
+    /// <summary>Lane items left before the next timing of lane items (the lane turn counts it down).</summary>
+    public int LaneCountdown;
+
+    private int _interval;
+    private long _lastLook;
+    private int _laneInterval;
+    private long _lastLaneTiming;
+    private int _laneItemsSinceLook;
+    private bool _tookOutside;
+    private bool _counted;
+    private bool _streak;
+
+    public static LookPacer Create() => new()
+    {
+        Countdown = Worker.FairnessInterval,
+        _interval = Worker.FairnessInterval,
+        LaneCountdown = Worker.FairnessInterval,
+        _laneInterval = Worker.FairnessInterval,
+    };
+
+    /// <summary>
+    /// Whether this look may be the local work's turn instead: the previous dispatch was a look (the interval is one
+    /// item) that took an outside item, and the stall monitor did not ask for this one. The caller then checks that
+    /// local work waits and calls <see cref="YieldToLocalWork"/>.
+    /// </summary>
+    public readonly bool MayYieldToLocalWork(bool requested) => _tookOutside && _interval == 1 && !requested;
+
+    /// <summary>
+    /// This dispatch is the local work's turn: items long enough to make every dispatch a look (a chain that re-queues
+    /// itself outside, as a mailbox that used its throughput does) would otherwise be taken ahead of local work at
+    /// every look, for as long as the chain lasted. Two items ran by the next look: its interval's arithmetic counts them.
+    /// </summary>
+    public void YieldToLocalWork()
+    {
+        _tookOutside = false;
+        _interval = 2;
+        Countdown = 1;
+    }
+
+    /// <summary>
+    /// A look at <paramref name="now"/>: sets the dispatches until the next one. Returns whether the worker enters or
+    /// leaves the relief's count of long-item workers (<paramref name="counted"/>: whether it is in it now).
+    /// </summary>
+    public bool Look(long now, out bool counted)
+    {
+        _tookOutside = false;
+        long elapsed = now - _lastLook;
+        int interval = _interval;
+        bool longItems = false;
+        if (_lastLook != 0 && elapsed > 0)
+        {
+            // The items run since the last look (fewer than the interval when the monitor asked for this look early).
+            // After a park the first look only starts the clock (see RestartAfterPark). Lane items run since then count
+            // for the items' length (not for the interval, which counts dispatches that reach the pool's queue): a
+            // worker that serves lanes reaches this look only now and then.
+            long ran = Math.Max(1, interval - Countdown);
+            interval = NextInterval(elapsed, ran, ran + _laneItemsSinceLook, interval, out longItems);
+        }
+        _laneItemsSinceLook = 0;
+        _interval = interval;
+        Countdown = interval;
+        _lastLook = now;
+        return NoteItemLength(longItems, out counted);
+    }
+
+    /// <summary>The look returned an outside item.</summary>
+    public void TookOutside() => _tookOutside = true;
+
+    /// <summary>
+    /// A lane item ran; returns whether its timing is due (the caller then calls <see cref="TimeLaneItems"/>). Lane
+    /// items are timed on an interval of their own, so a worker whose lane items are long counts as being in long items
+    /// even though it never reaches a look of the pool's queue; the pool queue's looks are not moved.
+    /// </summary>
+    public bool CountLaneItem()
+    {
+        _laneItemsSinceLook++;
+        return --LaneCountdown <= 0;
+    }
+
+    /// <summary>
+    /// Times the lane items run since the last timing, at <paramref name="now"/>. Returns whether the worker enters or
+    /// leaves the relief's count of long-item workers (<paramref name="counted"/>: whether it is in it now).
+    /// </summary>
+    public bool TimeLaneItems(long now, out bool counted)
+    {
+        long elapsed = now - _lastLaneTiming;
+        int interval = _laneInterval;
+        bool changed = false;
+        counted = _counted;
+        if (_lastLaneTiming != 0 && elapsed > 0)
+        {
+            // After a park the first timing only starts the clock, and says nothing of the items.
+            long ran = Math.Max(1, interval - LaneCountdown);
+            interval = NextInterval(elapsed, ran, ran, interval, out bool longItems);
+            changed = NoteItemLength(longItems, out counted);
+        }
+        _laneInterval = interval;
+        LaneCountdown = interval;
+        _lastLaneTiming = now;
+        return changed;
+    }
+
+    /// <summary>
+    /// After a park: the next look and lane timing time the work after the wake, not the idle spell (which would cut the
+    /// interval to one item and cost a clock read per item for the first looks of every busy spell).
+    /// </summary>
+    public void RestartAfterPark()
+    {
+        _lastLook = 0;
+        _lastLaneTiming = 0;
+        _laneItemsSinceLook = 0;
+    }
+
+    /// <summary>Leaves the relief's count of long-item workers; returns whether the worker was in it.</summary>
+    public bool Leave()
+    {
+        bool was = _counted;
+        _counted = false;
+        return was;
+    }
+
+    /// <summary>
+    /// The number of counted items until the next timing: as many as took about <see cref="Worker.FairnessLookTicks"/>
+    /// in the last <paramref name="elapsed"/> ticks, in which <paramref name="ran"/> counted items ran (at most four
+    /// times the previous <paramref name="interval"/>, at most <see cref="Worker.FairnessInterval"/>);
+    /// <paramref name="longItems"/>: the <paramref name="itemsRun"/> items run in all took <see cref="s_longItemTicks"/>
+    /// or more each.
+    /// </summary>
+    private static int NextInterval(long elapsed, long ran, long itemsRun, int interval, out bool longItems)
+    {
+        longItems = elapsed >= itemsRun * s_longItemTicks;
+        return (int)Math.Clamp(ran * Worker.FairnessLookTicks / elapsed, 1, Math.Min(4L * interval, Worker.FairnessInterval));
+    }
+
+    /// <summary>
+    /// Enters or leaves the relief's count once two timings running found long items (a timing that only starts the
+    /// clock finds none). Only transitions are reported, so short items cost the shared count nothing.
+    /// </summary>
+    private bool NoteItemLength(bool longItems, out bool counted)
+    {
+        counted = longItems && _streak;
+        _streak = longItems;
+        if (counted == _counted)
+        {
+            return false;
+        }
+        _counted = counted;
+        return true;
+    }
+}
