@@ -212,7 +212,7 @@ public sealed partial class WorkerPool
         {
             threads.Add(monitor);
         }
-        if (_relief.Release() is Thread relief)
+        if (_scheduler.Relief.Release() is Thread relief)
         {
             threads.Add(relief);
         }
@@ -308,7 +308,7 @@ public sealed partial class WorkerPool
             _threads.BeginShutdown(Scheduler.StateDraining);
             _waits.Stop();
             _dedicated.ReleaseIdle();
-            OnIoShutdownStarted();
+            _io.OnShutdownStarted();
             return;
         }
         // Cancel what is queued now (Run tasks complete as cancelled at once), not only when a worker gets to it. The
@@ -321,7 +321,7 @@ public sealed partial class WorkerPool
             _threads.BeginShutdown(Scheduler.StateCancelling);
             _waits.Stop();
             _dedicated.ReleaseIdle();
-            OnIoShutdownStarted();
+            _io.OnShutdownStarted();
             _scheduler.CancelQueuedNow();
         }
         finally

@@ -28,7 +28,7 @@ public sealed partial class WorkerPool
     internal int ThreadTarget => _threads.ThreadTarget;
 
     /// <summary>Workers parked right now (tests and diagnostics; a snapshot).</summary>
-    internal int ParkedWorkerCount => _idle.IdleCount;
+    internal int ParkedWorkerCount => _threads.ParkedCount;
 
     /// <summary>How many times the pool's workers have parked, exited workers included (tests and diagnostics).</summary>
     internal long WorkerParkCount => _threads.WorkerParkCount;
@@ -51,7 +51,7 @@ public sealed partial class WorkerPool
     internal int IdleDedicatedThreadCount => _dedicated.IdleCount;
 
     /// <summary>Diagnostics for tests: the thread controller's and the monitor's state in one line.</summary>
-    internal string DescribeInjectionState() => _monitor.Describe();
+    internal string DescribeInjectionState() => _threads.DescribeMonitor();
 
     /// <summary>For diagnostics: what each work source the workers read shows now.</summary>
     internal string DescribeVisibleWork() => _scheduler.DescribeVisibleWork();

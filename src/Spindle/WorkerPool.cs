@@ -4,6 +4,7 @@ using System.Runtime.CompilerServices;
 using System.Diagnostics.CodeAnalysis;
 using System.Threading;
 using System.Diagnostics.Tracing;
+using Spindle.IO;
 using Spindle.Lanes;
 using Spindle.Telemetry;
 using Spindle.Parking;
@@ -45,10 +46,7 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
     private readonly DedicatedThreads _dedicated;
     private readonly TimerService _timers;
     private readonly WaitRegistry _waits;
-    private readonly TaskBridge _tasks;
-    private readonly StallMonitor _monitor;
-    private readonly IdleCoordinator _idle;
-    private readonly OutsideRelief _relief;
+    private readonly PoolIo _io;
     private WorkerPoolTimeProvider? _timeProvider;
 
     /// <summary>Creates a pool with default options.</summary>
@@ -69,32 +67,31 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
         // Wiring, in dependency order. The back edges (the idle coordinator and the scheduler need the thread controller
         // and the monitor, which need them) are set once by Connect, here, before any thread of the pool exists.
         _runner = new ItemRunner(this);
-        var idle = _idle = new IdleCoordinator(_options);
+        var idle = new IdleCoordinator(_options);
         _scheduler = new Scheduler(idle, _runner, _options.LaneStarvationIntervalMs);
         var starts = new ThreadStarts(_options);
         _timers = new TimerService(_options, _scheduler, _runner, starts);
         _threads = new ThreadController(this, _options, _scheduler, idle, _runner, _timers, starts);
-        _monitor = new StallMonitor(_options, _scheduler, idle, _threads);
-        _relief = new OutsideRelief(this, _options, _scheduler, idle, _threads, _runner);
-        idle.Connect(_scheduler, _threads, _monitor, _relief);
-        _scheduler.Connect(_threads, _monitor, _relief);
-        _threads.Connect(_monitor);
+        var monitor = new StallMonitor(_options, _scheduler, idle, _threads);
+        var relief = new OutsideRelief(this, _options, _scheduler, idle, _threads, _runner);
+        idle.Connect(_scheduler, _threads, monitor, relief);
+        _scheduler.Connect(_threads, monitor, relief);
+        _threads.Connect(monitor);
         if (_options.DetectsStuckItems)
         {
-            _timers.Connect(new StuckItemDetector(this, _options, _threads, _relief));
+            _timers.Connect(new StuckItemDetector(this, _options, _threads, relief));
         }
         _dedicated = new DedicatedThreads(this, _options, _scheduler, _threads, _runner);
         _waits = new WaitRegistry(this, _options, _scheduler, _timers);
-        _tasks = new TaskBridge(this, _scheduler, _threads, _dedicated);
-        Bind(_tasks, lane: null, _options.FlowExecutionContext);
-        Metrics = new PoolMetrics(this, () => _threads.WorkerStealCount, () => _threads.WorkerParkCount, () => _threads.BlockingCount,
-            () => _timers.ScheduledCount, () => _waits.RegistrationCount, _threads.Starts);
-        _scheduler.ConnectMetrics(Metrics);
+        Bind(new TaskBridge(this, _scheduler, _threads, _dedicated), lane: null, _options.FlowExecutionContext);
+        _io = new PoolIo(_options.Name, _scheduler, starts);
+        _scheduler.ConnectMetrics(new PoolMetrics(this, () => _threads.WorkerStealCount, () => _threads.WorkerParkCount, () => _threads.BlockingCount,
+            () => _timers.ScheduledCount, () => _waits.RegistrationCount, _threads.Starts));
         RetiredSegmentTrimmer.Start(_scheduler);
     }
 
     /// <summary>The pool's instruments on the <c>Spindle</c> meter (disposed when the pool stops).</summary>
-    internal PoolMetrics Metrics { get; }
+    internal PoolMetrics Metrics => _scheduler.Metrics;
 
     /// <summary>
     /// Creates a lane: a queue with its own priority class, share, concurrency cap and bound, served by this pool's
@@ -171,7 +168,7 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
     public long PendingWorkItemCount => _scheduler.PendingCount;
 
     /// <summary>The number of items that have finished running (normally or by throwing) on this pool.</summary>
-    public long CompletedWorkItemCount => _threads.WorkerCompletedCount + _dedicated.CompletedCount + _relief.CompletedCount + _runner.LeftoversCompleted;
+    public long CompletedWorkItemCount => _threads.WorkerCompletedCount + _dedicated.CompletedCount + _scheduler.Relief.CompletedCount + _runner.LeftoversCompleted;
 
     /// <summary>Whether <see cref="Dispose"/> or <see cref="Shutdown(ShutdownMode)"/> has been called.</summary>
     public bool IsShutdownStarted => _scheduler.IsShutdownStarted;
@@ -307,7 +304,7 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
     [DoesNotReturn]
     void IPoolHost.ThrowShutDown() => ThrowShutDown();
 
-    void IPoolHost.OnIoStopped() => OnIoStopped();
+    void IPoolHost.OnIoStopped() => _io.OnStopped();
 
     bool IPoolHost.HasStuckWorkItemHandlers => HasStuckWorkItemHandlers;
 

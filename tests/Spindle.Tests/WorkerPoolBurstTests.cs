@@ -40,7 +40,7 @@ public sealed class WorkerPoolBurstTests
     }
 
     [Fact]
-    public void BackToBackBurstsFromOutside_FindTheWorkerSearching_AndItParksOnceTheyStop()
+    public void BackToBackBurstsFromOutside_FindTheWorkerSearching()
     {
         // One worker, and an extension long enough (a million yields, a third of a second or more) that no scheduling
         // hiccup of this thread between two bursts outlasts it. Without the extension the worker parks after nearly
@@ -75,9 +75,37 @@ public sealed class WorkerPoolBurstTests
         // The first bursts wake the worker from parks (the first from a long one); after one short park and a burst it
         // stays searching. Each hiccup long enough to make a park long costs one more.
         Assert.True(parks < bursts / 4, $"The worker parked {parks} times in {bursts} back-to-back bursts.");
+    }
 
-        // The extension is bounded: with no more work the worker parks.
-        Assert.True(SpinWait.SpinUntil(() => pool.ParkedWorkerCount == 1, Generous), "The worker kept searching after the bursts stopped.");
+    [Fact]
+    public void ASearchExtendedByBackToBackBursts_EndsOnceTheyStop()
+    {
+        // The extension is bounded: with no more work the worker parks. The extension here is short (two thousand
+        // yields) so that the bound stays well inside the wait even on a busy machine, where each yield can hand the
+        // core to another process for a time slice; a million yields, as above, could then outlast any wait.
+        using var pool = new WorkerPool(new WorkerPoolOptions
+        {
+            Name = nameof(WorkerPoolBurstTests),
+            MinThreads = 1,
+            MaxThreads = 1,
+            BurstYieldAttempts = 2_000,
+            ExceptionPolicy = UnhandledExceptionPolicy.Report,
+        });
+        var round = new BurstRound();
+        WaitCallback item = static state => ((BurstRound)state!).ItemDone();
+        for (int burst = 0; burst < 50; burst++)
+        {
+            SpinFor(TimeSpan.FromMicroseconds(50));
+            round.Start(32);
+            for (int i = 0; i < 32; i++)
+            {
+                pool.UnsafeQueueUserWorkItem(item, round);
+            }
+            Assert.True(round.Done.Wait(Generous), $"Burst {burst} did not complete.");
+        }
+
+        Assert.True(SpinWait.SpinUntil(() => pool.ParkedWorkerCount == 1, TimeSpan.FromSeconds(30)),
+            "The worker kept searching after the bursts stopped.");
     }
 
     private static void SpinFor(TimeSpan duration)

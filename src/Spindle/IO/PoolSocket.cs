@@ -86,7 +86,7 @@ public sealed partial class PoolSocket : IDisposable
         try
         {
             socket.Blocking = false;
-            _driver = pool.IoDriver();
+            _driver = pool.Io.Driver();
             if (_driver is not null)
             {
                 Func<Exception> closed = ClosedError;
@@ -102,7 +102,7 @@ public sealed partial class PoolSocket : IDisposable
             else
             {
                 _runtimeEngineClose = new CancellationTokenSource();
-                pool.TrackRuntimeEngineSocket(this);
+                pool.Io.TrackRuntimeEngineSocket(this);
             }
         }
         catch
@@ -247,7 +247,7 @@ public sealed partial class PoolSocket : IDisposable
         }
         if (_runtimeEngineClose is not null)
         {
-            _pool.ForgetRuntimeEngineSocket(this);
+            _pool.Io.ForgetRuntimeEngineSocket(this);
             _runtimeEngineClose.Cancel();
         }
         _socket.Dispose();

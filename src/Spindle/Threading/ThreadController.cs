@@ -92,6 +92,12 @@ internal sealed partial class ThreadController
 
     public void Connect(StallMonitor monitor) => _monitor = monitor;
 
+    /// <summary>Workers parked right now (a snapshot).</summary>
+    public int ParkedCount => _idle.IdleCount;
+
+    /// <summary>Diagnostics for tests: the stall monitor's view of the pool in one line.</summary>
+    public string DescribeMonitor() => _monitor.Describe();
+
     /// <summary>The workers (a snapshot of the copy-on-write list: read it once per use).</summary>
     public Worker[] Workers => Volatile.Read(ref _workers);
 

@@ -1,0 +1,118 @@
+using System.Collections.Generic;
+using System.Threading;
+using Spindle.Scheduling;
+using Spindle.Threading;
+
+namespace Spindle.IO;
+
+/// <summary>
+/// A pool's sockets: its I/O driver (created by the first <see cref="PoolSocket"/>, never once shutdown has begun),
+/// the sockets on the runtime's engine, and its pipe scheduler. Shutdown fails pending operations when it begins, so
+/// that a silent peer cannot hold the drain, and the driver stops with the pool.
+/// </summary>
+/// <remarks>
+/// State under <see cref="_lock"/>: the driver (read without the lock once created) and the set of runtime-engine
+/// sockets. Shutdown's begin is read from the scheduler under the lock, so a socket either registers before shutdown
+/// begins (and is failed by <see cref="OnShutdownStarted"/>) or is refused.
+/// </remarks>
+internal sealed class PoolIo
+{
+    private readonly Lock _lock = new();
+    private readonly string _poolName;
+    private readonly Scheduler _scheduler;
+    private readonly ThreadStarts _starts;
+    private readonly HashSet<PoolSocket> _runtimeEngineSockets = [];
+    private EpollDriver? _driver;
+    private WorkerPoolPipeScheduler? _pipeScheduler;
+
+    public PoolIo(string poolName, Scheduler scheduler, ThreadStarts starts)
+    {
+        _poolName = poolName;
+        _scheduler = scheduler;
+        _starts = starts;
+    }
+
+    /// <summary>Tests: sockets of this pool use the runtime's engine even where the driver exists (set before the first socket).</summary>
+    public bool UseRuntimeEngine { get; set; }
+
+    /// <summary>The pool's pipe scheduler, made by <paramref name="create"/> the first time (once, by CAS).</summary>
+    public WorkerPoolPipeScheduler PipeScheduler(System.Func<WorkerPoolPipeScheduler> create) =>
+        Volatile.Read(ref _pipeScheduler) ?? Interlocked.CompareExchange(ref _pipeScheduler, create(), null) ?? _pipeScheduler!;
+
+    /// <summary>The pool's I/O driver, created on first use; null where sockets use the runtime's engine instead.</summary>
+    /// <exception cref="System.ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    public EpollDriver? Driver()
+    {
+        if (_scheduler.IsShutdownStarted)
+        {
+            throw PoolSocket.PoolShutDown(_poolName);
+        }
+        if (!EpollDriver.IsSupported || UseRuntimeEngine)
+        {
+            return null;
+        }
+        EpollDriver? driver = Volatile.Read(ref _driver);
+        if (driver is not null)
+        {
+            return driver;
+        }
+        lock (_lock)
+        {
+            if (_scheduler.IsShutdownStarted)
+            {
+                throw PoolSocket.PoolShutDown(_poolName);
+            }
+            return _driver ??= EpollDriver.Create(_poolName, _starts);
+        }
+    }
+
+    /// <summary>A socket on the runtime's engine: tracked until disposed, so that shutdown can fail its pending operations.</summary>
+    /// <exception cref="System.ObjectDisposedException">The pool is shutting down or has shut down.</exception>
+    public void TrackRuntimeEngineSocket(PoolSocket socket)
+    {
+        lock (_lock)
+        {
+            if (_scheduler.IsShutdownStarted)
+            {
+                throw PoolSocket.PoolShutDown(_poolName);
+            }
+            _runtimeEngineSockets.Add(socket);
+        }
+    }
+
+    public void ForgetRuntimeEngineSocket(PoolSocket socket)
+    {
+        lock (_lock)
+        {
+            _runtimeEngineSockets.Remove(socket);
+        }
+    }
+
+    /// <summary>Shutdown has begun: pending socket operations complete with <see cref="System.ObjectDisposedException"/>.</summary>
+    public void OnShutdownStarted()
+    {
+        EpollDriver? driver;
+        PoolSocket[] runtimeEngine;
+        lock (_lock)
+        {
+            driver = _driver;
+            runtimeEngine = [.. _runtimeEngineSockets];
+        }
+        driver?.OnShutdownStarted();
+        foreach (PoolSocket socket in runtimeEngine)
+        {
+            socket.CloseForShutdown();
+        }
+    }
+
+    /// <summary>The pool has stopped: the driver's poller exits and its descriptors close.</summary>
+    public void OnStopped()
+    {
+        EpollDriver? driver;
+        lock (_lock)
+        {
+            driver = _driver;
+        }
+        driver?.Stop();
+    }
+}
