@@ -8,7 +8,7 @@ public sealed partial class WorkerPool
     /// A <see cref="System.IO.Pipelines.PipeScheduler"/> that runs pipe callbacks on this pool (see
     /// <see cref="WorkerPoolPipeScheduler"/>): the reader and writer scheduler for pipes whose code should resume here.
     /// </summary>
-    public WorkerPoolPipeScheduler PipeScheduler => _io.PipeScheduler(() => new WorkerPoolPipeScheduler(this));
+    public WorkerPoolPipeScheduler PipeScheduler => _io.PipeScheduler ?? _io.PublishPipeScheduler(new WorkerPoolPipeScheduler(this));
 
     /// <summary>The pool's sockets: its I/O driver and the sockets on the runtime's engine (see <see cref="PoolIo"/>).</summary>
     internal PoolIo Io => _io;

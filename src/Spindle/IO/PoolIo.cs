@@ -35,9 +35,12 @@ internal sealed class PoolIo
     /// <summary>Tests: sockets of this pool use the runtime's engine even where the driver exists (set before the first socket).</summary>
     public bool UseRuntimeEngine { get; set; }
 
-    /// <summary>The pool's pipe scheduler, made by <paramref name="create"/> the first time (once, by CAS).</summary>
-    public WorkerPoolPipeScheduler PipeScheduler(System.Func<WorkerPoolPipeScheduler> create) =>
-        Volatile.Read(ref _pipeScheduler) ?? Interlocked.CompareExchange(ref _pipeScheduler, create(), null) ?? _pipeScheduler!;
+    /// <summary>The pool's pipe scheduler once made (see <see cref="PublishPipeScheduler"/>), else null.</summary>
+    public WorkerPoolPipeScheduler? PipeScheduler => Volatile.Read(ref _pipeScheduler);
+
+    /// <summary>Publishes <paramref name="made"/> as the pool's pipe scheduler unless another was first; returns the one kept.</summary>
+    public WorkerPoolPipeScheduler PublishPipeScheduler(WorkerPoolPipeScheduler made) =>
+        Interlocked.CompareExchange(ref _pipeScheduler, made, null) ?? made;
 
     /// <summary>The pool's I/O driver, created on first use; null where sockets use the runtime's engine instead.</summary>
     /// <exception cref="System.ObjectDisposedException">The pool is shutting down or has shut down.</exception>

@@ -211,41 +211,25 @@ public sealed class PoolSignal
 
     private void Link(Waiter waiter)
     {
-        waiter.Linked = true;
-        waiter.Previous = _tail;
-        waiter.Next = null;
         if (_tail is null)
         {
             _head = waiter;
         }
-        else
-        {
-            _tail.Next = waiter;
-        }
+        waiter.LinkAfter(_tail);
         _tail = waiter;
     }
 
     private void Unlink(Waiter waiter)
     {
-        if (waiter.Previous is null)
+        waiter.Unlink(out Waiter? previous, out Waiter? next);
+        if (previous is null)
         {
-            _head = waiter.Next;
+            _head = next;
         }
-        else
+        if (next is null)
         {
-            waiter.Previous.Next = waiter.Next;
+            _tail = previous;
         }
-        if (waiter.Next is null)
-        {
-            _tail = waiter.Previous;
-        }
-        else
-        {
-            waiter.Next.Previous = waiter.Previous;
-        }
-        waiter.Previous = null;
-        waiter.Next = null;
-        waiter.Linked = false;
     }
 
     private void MoveToBack(Waiter waiter)
@@ -260,9 +244,45 @@ public sealed class PoolSignal
     /// <summary>A node of the waiter list; fields are guarded by the signal's lock.</summary>
     internal abstract class Waiter
     {
-        internal Waiter? Previous;
-        internal Waiter? Next;
-        internal bool Linked;
+        private Waiter? _previous;
+        private Waiter? _next;
+        private bool _linked;
+
+        /// <summary>The next waiter of the list (under the signal's lock).</summary>
+        internal Waiter? Next => _next;
+
+        /// <summary>Whether the waiter is in the signal's list (under the signal's lock).</summary>
+        internal bool Linked => _linked;
+
+        /// <summary>Under the signal's lock: appends this waiter after <paramref name="tail"/> (null: the list was empty).</summary>
+        internal void LinkAfter(Waiter? tail)
+        {
+            _linked = true;
+            _previous = tail;
+            _next = null;
+            if (tail is not null)
+            {
+                tail._next = this;
+            }
+        }
+
+        /// <summary>Under the signal's lock: takes this waiter out of the list, joining its neighbours, and returns them.</summary>
+        internal void Unlink(out Waiter? previous, out Waiter? next)
+        {
+            previous = _previous;
+            next = _next;
+            if (previous is not null)
+            {
+                previous._next = next;
+            }
+            if (next is not null)
+            {
+                next._previous = previous;
+            }
+            _previous = null;
+            _next = null;
+            _linked = false;
+        }
 
         /// <summary>Stays linked after a release (repeating registrations).</summary>
         internal abstract bool Repeating { get; }

@@ -63,10 +63,55 @@ public sealed class RegisteredWait : IShutdownAware, Queues.ICallbackWrapper
     private int _pendingFirings;
     private int _pendingTimeouts;
 
-    // Pool-wide list of live registrations (WaitRegistry), guarded by the pool's wait lock.
-    internal RegisteredWait? PoolPrevious;
-    internal RegisteredWait? PoolNext;
-    internal bool InPoolList;
+    // Pool-wide list of live registrations (WaitRegistry), guarded by the pool's wait lock (see LinkBefore, Unlink).
+    private RegisteredWait? _poolPrevious;
+    private RegisteredWait? _poolNext;
+    private bool _inPoolList;
+    private WaitThread? _waitThread;
+    private WaitHandle? _handle;
+    private PoolSignal.RegistrationWaiter? _signalWaiter;
+
+    /// <summary>The next registration of the pool's list (under the wait lock).</summary>
+    internal RegisteredWait? PoolNext => _poolNext;
+
+    /// <summary>Under the wait lock: puts this registration at the head of the pool's list, before <paramref name="head"/>.</summary>
+    internal void LinkBefore(RegisteredWait? head)
+    {
+        Debug.Assert(!_inPoolList);
+        _poolNext = head;
+        if (head is not null)
+        {
+            head._poolPrevious = this;
+        }
+        _inPoolList = true;
+    }
+
+    /// <summary>
+    /// Under the wait lock: takes this registration out of the pool's list, joining its neighbours. Returns false if it
+    /// was not in the list; otherwise <paramref name="next"/> is the list's new head when this registration was the head
+    /// (<paramref name="wasHead"/>).
+    /// </summary>
+    internal bool Unlink(out bool wasHead, out RegisteredWait? next)
+    {
+        next = _poolNext;
+        wasHead = _poolPrevious is null;
+        if (!_inPoolList)
+        {
+            return false;
+        }
+        if (_poolPrevious is not null)
+        {
+            _poolPrevious._poolNext = _poolNext;
+        }
+        if (_poolNext is not null)
+        {
+            _poolNext._poolPrevious = _poolPrevious;
+        }
+        _poolPrevious = null;
+        _poolNext = null;
+        _inPoolList = false;
+        return true;
+    }
 
     // The timeout is validated by the caller: zero to int.MaxValue milliseconds, or infinite. It is kept whole.
     /// <inheritdoc/>
@@ -104,14 +149,25 @@ public sealed class RegisteredWait : IShutdownAware, Queues.ICallbackWrapper
     /// <summary>The timeout in Stopwatch ticks, rounded up (so never shorter than <see cref="Timeout"/>); -1 for none.</summary>
     internal long TimeoutTicks { get; }
 
-    /// <summary>The wait thread watching the handle (handle registrations only).</summary>
-    internal WaitThread? WaitThread;
+    /// <summary>The wait thread watching the handle (handle registrations only; under the wait lock).</summary>
+    internal WaitThread? WaitThread => _waitThread;
+
+    /// <summary>Under the wait lock: the wait thread that watches the handle from now on (null: none any more).</summary>
+    internal void AssignWaitThread(WaitThread? thread) => _waitThread = thread;
 
     /// <summary>The handle (handle registrations only).</summary>
-    internal WaitHandle? Handle;
+    internal WaitHandle? Handle => _handle;
 
     /// <summary>The signal's waiter node (signal registrations only).</summary>
-    internal PoolSignal.RegistrationWaiter? SignalWaiter;
+    internal PoolSignal.RegistrationWaiter? SignalWaiter => _signalWaiter;
+
+    /// <summary>The registry, before the registration is published: what it waits on, a handle or a signal's waiter.</summary>
+    internal void Attach(WaitHandle? handle, PoolSignal.RegistrationWaiter? signalWaiter)
+    {
+        Debug.Assert(_handle is null && _signalWaiter is null);
+        _handle = handle;
+        _signalWaiter = signalWaiter;
+    }
 
     /// <summary>
     /// Cancels the registration: no callback starts after this call returns. If <paramref name="waitObject"/> is not

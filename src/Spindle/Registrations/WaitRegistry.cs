@@ -63,7 +63,8 @@ internal sealed class WaitRegistry
     /// <summary>Registers a wait on any handle (arguments validated by the caller); throws when the pool is shutting down.</summary>
     public RegisteredWait RegisterHandle(WaitHandle waitObject, WaitOrTimerCallback callBack, object? state, ExecutionContext? context, TimeSpan timeout, bool executeOnlyOnce)
     {
-        var registration = new RegisteredWait(this, callBack, state, context, timeout, executeOnlyOnce) { Handle = waitObject };
+        var registration = new RegisteredWait(this, callBack, state, context, timeout, executeOnlyOnce);
+        registration.Attach(waitObject, signalWaiter: null);
         WaitThread? target;
         lock (_waitLock)
         {
@@ -93,7 +94,7 @@ internal sealed class WaitRegistry
     {
         var registration = new RegisteredWait(this, callBack, state, context, timeout, executeOnlyOnce);
         var waiter = new PoolSignal.RegistrationWaiter(signal, registration, _timers, registration.TimeoutTicks);
-        registration.SignalWaiter = waiter;
+        registration.Attach(handle: null, waiter);
         if (registration.TimeoutTicks >= 0)
         {
             // The timeout is a timer of the pool: its thread must run before anything is recorded, so that a failure to
@@ -146,13 +147,8 @@ internal sealed class WaitRegistry
 
     private void TrackLocked(RegisteredWait registration)
     {
-        registration.PoolNext = _registrations;
-        if (_registrations is not null)
-        {
-            _registrations.PoolPrevious = registration;
-        }
+        registration.LinkBefore(_registrations);
         _registrations = registration;
-        registration.InPoolList = true;
         _registrationCount++;
     }
 
@@ -161,25 +157,14 @@ internal sealed class WaitRegistry
     {
         lock (_waitLock)
         {
-            if (!registration.InPoolList)
+            if (!registration.Unlink(out bool wasHead, out RegisteredWait? next))
             {
                 return;
             }
-            if (registration.PoolPrevious is null)
+            if (wasHead)
             {
-                _registrations = registration.PoolNext;
+                _registrations = next;
             }
-            else
-            {
-                registration.PoolPrevious.PoolNext = registration.PoolNext;
-            }
-            if (registration.PoolNext is not null)
-            {
-                registration.PoolNext.PoolPrevious = registration.PoolPrevious;
-            }
-            registration.PoolPrevious = null;
-            registration.PoolNext = null;
-            registration.InPoolList = false;
             _registrationCount--;
         }
     }

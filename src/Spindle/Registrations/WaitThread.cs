@@ -58,7 +58,7 @@ internal sealed class WaitThread : IDisposable
     public void AddLocked(RegisteredWait registration)
     {
         Debug.Assert(Monitor.IsEntered(_waitLock) && Reserved < MaxHandles && !Exiting);
-        registration.WaitThread = this;
+        registration.AssignWaitThread(this);
         _pendingAdds.Add(registration);
         Reserved++;
         _changesPending = true;
@@ -93,7 +93,7 @@ internal sealed class WaitThread : IDisposable
     private void ReleaseSlotLocked(RegisteredWait registration)
     {
         Debug.Assert(Monitor.IsEntered(_waitLock) && registration.WaitThread == this);
-        registration.WaitThread = null;
+        registration.AssignWaitThread(null);
         Reserved--;
     }
 

@@ -50,8 +50,49 @@ internal abstract class TimerNode
 
     private long _word;
 
-    internal TimerNode? Previous;
-    internal TimerNode? Next;
+    // The links of the wheel slot's list that holds the entry (under the timer lock; see LinkAfter and Unlink).
+    private TimerNode? _previous;
+    private TimerNode? _next;
+
+    /// <summary>The next entry of the same wheel slot (under the timer lock).</summary>
+    internal TimerNode? Next => _next;
+
+    /// <summary>Under the timer lock: appends this entry to a slot's list whose last entry is <paramref name="tail"/> (null: empty).</summary>
+    internal void LinkAfter(TimerNode? tail)
+    {
+        _next = null;
+        _previous = tail;
+        if (tail is not null)
+        {
+            tail._next = this;
+        }
+    }
+
+    /// <summary>
+    /// Under the timer lock: takes this entry out of its slot's list, joining its neighbours; returns them, so that the
+    /// wheel can fix the list's head (<paramref name="previous"/> null) and tail (<paramref name="next"/> null).
+    /// </summary>
+    internal void Unlink(out TimerNode? previous, out TimerNode? next)
+    {
+        previous = _previous;
+        next = _next;
+        if (previous is not null)
+        {
+            previous._next = next;
+        }
+        if (next is not null)
+        {
+            next._previous = previous;
+        }
+        Detach();
+    }
+
+    /// <summary>Under the timer lock, while the wheel empties the entry's whole list: forgets its links.</summary>
+    internal void Detach()
+    {
+        _previous = null;
+        _next = null;
+    }
 
     /// <summary>The tick (wheel milliseconds) at or after which the entry expires.</summary>
     internal long When
@@ -338,8 +379,7 @@ internal sealed class TimingWheel
             while (node is not null)
             {
                 TimerNode? next = node.Next;
-                node.Previous = null;
-                node.Next = null;
+                node.Detach();
                 node.SlotIndex = -1;
                 removed.Add(node);
                 node = next;
@@ -392,18 +432,13 @@ internal sealed class TimingWheel
     private void Link(TimerNode node, int slotIndex)
     {
         node.SlotIndex = slotIndex;
-        node.Next = null;
         ref SlotList slot = ref _slots[slotIndex];
         TimerNode? tail = slot.Tail;
-        node.Previous = tail;
+        node.LinkAfter(tail);
         if (tail is null)
         {
             slot.Head = node;
             _occupied[slotIndex >> LevelBits] |= 1UL << (slotIndex & (SlotsPerLevel - 1));
-        }
-        else
-        {
-            tail.Next = node;
         }
         slot.Tail = node;
     }
@@ -412,30 +447,19 @@ internal sealed class TimingWheel
     {
         int slotIndex = node.SlotIndex;
         ref SlotList slot = ref _slots[slotIndex];
-        TimerNode? previous = node.Previous;
-        TimerNode? next = node.Next;
+        node.Unlink(out TimerNode? previous, out TimerNode? next);
         if (previous is null)
         {
             slot.Head = next;
-        }
-        else
-        {
-            previous.Next = next;
         }
         if (next is null)
         {
             slot.Tail = previous;
         }
-        else
-        {
-            next.Previous = previous;
-        }
         if (slot.Head is null)
         {
             _occupied[slotIndex >> LevelBits] &= ~(1UL << (slotIndex & (SlotsPerLevel - 1)));
         }
-        node.Previous = null;
-        node.Next = null;
         node.SlotIndex = -1;
     }
 
