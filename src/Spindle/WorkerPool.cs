@@ -89,7 +89,7 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
         Bridge = _tasks;
         FlowContext = _options.FlowExecutionContext;
         Metrics = new PoolMetrics(this, () => _threads.WorkerStealCount, () => _threads.WorkerParkCount, () => _threads.BlockingCount,
-            () => _timers.ScheduledCount, () => _waits.RegistrationCount, _threads.Starts);
+            () => _timers.ScheduledCount, () => _waits.RegistrationCount, _threads.Starts, _options.MeterFactory);
         _scheduler.ConnectMetrics(Metrics);
         RetiredSegmentTrimmer.Start(_scheduler);
     }
@@ -237,6 +237,7 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
             }
         }
         bool handled = _options.ExceptionPolicy == UnhandledExceptionPolicy.Report || args.Handled;
+        Metrics.RecordException(exception);
         if (SpindleEventSource.Log.IsOn(EventLevel.Error, SpindleEventSource.Keywords.WorkItems))
         {
             SpindleEventSource.Log.WorkItemException(Name, exception.GetType().FullName ?? exception.GetType().Name, MessageOf(exception), handled);
