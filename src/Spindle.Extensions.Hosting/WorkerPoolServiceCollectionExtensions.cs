@@ -1,5 +1,6 @@
 using System;
 using System.Collections.Generic;
+using System.Diagnostics.Metrics;
 using Microsoft.Extensions.Configuration;
 using Microsoft.Extensions.DependencyInjection.Extensions;
 using Microsoft.Extensions.Hosting;
@@ -179,6 +180,10 @@ public static class WorkerPoolServiceCollectionExtensions
         {
             services.Configure(name, configure);
         }
+        // The pool's meter from the container's factory (registered by the host, or by AddMetrics), unless the
+        // options name one: the container then owns the meter, and tests can read one container's measurements alone.
+        services.AddOptions<WorkerPoolOptions>(name).PostConfigure<IServiceProvider>(
+            static (options, provider) => options.MeterFactory ??= provider.GetService<IMeterFactory>());
         services.TryAddEnumerable(ServiceDescriptor.Singleton<IValidateOptions<WorkerPoolOptions>>(new WorkerPoolNameValidation(registry)));
 
         services.AddKeyedSingleton(name, static (provider, key) => WorkerPoolFactory.Create(provider, (string)key!));
