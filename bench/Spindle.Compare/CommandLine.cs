@@ -59,6 +59,12 @@ internal sealed class CommandLine
         DefaultValueFactory = _ => 120,
     };
 
+    private static readonly Option<string?> s_headlineFrom = new("--headline-from")
+    {
+        Description = "Run nothing: print the headline table (one row per case, its headline metric) of a report written before, as the README shows it.",
+        HelpName = "JSON",
+    };
+
     private static readonly Option<bool> s_list = new("--list")
     {
         Description = "List the scenarios and their variants.",
@@ -82,6 +88,8 @@ internal sealed class CommandLine
 
     public bool List { get; private init; }
 
+    public string? HeadlineFrom { get; private init; }
+
     public bool Help { get; private init; }
 
     private static RootCommand CreateRoot()
@@ -90,7 +98,7 @@ internal sealed class CommandLine
             "Runs every scenario (or those named) on Spindle and on the built-in ThreadPool, each run in a fresh child " +
             "process, and prints a table of medians, ratios (> 1: Spindle is better) and spreads.")
         {
-            s_scenario, s_full, s_runs, s_json, s_markdown, s_out, s_timeout, s_list,
+            s_scenario, s_full, s_runs, s_json, s_markdown, s_out, s_timeout, s_list, s_headlineFrom,
         };
         // No --version: the program is not versioned apart from the repository.
         foreach (VersionOption version in root.Options.OfType<VersionOption>().ToList())
@@ -112,6 +120,13 @@ internal sealed class CommandLine
             if (result.GetValueOrDefault<int?>() is < 1)
             {
                 result.AddError($"--runs needs a positive integer, not '{result.GetValueOrDefault<int?>()}'.");
+            }
+        });
+        s_headlineFrom.Validators.Add(static result =>
+        {
+            if (result.GetValueOrDefault<string?>() is { } path && !File.Exists(path))
+            {
+                result.AddError($"--headline-from: no file '{path}'.");
             }
         });
         s_timeout.Validators.Add(static result =>
@@ -145,6 +160,7 @@ internal sealed class CommandLine
             OutputDirectory = parsed.GetValue(s_out),
             Timeout = TimeSpan.FromSeconds(parsed.GetValue(s_timeout)),
             List = parsed.GetValue(s_list),
+            HeadlineFrom = parsed.GetValue(s_headlineFrom),
             Help = parsed.Action is HelpAction,
         };
         options.Scenarios.AddRange(SplitIds(parsed.GetValue(s_scenario) ?? []));

@@ -40,6 +40,11 @@ internal static class Program
             CommandLine.WriteUsage(Console.Out);
             return 0;
         }
+        if (options.HeadlineFrom is { } report)
+        {
+            Console.Write(HeadlineTable.FromJson(report));
+            return 0;
+        }
         if (options.List)
         {
             foreach (IScenario scenario in ScenarioCatalog.All)
@@ -160,6 +165,7 @@ internal static class Program
             JsonReport.Write(jsonPath, rows);
             Console.WriteLine($"JSON written to {Path.GetFullPath(jsonPath)}");
             string prefix = options.JsonPath is null ? "" : Path.GetFileNameWithoutExtension(jsonPath) + ".";
+            HeadlineTable.Write(Path.Combine(jsonDirectory, prefix + HeadlineTable.FileName), jsonPath);
             plots = SvgPlots.Write(jsonDirectory, prefix, rows, cases);
             Console.WriteLine($"Plots written to {jsonDirectory}: {string.Join(", ", plots)}");
             if (markdownPath is not null)

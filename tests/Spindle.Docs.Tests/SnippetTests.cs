@@ -150,6 +150,17 @@ public sealed class SnippetTests
         Assert.Contains("dotnet test -c Release", readme);
     }
 
+    [Fact]
+    public void TheReadmesResultsTable_IsTheGeneratedHeadlineTable()
+    {
+        // The comparison program writes bench/results/latest/headline.md with each report (and prints it with
+        // --headline-from); the README shows that table, unedited.
+        string readme = File.ReadAllText(Path.Combine(s_root, "README.md")).ReplaceLineEndings("\n");
+        string headline = File.ReadAllText(Path.Combine(s_root, "bench", "results", "latest", "headline.md")).ReplaceLineEndings("\n");
+        Assert.StartsWith("| scenario | variant | headline metric |", headline, StringComparison.Ordinal);
+        Assert.Contains("-->\n" + headline + "<!-- end of the headline table -->", readme, StringComparison.Ordinal);
+    }
+
     /// <summary>The snippet's compiler errors (an empty list when it compiles).</summary>
     private static List<string> Compile(Snippet snippet)
     {
