@@ -1,156 +1,176 @@
 using System;
 using System.Collections.Generic;
+using System.CommandLine;
+using System.CommandLine.Help;
+using System.CommandLine.Parsing;
 using System.Diagnostics.CodeAnalysis;
-using System.Globalization;
 using System.IO;
 using System.Linq;
 using Spindle.Compare.Scenarios;
 
 namespace Spindle.Compare;
 
-/// <summary>The public command line (the hidden child arguments are handled by <see cref="Runner.ChildHost"/>).</summary>
+/// <summary>
+/// The public command line, parsed by System.CommandLine (which also writes the help and the errors); the hidden child
+/// arguments are handled by <see cref="Runner.ChildHost"/> before this sees them.
+/// </summary>
 internal sealed class CommandLine
 {
+    private static readonly Option<string[]> s_scenario = new("--scenario", "-s")
+    {
+        Description = "Run only this scenario (repeatable, or comma-separated; --list names them).",
+        HelpName = "ID",
+        Arity = ArgumentArity.OneOrMore,
+    };
+
+    private static readonly Option<bool> s_full = new("--full")
+    {
+        Description = "Bigger counts and more runs (default: quick mode).",
+    };
+
+    private static readonly Option<int?> s_runs = new("--runs")
+    {
+        Description = "Runs per pool (default: 5 quick, 7 full, fewer where a scenario says so); the median is reported.",
+        HelpName = "N",
+    };
+
+    private static readonly Option<string?> s_json = new("--json")
+    {
+        Description = "Write the results as JSON to FILE, with the SVG plots beside it.",
+        HelpName = "FILE",
+    };
+
+    private static readonly Option<string?> s_markdown = new("--markdown")
+    {
+        Description = "Write the results table (with machine, OS, .NET, cores, date) as Markdown to FILE.",
+        HelpName = "FILE",
+    };
+
+    private static readonly Option<string?> s_out = new("--out")
+    {
+        Description = "Write compare.json, results.md and the plots into DIR (a run of every scenario writes them to bench/results/latest by default).",
+        HelpName = "DIR",
+    };
+
+    private static readonly Option<int> s_timeout = new("--timeout")
+    {
+        Description = "Seconds each child process may take.",
+        HelpName = "SECONDS",
+        DefaultValueFactory = _ => 120,
+    };
+
+    private static readonly Option<string?> s_headlineFrom = new("--headline-from")
+    {
+        Description = "Run nothing: print the headline table (one row per case, its headline metric) of a report written before, as the README shows it.",
+        HelpName = "JSON",
+    };
+
+    private static readonly Option<bool> s_list = new("--list")
+    {
+        Description = "List the scenarios and their variants.",
+    };
+
+    private static readonly RootCommand s_root = CreateRoot();
+
     public List<string> Scenarios { get; } = [];
 
-    public bool Full { get; private set; }
+    public bool Full { get; private init; }
 
-    public int? Runs { get; private set; }
+    public int? Runs { get; private init; }
 
-    public string? JsonPath { get; private set; }
+    public string? JsonPath { get; private init; }
 
-    public string? MarkdownPath { get; private set; }
+    public string? MarkdownPath { get; private init; }
 
-    public string? OutputDirectory { get; private set; }
+    public string? OutputDirectory { get; private init; }
 
-    public TimeSpan Timeout { get; private set; } = TimeSpan.FromSeconds(120);
+    public TimeSpan Timeout { get; private init; } = TimeSpan.FromSeconds(120);
 
-    public bool List { get; private set; }
+    public bool List { get; private init; }
 
-    public bool Help { get; private set; }
+    public string? HeadlineFrom { get; private init; }
+
+    public bool Help { get; private init; }
+
+    private static RootCommand CreateRoot()
+    {
+        var root = new RootCommand(
+            "Runs every scenario (or those named) on Spindle and on the built-in ThreadPool, each run in a fresh child " +
+            "process, and prints a table of medians, ratios (> 1: Spindle is better) and spreads.")
+        {
+            s_scenario, s_full, s_runs, s_json, s_markdown, s_out, s_timeout, s_list, s_headlineFrom,
+        };
+        // No --version: the program is not versioned apart from the repository.
+        foreach (VersionOption version in root.Options.OfType<VersionOption>().ToList())
+        {
+            root.Options.Remove(version);
+        }
+        s_scenario.Validators.Add(static result =>
+        {
+            foreach (string id in SplitIds(result.Tokens.Select(t => t.Value)))
+            {
+                if (ScenarioCatalog.Find(id) is null)
+                {
+                    result.AddError($"Unknown scenario '{id}'. Known: {string.Join(", ", ScenarioCatalog.All.Select(s => s.Id))}.");
+                }
+            }
+        });
+        s_runs.Validators.Add(static result =>
+        {
+            if (result.GetValueOrDefault<int?>() is < 1)
+            {
+                result.AddError($"--runs needs a positive integer, not '{result.GetValueOrDefault<int?>()}'.");
+            }
+        });
+        s_headlineFrom.Validators.Add(static result =>
+        {
+            if (result.GetValueOrDefault<string?>() is { } path && !File.Exists(path))
+            {
+                result.AddError($"--headline-from: no file '{path}'.");
+            }
+        });
+        s_timeout.Validators.Add(static result =>
+        {
+            if (result.GetValueOrDefault<int>() < 1)
+            {
+                result.AddError($"--timeout needs a positive number of seconds, not '{result.GetValueOrDefault<int>()}'.");
+            }
+        });
+        return root;
+    }
+
+    private static IEnumerable<string> SplitIds(IEnumerable<string> values) =>
+        values.SelectMany(static value => value.Split(',', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries));
 
     public static bool TryParse(string[] args, [NotNullWhen(true)] out CommandLine? options, [NotNullWhen(false)] out string? error)
     {
-        var parsed = new CommandLine();
-        options = null;
-        for (int i = 0; i < args.Length; i++)
+        ParseResult parsed = s_root.Parse(args);
+        if (parsed.Errors.Count > 0)
         {
-            string arg = args[i];
-            switch (arg)
-            {
-                case "--scenario":
-                case "-s":
-                    if (!TryValue(args, ref i, out string? ids, out error))
-                    {
-                        return false;
-                    }
-                    foreach (string id in ids.Split(',', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries))
-                    {
-                        if (ScenarioCatalog.Find(id) is null)
-                        {
-                            error = $"Unknown scenario '{id}'. Known: {string.Join(", ", ScenarioCatalog.All.Select(s => s.Id))}.";
-                            return false;
-                        }
-                        parsed.Scenarios.Add(id);
-                    }
-                    break;
-                case "--full":
-                    parsed.Full = true;
-                    break;
-                case "--runs":
-                    if (!TryValue(args, ref i, out string? runs, out error))
-                    {
-                        return false;
-                    }
-                    if (!int.TryParse(runs, NumberStyles.None, CultureInfo.InvariantCulture, out int count) || count < 1)
-                    {
-                        error = $"--runs needs a positive integer, not '{runs}'.";
-                        return false;
-                    }
-                    parsed.Runs = count;
-                    break;
-                case "--timeout":
-                    if (!TryValue(args, ref i, out string? seconds, out error))
-                    {
-                        return false;
-                    }
-                    if (!int.TryParse(seconds, NumberStyles.None, CultureInfo.InvariantCulture, out int timeout) || timeout < 1)
-                    {
-                        error = $"--timeout needs a positive number of seconds, not '{seconds}'.";
-                        return false;
-                    }
-                    parsed.Timeout = TimeSpan.FromSeconds(timeout);
-                    break;
-                case "--json":
-                    if (!TryValue(args, ref i, out string? path, out error))
-                    {
-                        return false;
-                    }
-                    parsed.JsonPath = path;
-                    break;
-                case "--markdown":
-                    if (!TryValue(args, ref i, out string? markdown, out error))
-                    {
-                        return false;
-                    }
-                    parsed.MarkdownPath = markdown;
-                    break;
-                case "--out":
-                    if (!TryValue(args, ref i, out string? directory, out error))
-                    {
-                        return false;
-                    }
-                    parsed.OutputDirectory = directory;
-                    break;
-                case "--list":
-                    parsed.List = true;
-                    break;
-                case "--help":
-                case "-h":
-                case "-?":
-                    parsed.Help = true;
-                    break;
-                default:
-                    error = $"Unknown argument '{arg}'.";
-                    return false;
-            }
+            options = null;
+            error = string.Join(Environment.NewLine, parsed.Errors.Select(e => e.Message));
+            return false;
         }
-        options = parsed;
+        options = new CommandLine
+        {
+            Full = parsed.GetValue(s_full),
+            Runs = parsed.GetValue(s_runs),
+            JsonPath = parsed.GetValue(s_json),
+            MarkdownPath = parsed.GetValue(s_markdown),
+            OutputDirectory = parsed.GetValue(s_out),
+            Timeout = TimeSpan.FromSeconds(parsed.GetValue(s_timeout)),
+            List = parsed.GetValue(s_list),
+            HeadlineFrom = parsed.GetValue(s_headlineFrom),
+            Help = parsed.Action is HelpAction,
+        };
+        options.Scenarios.AddRange(SplitIds(parsed.GetValue(s_scenario) ?? []));
         error = null;
         return true;
     }
 
     public static void WriteUsage(TextWriter writer)
     {
-        writer.WriteLine("Usage: dotnet run -c Release --project bench/Spindle.Compare -- [options]");
-        writer.WriteLine();
-        writer.WriteLine("Runs every scenario (or those named) on Spindle and on the built-in ThreadPool, each run in a fresh");
-        writer.WriteLine("child process, and prints a table of medians, ratios (> 1: Spindle is better) and spreads.");
-        writer.WriteLine();
-        writer.WriteLine("Options:");
-        writer.WriteLine("  --scenario, -s ID   run only this scenario (repeatable, or comma-separated)");
-        writer.WriteLine("  --full              bigger counts and more runs (default: quick mode)");
-        writer.WriteLine("  --runs N            runs per pool (default: 5 quick, 7 full, 3 for long-running and blocking-burst;");
-        writer.WriteLine("                      the median is reported)");
-        writer.WriteLine("  --json FILE         write the results as JSON to FILE, with the SVG plots beside it");
-        writer.WriteLine("  --markdown FILE     write the results table (with machine, OS, .NET, cores, date) as Markdown");
-        writer.WriteLine("  --out DIR           write compare.json, results.md and the plots into DIR");
-        writer.WriteLine("                      (a run of every scenario writes them to bench/results/latest by default)");
-        writer.WriteLine("  --timeout SECONDS   per child process (default: 120)");
-        writer.WriteLine("  --list              list the scenarios and their variants");
-        writer.WriteLine("  --help, -h          this text");
-    }
-
-    private static bool TryValue(string[] args, ref int i, [NotNullWhen(true)] out string? value, [NotNullWhen(false)] out string? error)
-    {
-        if (i + 1 >= args.Length || args[i + 1].StartsWith("--", StringComparison.Ordinal))
-        {
-            value = null;
-            error = $"{args[i]} needs a value.";
-            return false;
-        }
-        value = args[++i];
-        error = null;
-        return true;
+        s_root.Parse(["--help"]).Invoke(new InvocationConfiguration { Output = writer, Error = writer });
+        writer.WriteLine("From the repository root: dotnet run -c Release --project bench/Spindle.Compare -- [options]");
     }
 }

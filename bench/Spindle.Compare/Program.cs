@@ -40,6 +40,11 @@ internal static class Program
             CommandLine.WriteUsage(Console.Out);
             return 0;
         }
+        if (options.HeadlineFrom is { } report)
+        {
+            Console.Write(HeadlineTable.FromJson(report));
+            return 0;
+        }
         if (options.List)
         {
             foreach (IScenario scenario in ScenarioCatalog.All)
@@ -70,13 +75,20 @@ internal static class Program
         var total = Stopwatch.StartNew();
         var cases = new List<CaseResult>();
         var failures = new List<string>();
+        int CaseRuns(IScenario scenario) => options.Runs ?? Math.Min(runs, scenario.MaxDefaultRuns ?? runs);
+        var progress = new RunProgress(scenarios.Sum(s => s.Variants.Count * PoolKind.All.Count * CaseRuns(s)));
+        int scenarioIndex = 0;
         foreach (IScenario scenario in scenarios)
         {
             // Variants interleave run by run (run 1 of every variant, then run 2, ...), so that two variants a
             // comparison pairs (IScenario.Comparisons) are measured seconds apart, under the same state of the machine.
             var results = scenario.Variants.Select(variant => new CaseResult(scenario, variant)).ToList();
             cases.AddRange(results);
-            int caseRuns = options.Runs ?? Math.Min(runs, scenario.MaxDefaultRuns ?? runs);
+            int caseRuns = CaseRuns(scenario);
+            scenarioIndex++;
+            Console.WriteLine($"== {scenario.Id} (scenario {scenarioIndex}/{scenarios.Count}): {results.Count} variant(s) x {PoolKind.All.Count} pools x {caseRuns} run(s); "
+                + $"{progress.Done}/{progress.Total} runs done in {RunProgress.Format(progress.Elapsed)}"
+                + (progress.Remaining is { } left ? $", about {RunProgress.Format(left)} left" : ""));
             for (int run = 1; run <= caseRuns; run++)
             {
                 foreach (CaseResult result in results)
@@ -85,10 +97,11 @@ internal static class Program
                     {
                         ChildOutcome outcome = ChildProcess.Run(scenario, result.Variant, pool, options.Full, options.Timeout);
                         result.Add(pool, outcome);
+                        progress.RunFinished();
                         string label = $"{scenario.Id} {result.Variant} {pool.Id} run {run}/{caseRuns}";
-                        Console.WriteLine(outcome.Succeeded
+                        Console.WriteLine($"{progress.Prefix()} " + (outcome.Succeeded
                             ? $"{label}: {Headline(scenario, outcome.Measurement!)}  [{outcome.Threads} threads, {outcome.WallTime.TotalSeconds:F1} s]"
-                            : $"{label}: FAILED: {outcome.Failure}");
+                            : $"{label}: FAILED: {outcome.Failure}"));
                         if (!outcome.Succeeded)
                         {
                             failures.Add($"{label}: {outcome.Failure}");
@@ -112,7 +125,7 @@ internal static class Program
         }
         Console.WriteLine();
         WriteFiles(options, rows, pairs, cases, facts);
-        Console.WriteLine($"Finished in {FormatDuration(total.Elapsed)}.");
+        Console.WriteLine($"Finished in {RunProgress.Format(total.Elapsed)}.");
         if (failures.Count > 0)
         {
             Console.WriteLine();
@@ -152,6 +165,7 @@ internal static class Program
             JsonReport.Write(jsonPath, rows);
             Console.WriteLine($"JSON written to {Path.GetFullPath(jsonPath)}");
             string prefix = options.JsonPath is null ? "" : Path.GetFileNameWithoutExtension(jsonPath) + ".";
+            HeadlineTable.Write(Path.Combine(jsonDirectory, prefix + HeadlineTable.FileName), jsonPath);
             plots = SvgPlots.Write(jsonDirectory, prefix, rows, cases);
             Console.WriteLine($"Plots written to {jsonDirectory}: {string.Join(", ", plots)}");
             if (markdownPath is not null)
@@ -184,7 +198,4 @@ internal static class Program
         }
         return null;
     }
-
-    private static string FormatDuration(TimeSpan elapsed) =>
-        elapsed.TotalMinutes >= 1 ? $"{(int)elapsed.TotalMinutes}m {elapsed.Seconds}s" : $"{elapsed.TotalSeconds:F1}s";
 }

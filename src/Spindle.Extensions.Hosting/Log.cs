@@ -30,4 +30,19 @@ internal static partial class Log
             "running items that outlived the host's shutdown timeout; the disposal does not wait for them: they finish on " +
             "their own, and then the pool stops.")]
     public static partial void PoolAbandoned(ILogger logger, string poolName, int runningThreadCount);
+
+    [LoggerMessage(EventId = 6, EventName = "WorkItemStuck", Level = LogLevel.Warning,
+        Message = "A work item of worker pool '{PoolName}' has been running for {RunningMs} ms, past the pool's stuck-item " +
+            "threshold: {Item} (lane {LaneName}, thread {ThreadName}).")]
+    public static partial void WorkItemStuck(ILogger logger, string poolName, string item, double runningMs, string? laneName, string? threadName);
+
+    [LoggerMessage(EventId = 7, EventName = "ThreadLimitsReloaded", Level = LogLevel.Information,
+        Message = "Worker pool '{PoolName}': thread limits reloaded from configuration (min threads {MinThreads}, max threads {MaxThreads}).")]
+    public static partial void ThreadLimitsReloaded(ILogger logger, string poolName, int minThreads, int maxThreads);
+
+    [LoggerMessage(EventId = 8, EventName = "ThreadLimitsReloadFailed", Level = LogLevel.Error,
+        Message = "Worker pool '{PoolName}': the reloaded thread limits (min threads {MinThreads}, max threads {MaxThreads}) " +
+            "were refused; the pool keeps min {CurrentMinThreads}, max {CurrentMaxThreads}.")]
+    public static partial void ThreadLimitsReloadFailed(ILogger logger, string poolName, int minThreads, int maxThreads,
+        int currentMinThreads, int currentMaxThreads, Exception exception);
 }

@@ -1,4 +1,5 @@
 using System;
+using System.Linq;
 using Microsoft.Extensions.DependencyInjection;
 using Microsoft.Extensions.Logging;
 using Microsoft.Extensions.Logging.Abstractions;
@@ -31,11 +32,41 @@ internal static class WorkerPoolFactory
             throw new InvalidOperationException($"Worker pool '{name}' could not be created from its options: {ex.Message}", ex);
         }
 
+        ILogger logger = services.GetService<ILoggerFactory>()?.CreateLogger(WorkItemLoggerCategory) ?? NullLogger.Instance;
         if (pool.ExceptionPolicy == UnhandledExceptionPolicy.Report)
         {
-            ILogger logger = services.GetService<ILoggerFactory>()?.CreateLogger(WorkItemLoggerCategory) ?? NullLogger.Instance;
             pool.UnhandledException += (_, e) => Log.WorkItemFailed(logger, name, e.Exception);
         }
+        // Stuck items are logged and remembered for the health check; the handler runs on the built-in pool.
+        PoolHealthState health = services.GetRequiredKeyedService<PoolHealthState>(name);
+        pool.StuckWorkItemDetected += (_, e) =>
+        {
+            health.OnStuck();
+            Log.WorkItemStuck(logger, name, e.Description, e.RunningTime.TotalMilliseconds, e.LaneName, e.WorkerThreadName);
+        };
         return pool;
+    }
+
+    /// <summary>
+    /// Builds the named lane options and creates the lane on its pool. Invalid options become an
+    /// <see cref="InvalidOperationException"/> that names the lane and its pool.
+    /// </summary>
+    public static WorkerPoolLane CreateLane(IServiceProvider services, string laneName)
+    {
+        string poolName = services.GetRequiredService<WorkerPoolRegistry>().Lanes.First(lane => lane.Key == laneName).Value;
+        WorkerPool pool = services.GetRequiredKeyedService<WorkerPool>(poolName);
+        try
+        {
+            LaneOptions options = services.GetRequiredService<IOptionsMonitor<LaneOptions>>().Get(laneName);
+            if (!string.Equals(options.Name, laneName, StringComparison.Ordinal))
+            {
+                throw new InvalidOperationException($"its options name it '{options.Name}'; a registered lane's name is its key");
+            }
+            return pool.CreateLane(options);
+        }
+        catch (Exception ex) when (ex is ArgumentException or InvalidOperationException or FormatException or OptionsValidationException)
+        {
+            throw new InvalidOperationException($"Lane '{laneName}' of worker pool '{poolName}' could not be created from its options: {ex.Message}", ex);
+        }
     }
 }

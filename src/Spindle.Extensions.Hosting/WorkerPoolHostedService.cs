@@ -4,7 +4,9 @@ using System.Collections.Generic;
 using System.Threading;
 using System.Threading.Tasks;
 using Microsoft.Extensions.Hosting;
+using Microsoft.Extensions.DependencyInjection;
 using Microsoft.Extensions.Logging;
+using Microsoft.Extensions.Options;
 
 namespace Spindle.Extensions.Hosting;
 
@@ -35,14 +37,19 @@ namespace Spindle.Extensions.Hosting;
 /// </remarks>
 internal sealed class WorkerPoolHostedService : IHostedLifecycleService, IDisposable
 {
+    private readonly IServiceProvider _services;
     private readonly IWorkerPoolProvider _provider;
+    private readonly WorkerPoolRegistry _registry;
     private readonly ILogger _logger;
     private KeyValuePair<string, WorkerPool>[] _started = [];
     private readonly ConcurrentQueue<KeyValuePair<string, WorkerPool>> _abandoned = new();
+    private IDisposable? _reloads;
 
-    public WorkerPoolHostedService(IWorkerPoolProvider provider, ILogger logger)
+    public WorkerPoolHostedService(IServiceProvider services, IWorkerPoolProvider provider, WorkerPoolRegistry registry, ILogger logger)
     {
+        _services = services;
         _provider = provider;
+        _registry = registry;
         _logger = logger;
     }
 
@@ -64,7 +71,63 @@ internal sealed class WorkerPoolHostedService : IHostedLifecycleService, IDispos
             // Pools created before a failure are still stopped with the host.
             _started = [.. started];
         }
+        // The lanes too, so that invalid lane options fail the start as a pool's do.
+        foreach (KeyValuePair<string, string> lane in _registry.Lanes)
+        {
+            cancellationToken.ThrowIfCancellationRequested();
+            _services.GetRequiredKeyedService<WorkerPoolLane>(lane.Key);
+        }
+        WatchThreadLimits();
         return Task.CompletedTask;
+    }
+
+    /// <summary>
+    /// Applies reloaded thread limits: when the configuration a pool's options are bound from reloads, the options
+    /// monitor rebinds them and calls this listener, which passes a changed minimum or maximum to
+    /// <see cref="WorkerPool.SetThreadLimits(int, int)"/> (a limit that did not change stays what the pool has, derived
+    /// or set). Limits the pool refuses are logged and change nothing.
+    /// </summary>
+    private void WatchThreadLimits()
+    {
+        IOptionsMonitor<WorkerPoolOptions> monitor = _services.GetRequiredService<IOptionsMonitor<WorkerPoolOptions>>();
+        var last = new Dictionary<string, (int Min, int Max)>(StringComparer.Ordinal);
+        foreach (KeyValuePair<string, WorkerPool> pool in _started)
+        {
+            WorkerPoolOptions options = monitor.Get(pool.Key);
+            last[pool.Key] = (options.MinThreads, options.MaxThreads);
+        }
+        var gate = new Lock();
+        _reloads = monitor.OnChange((options, name) =>
+        {
+            if (name is null || !_provider.TryGetPool(name, out WorkerPool? pool))
+            {
+                return;
+            }
+            lock (gate)
+            {
+                if (!last.TryGetValue(name, out (int Min, int Max) old))
+                {
+                    return;
+                }
+                (int oldMin, int oldMax) = old;
+                if (options.MinThreads == oldMin && options.MaxThreads == oldMax)
+                {
+                    return;
+                }
+                int min = options.MinThreads == oldMin ? pool.MinThreads : options.MinThreads;
+                int max = options.MaxThreads == oldMax ? pool.MaxThreads : options.MaxThreads;
+                try
+                {
+                    pool.SetThreadLimits(min, max);
+                    last[name] = (options.MinThreads, options.MaxThreads);
+                    Log.ThreadLimitsReloaded(_logger, name, pool.MinThreads, pool.MaxThreads);
+                }
+                catch (Exception ex) when (ex is ArgumentOutOfRangeException or ObjectDisposedException)
+                {
+                    Log.ThreadLimitsReloadFailed(_logger, name, min, max, pool.MinThreads, pool.MaxThreads, ex);
+                }
+            }
+        });
     }
 
     public Task StartAsync(CancellationToken cancellationToken) => Task.CompletedTask;
@@ -77,6 +140,7 @@ internal sealed class WorkerPoolHostedService : IHostedLifecycleService, IDispos
 
     public Task StoppedAsync(CancellationToken cancellationToken)
     {
+        _reloads?.Dispose();
         KeyValuePair<string, WorkerPool>[] pools = _started;
         if (pools.Length == 0)
         {
@@ -110,6 +174,7 @@ internal sealed class WorkerPoolHostedService : IHostedLifecycleService, IDispos
     /// <summary>Logs each pool whose stop timed out and that still runs items (step 4 of the protocol).</summary>
     public void Dispose()
     {
+        _reloads?.Dispose();
         while (_abandoned.TryDequeue(out KeyValuePair<string, WorkerPool> abandoned))
         {
             int busy = BusyThreads(abandoned.Value);

@@ -6,12 +6,21 @@ using Microsoft.Extensions.DependencyInjection;
 namespace Spindle.Extensions.Hosting;
 
 /// <summary>
-/// The names registered with <c>AddWorkerPool</c> on one service collection, in registration order. One instance per
-/// collection, itself registered there as a singleton, so registration can reject a duplicate at the call.
+/// The names registered with <c>AddWorkerPool</c> on one service collection, in registration order, and the lanes
+/// registered with <c>AddLane</c> (each with its pool). One instance per collection, itself registered there as a
+/// singleton, so registration can reject a duplicate at the call.
 /// </summary>
 internal sealed class WorkerPoolRegistry
 {
     private readonly List<string> _names = new();
+    private readonly List<KeyValuePair<string, string>> _lanes = new();
+
+    /// <summary>The lanes, in registration order: the lane's name (its key) and its pool's name.</summary>
+    public IReadOnlyList<KeyValuePair<string, string>> Lanes => _lanes;
+
+    public bool ContainsLane(string laneName) => _lanes.Exists(lane => string.Equals(lane.Key, laneName, StringComparison.Ordinal));
+
+    public void AddLane(string laneName, string poolName) => _lanes.Add(new(laneName, poolName));
 
     public IReadOnlyList<string> Names => _names;
 

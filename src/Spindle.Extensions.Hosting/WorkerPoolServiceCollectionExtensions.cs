@@ -1,5 +1,6 @@
 using System;
 using System.Collections.Generic;
+using System.Diagnostics.Metrics;
 using Microsoft.Extensions.Configuration;
 using Microsoft.Extensions.DependencyInjection.Extensions;
 using Microsoft.Extensions.Hosting;
@@ -30,7 +31,10 @@ namespace Microsoft.Extensions.DependencyInjection;
 /// counts are logged.</item>
 /// </list>
 /// <para>Under <see cref="UnhandledExceptionPolicy.Report"/>, exceptions from a pool's items are logged as errors
-/// with the pool's name (logger category <c>Spindle.Extensions.Hosting.WorkerPool</c>).</para>
+/// with the pool's name (logger category <c>Spindle.Extensions.Hosting.WorkerPool</c>), and so, as warnings, are items
+/// reported stuck (<see cref="WorkerPoolOptions.StuckItemThreshold"/>), whatever the policy.</para>
+/// <para><c>AddWorkerPool</c> returns the pool's <see cref="IWorkerPoolBuilder"/>, on which lanes, a health check and
+/// background services that run on the pool are registered (<see cref="WorkerPoolBuilderExtensions"/>).</para>
 /// <para>The service provider owns the pools and disposes them with itself. Disposal drains, waiting for the items
 /// still running, except in one case: a pool whose stop timed out at the host's shutdown. The host gave up waiting for
 /// that pool's running items, so the disposal does not wait for them again; they finish on their own (on background
@@ -48,11 +52,11 @@ public static class WorkerPoolServiceCollectionExtensions
     /// Sets the pool's options (applied after the defaults and the name), or <see langword="null"/>. Setting
     /// <see cref="WorkerPoolOptions.Name"/> to anything but <paramref name="name"/> fails the pool's creation.
     /// </param>
-    /// <returns><paramref name="services"/>, for chaining.</returns>
+    /// <returns>The pool's builder (lanes, health check, background services), which is also <paramref name="services"/>' collection, for chaining.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="services"/> or <paramref name="name"/> is null.</exception>
     /// <exception cref="ArgumentException"><paramref name="name"/> is empty or white space.</exception>
     /// <exception cref="InvalidOperationException">A pool (or another keyed <see cref="WorkerPool"/>) is already registered under <paramref name="name"/>.</exception>
-    public static IServiceCollection AddWorkerPool(this IServiceCollection services, string name, Action<WorkerPoolOptions>? configure = null)
+    public static IWorkerPoolBuilder AddWorkerPool(this IServiceCollection services, string name, Action<WorkerPoolOptions>? configure = null)
     {
         ArgumentNullException.ThrowIfNull(services);
         ArgumentException.ThrowIfNullOrWhiteSpace(name);
@@ -69,19 +73,24 @@ public static class WorkerPoolServiceCollectionExtensions
     /// The section holding the pool's options: <c>MinThreads</c>, <c>MaxThreads</c>, <c>IdleTimeout</c>,
     /// <c>FlowExecutionContext</c>, <c>ThreadNamePrefix</c>, <c>StackSize</c>, <c>UseBackgroundThreads</c>,
     /// <c>ExceptionPolicy</c>, <c>StuckItemThreshold</c>, and <c>Name</c>, which may only repeat
-    /// <paramref name="name"/>. It is read when the pool is created; a key that is none of these, a value that does not
-    /// convert, or another <c>Name</c> fails the pool's creation with an <see cref="InvalidOperationException"/> naming
-    /// the pool.
+    /// <paramref name="name"/>; and <c>Lanes</c>, one child per lane of the pool, named by its key, holding the lane's
+    /// <see cref="LaneOptions"/> (see <see cref="WorkerPoolBuilderExtensions.AddLane"/>). It is read when the pool is
+    /// created; a key that is none of these, a value that does not convert, or another <c>Name</c> fails the pool's
+    /// creation with an <see cref="InvalidOperationException"/> naming the pool. When the configuration reloads, new
+    /// <c>MinThreads</c> and <c>MaxThreads</c> are applied to the running pool
+    /// (<see cref="WorkerPool.SetThreadLimits(int, int)"/>, logged); the other options keep the values the pool was
+    /// created with.
     /// </param>
     /// <param name="configure">
     /// Sets what configuration cannot (the worker hooks, for instance), applied after the section; or <see langword="null"/>.
     /// Setting <see cref="WorkerPoolOptions.Name"/> to anything but <paramref name="name"/> fails the pool's creation.
     /// </param>
-    /// <returns><paramref name="services"/>, for chaining.</returns>
+    /// <returns>The pool's builder (lanes, health check, background services), which is also <paramref name="services"/>' collection, for chaining.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="services"/>, <paramref name="name"/> or <paramref name="configuration"/> is null.</exception>
     /// <exception cref="ArgumentException"><paramref name="name"/> is empty or white space.</exception>
-    /// <exception cref="InvalidOperationException">A pool (or another keyed <see cref="WorkerPool"/>) is already registered under <paramref name="name"/>.</exception>
-    public static IServiceCollection AddWorkerPool(this IServiceCollection services, string name, IConfiguration configuration,
+    /// <exception cref="InvalidOperationException">A pool (or another keyed <see cref="WorkerPool"/>) is already registered
+    /// under <paramref name="name"/>, or a lane of its <c>Lanes</c> section under that lane's name.</exception>
+    public static IWorkerPoolBuilder AddWorkerPool(this IServiceCollection services, string name, IConfiguration configuration,
         Action<WorkerPoolOptions>? configure = null)
     {
         ArgumentNullException.ThrowIfNull(services);
@@ -103,7 +112,8 @@ public static class WorkerPoolServiceCollectionExtensions
     /// <exception cref="ArgumentNullException"><paramref name="services"/> or <paramref name="configuration"/> is null.</exception>
     /// <exception cref="InvalidOperationException">
     /// A child is a plain value rather than a section, a child's key is empty or white space, two children have the same
-    /// key, or a pool (or another keyed <see cref="WorkerPool"/>) is already registered under a child's key.
+    /// key, a pool (or another keyed <see cref="WorkerPool"/>) is already registered under a child's key, or a lane of a
+    /// child's <c>Lanes</c> section cannot be registered (see <see cref="WorkerPoolBuilderExtensions.AddLane"/>).
     /// </exception>
     public static IServiceCollection AddWorkerPools(this IServiceCollection services, IConfiguration configuration)
     {
@@ -113,6 +123,7 @@ public static class WorkerPoolServiceCollectionExtensions
         // Every child is checked before the first is registered, so that a bad child leaves the collection as it was.
         IConfigurationSection[] children = [.. configuration.GetChildren()];
         var names = new HashSet<string>(children.Length, StringComparer.Ordinal);
+        var lanes = new HashSet<string>(StringComparer.Ordinal);
         foreach (IConfigurationSection child in children)
         {
             if (child.Value is not null)
@@ -134,6 +145,7 @@ public static class WorkerPoolServiceCollectionExtensions
                     "each pool needs a name of its own.");
             }
             ThrowIfNameTaken(services, child.Key);
+            ThrowIfLanesTaken(services, child, lanes);
         }
         foreach (IConfigurationSection child in children)
         {
@@ -142,13 +154,72 @@ public static class WorkerPoolServiceCollectionExtensions
         return services;
     }
 
-    private static IServiceCollection AddPool(IServiceCollection services, string name, IConfiguration? configuration,
+    private static WorkerPoolBuilder AddPool(IServiceCollection services, string name, IConfiguration? configuration,
         Action<WorkerPoolOptions>? configure)
     {
         ThrowIfNameTaken(services, name);
+        if (configuration is not null)
+        {
+            ThrowIfLanesTaken(services, configuration, new HashSet<string>(StringComparer.Ordinal));
+        }
         Register(services, name, configuration, configure);
-        return services;
+        return new WorkerPoolBuilder(services, name);
     }
+
+    /// <summary>The section's <c>Lanes</c> children, checked as <see cref="ThrowIfLaneTaken"/> checks one, and against <paramref name="seen"/>.</summary>
+    private static void ThrowIfLanesTaken(IServiceCollection services, IConfiguration section, HashSet<string> seen)
+    {
+        foreach (IConfigurationSection lane in section.GetSection(LanesKey).GetChildren())
+        {
+            if (lane.Value is not null || string.IsNullOrWhiteSpace(lane.Key))
+            {
+                throw new InvalidOperationException(
+                    $"The configuration value at '{lane.Path}' is not a lane: each child of a pool's Lanes section must be a " +
+                    "section of lane options, named by the lane.");
+            }
+            if (!seen.Add(lane.Key))
+            {
+                throw new InvalidOperationException($"Two lanes are named '{lane.Key}' (the second at '{lane.Path}'); each lane needs a name of its own.");
+            }
+            ThrowIfLaneTaken(services, lane.Key);
+        }
+    }
+
+    /// <summary>Throws when a lane named <paramref name="laneName"/> cannot be registered; changes nothing either way.</summary>
+    internal static void ThrowIfLaneTaken(IServiceCollection services, string laneName)
+    {
+        bool keyed = false;
+        foreach (ServiceDescriptor descriptor in services)
+        {
+            keyed |= descriptor.IsKeyedService && descriptor.ServiceType == typeof(WorkerPoolLane)
+                && descriptor.ServiceKey is string key && string.Equals(key, laneName, StringComparison.Ordinal);
+        }
+        if (keyed || (WorkerPoolRegistry.Find(services)?.ContainsLane(laneName) ?? false))
+        {
+            throw new InvalidOperationException(
+                $"A lane named '{laneName}' is already registered; lanes are keyed by name, so each needs a name of its own.");
+        }
+    }
+
+    /// <summary>Registers a lane whose name <see cref="ThrowIfLaneTaken"/> has accepted; throws nothing.</summary>
+    internal static void RegisterLane(IServiceCollection services, string poolName, string laneName, IConfiguration? configuration,
+        Action<LaneOptions>? configure)
+    {
+        WorkerPoolRegistry.GetOrAdd(services).AddLane(laneName, poolName);
+        services.Configure<LaneOptions>(laneName, options => options.Name = laneName);
+        if (configuration is not null)
+        {
+            services.Configure<LaneOptions>(laneName, options => configuration.Bind(options, static binder => binder.ErrorOnUnknownConfiguration = true));
+        }
+        if (configure is not null)
+        {
+            services.Configure(laneName, configure);
+        }
+        services.AddKeyedSingleton(laneName, static (provider, key) => WorkerPoolFactory.CreateLane(provider, (string)key!));
+    }
+
+    /// <summary>The child of a pool's section that holds its lanes.</summary>
+    private const string LanesKey = "Lanes";
 
     /// <summary>Throws when <paramref name="name"/> cannot be registered; changes nothing either way.</summary>
     private static void ThrowIfNameTaken(IServiceCollection services, string name)
@@ -172,22 +243,39 @@ public static class WorkerPoolServiceCollectionExtensions
         services.Configure<WorkerPoolOptions>(name, options => options.Name = name);
         if (configuration is not null)
         {
-            // Intercepted by the configuration binding source generator: no reflection.
-            services.Configure<WorkerPoolOptions>(name, options => configuration.Bind(options, static binder => binder.ErrorOnUnknownConfiguration = true));
+            // Intercepted by the configuration binding source generator: no reflection. The pool's options less its lanes.
+            var poolSection = new SectionWithoutChild(configuration, LanesKey);
+            services.Configure<WorkerPoolOptions>(name, options => poolSection.Bind(options, static binder => binder.ErrorOnUnknownConfiguration = true));
+            // A reload rebinds the options and tells the monitor's listeners (the hosted service applies thread limits).
+            services.AddSingleton<IOptionsChangeTokenSource<WorkerPoolOptions>>(new SectionChangeTokenSource<WorkerPoolOptions>(name, configuration));
         }
         if (configure is not null)
         {
             services.Configure(name, configure);
         }
+        // The pool's meter from the container's factory (registered by the host, or by AddMetrics), unless the
+        // options name one: the container then owns the meter, and tests can read one container's measurements alone.
+        services.AddOptions<WorkerPoolOptions>(name).PostConfigure<IServiceProvider>(
+            static (options, provider) => options.MeterFactory ??= provider.GetService<IMeterFactory>());
         services.TryAddEnumerable(ServiceDescriptor.Singleton<IValidateOptions<WorkerPoolOptions>>(new WorkerPoolNameValidation(registry)));
 
         services.AddKeyedSingleton(name, static (provider, key) => WorkerPoolFactory.Create(provider, (string)key!));
+        services.AddKeyedSingleton(name, static (_, _) => new PoolHealthState());
         services.TryAddSingleton<IWorkerPoolProvider>(static provider =>
             new WorkerPoolProvider(provider, provider.GetRequiredService<WorkerPoolRegistry>()));
         services.TryAddEnumerable(ServiceDescriptor.Singleton<IHostedService, WorkerPoolHostedService>(static provider =>
             new WorkerPoolHostedService(
+                provider,
                 provider.GetRequiredService<IWorkerPoolProvider>(),
+                provider.GetRequiredService<WorkerPoolRegistry>(),
                 (ILogger?)provider.GetService<ILoggerFactory>()?.CreateLogger<WorkerPoolHostedService>() ?? NullLogger.Instance)));
+        if (configuration is not null)
+        {
+            foreach (IConfigurationSection lane in configuration.GetSection(LanesKey).GetChildren())
+            {
+                RegisterLane(services, name, lane.Key, lane, configure: null);
+            }
+        }
     }
 
     private static bool IsKeyedPoolRegistered(IServiceCollection services, string name)

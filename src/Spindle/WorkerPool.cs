@@ -86,7 +86,7 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
         Bind(new TaskBridge(this, _scheduler, _threads, _dedicated), lane: null, _options.FlowExecutionContext);
         _io = new PoolIo(_options.Name, _scheduler, starts);
         _scheduler.ConnectMetrics(new PoolMetrics(this, () => _threads.WorkerStealCount, () => _threads.WorkerParkCount, () => _threads.BlockingCount,
-            () => _timers.ScheduledCount, () => _waits.RegistrationCount, _threads.Starts));
+            () => _timers.ScheduledCount, () => _waits.RegistrationCount, _threads.Starts, _options.MeterFactory));
         RetiredSegmentTrimmer.Start(_scheduler);
     }
 
@@ -233,6 +233,7 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
             }
         }
         bool handled = _options.ExceptionPolicy == UnhandledExceptionPolicy.Report || args.Handled;
+        Metrics.RecordException(exception);
         if (SpindleEventSource.Log.IsOn(EventLevel.Error, SpindleEventSource.Keywords.WorkItems))
         {
             SpindleEventSource.Log.WorkItemException(Name, exception.GetType().FullName ?? exception.GetType().Name, MessageOf(exception), handled);

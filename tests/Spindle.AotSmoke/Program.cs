@@ -4,6 +4,7 @@ using System.Threading;
 using System.Threading.Tasks;
 using Microsoft.Extensions.Configuration;
 using Microsoft.Extensions.DependencyInjection;
+using Microsoft.Extensions.Diagnostics.HealthChecks;
 using Microsoft.Extensions.Hosting;
 using Spindle;
 using Spindle.Extensions.Hosting;
@@ -322,14 +323,25 @@ internal static class Program
                 ["Pools:ingest:MinThreads"] = "1",
                 ["Pools:ingest:MaxThreads"] = "3",
                 ["Pools:ingest:ExceptionPolicy"] = "Report",
+                ["Pools:ingest:Lanes:interactive:Priority"] = "High",
+                ["Pools:ingest:Lanes:interactive:MaxConcurrency"] = "1",
             });
             builder.Services.AddWorkerPools(builder.Configuration.GetSection("Pools"));
-            builder.Services.AddWorkerPool("cpu", options => options.MaxThreads = 2);
+            builder.Services.AddWorkerPool("cpu", options => options.MaxThreads = 2)
+                .AddLane("cpu-low", lane => lane.Priority = LanePriority.Low)
+                .AddHealthCheck(health => health.QueueLengthThreshold = 100)
+                .AddBackgroundService<LaneService>("cpu-low");
             using IHost host = builder.Build();
             await host.StartAsync();
             WorkerPool ingest = host.Services.GetRequiredKeyedService<WorkerPool>("ingest");
             Require(ingest.MaxThreads == 3 && ingest.ExceptionPolicy == UnhandledExceptionPolicy.Report, "options bound from configuration");
             Require(await host.Services.GetRequiredService<IWorkerPoolProvider>().GetPool("cpu").Run(() => 6 * 7) == 42, "a pool from the provider");
+            WorkerPoolLane interactive = host.Services.GetRequiredKeyedService<WorkerPoolLane>("interactive");
+            Require(interactive.Priority == LanePriority.High && interactive.MaxConcurrency == 1 && interactive.Pool == ingest, "a lane bound from configuration");
+            WorkerPoolLane? ranOn = await host.Services.GetRequiredService<LaneService>().Ran.Task.WaitAsync(Patience);
+            Require(ranOn == host.Services.GetRequiredKeyedService<WorkerPoolLane>("cpu-low"), "a background service on a lane");
+            HealthReport health = await host.Services.GetRequiredService<HealthCheckService>().CheckHealthAsync();
+            Require(health.Status == HealthStatus.Healthy && health.Entries.ContainsKey("worker-pool:cpu"), "the pool's health check");
             await host.StopAsync();
             Require(ingest.IsShutdownStarted, "the host stopped its pools");
             Console.WriteLine("ok      hosting");
@@ -339,6 +351,17 @@ internal static class Program
         {
             Console.WriteLine($"FAILED  hosting: {exception}");
             return false;
+        }
+    }
+
+    private sealed class LaneService : WorkerPoolBackgroundService
+    {
+        public TaskCompletionSource<WorkerPoolLane?> Ran { get; } = new(TaskCreationOptions.RunContinuationsAsynchronously);
+
+        protected override async Task ExecuteOnTargetAsync(CancellationToken stoppingToken)
+        {
+            await Task.Yield();
+            Ran.TrySetResult(WorkerPoolLane.Current);
         }
     }
 

@@ -160,6 +160,13 @@ public sealed class WorkerPoolOptions
     /// <summary>What the pool does when a work item throws. Defaults to <see cref="UnhandledExceptionPolicy.FailProcess"/>, like the built-in pool.</summary>
     public UnhandledExceptionPolicy ExceptionPolicy { get; set; } = UnhandledExceptionPolicy.FailProcess;
 
+    /// <summary>
+    /// Where the pool gets its <c>Spindle</c> meter: a host's <see cref="System.Diagnostics.Metrics.IMeterFactory"/>
+    /// (the hosting package sets the container's), which owns the meter and disposes it with itself. Null (the default):
+    /// the pool creates its own meter and disposes it when it stops.
+    /// </summary>
+    public System.Diagnostics.Metrics.IMeterFactory? MeterFactory { get; set; }
+
     /// <summary>Test seam: creates (but does not start) a worker thread. May throw to simulate creation failure.</summary>
     internal Func<ThreadStart, int, Thread>? ThreadFactory { get; set; }
 

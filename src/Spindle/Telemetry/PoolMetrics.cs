@@ -2,6 +2,7 @@ using System;
 using System.Collections.Generic;
 using System.Diagnostics;
 using System.Diagnostics.Metrics;
+using System.Reflection;
 using System.Runtime.CompilerServices;
 using Spindle.Lanes;
 using Spindle.Primitives;
@@ -14,7 +15,8 @@ namespace Spindle.Telemetry;
 /// The pool's instruments on a <see cref="Meter"/> named <c>Spindle</c> (one meter instance per pool, all with that
 /// name, so a listener that enables the name sees every pool). Names follow the runtime's <c>dotnet.thread_pool.*</c>
 /// instruments and the OpenTelemetry conventions; every measurement carries the pool's name
-/// (<c>spindle.pool.name</c>), and the lane instruments the lane's name and priority.
+/// (<c>spindle.pool.name</c>), and the lane instruments the lane's name and priority. Attribute values that name a
+/// kind (a reason, a priority, a kind of thread) are lowercase snake_case, as the semantic conventions write them.
 /// </summary>
 /// <remarks>
 /// <para>One source of truth: every observable instrument reads the same counters as the pool's API
@@ -36,18 +38,62 @@ namespace Spindle.Telemetry;
 /// (<see cref="Scheduling.ItemRunner.RunTimedOnPoolThread"/>): their items are few and long. A first version timed one item in 32 and recorded one enqueue in 64: with a listener on every
 /// instrument, a chain of 30 ns items ran at 0.78x its unobserved speed (24.9M against 32.0M items/s), the recorded
 /// measurements costing more than the items.</para>
+/// <para>Both histograms advise their bucket boundaries (<see cref="DurationBuckets"/>, 1 µs to 10 s): a collector's
+/// default boundaries (OpenTelemetry's 0, 5, 10, 25 ... 10,000) are made for milliseconds and would put every item of a
+/// pool, measured in seconds, in the first bucket.</para>
+/// <para>Failures are counted too, so that an alert can be set on a metric: items that threw
+/// (<c>spindle.pool.work_item.exception.count</c>, with the exception's type in <c>error.type</c>) and items reported
+/// stuck (<c>spindle.pool.work_item.stuck.count</c>). Both are plain counters added to when it happens, which is rare.</para>
 /// </remarks>
 internal sealed class PoolMetrics : IDisposable
 {
     /// <summary>The meter's name.</summary>
     public const string MeterName = "Spindle";
 
+    /// <summary>
+    /// The histograms' advised bucket boundaries, in seconds: 1, 2.5 and 5 of each decade from 1 µs to 10 s. Items of a
+    /// pool take microseconds to seconds, and so do their waits.
+    /// </summary>
+    internal static readonly IReadOnlyList<double> DurationBuckets =
+    [
+        0.000_001, 0.000_002_5, 0.000_005,
+        0.000_01, 0.000_025, 0.000_05,
+        0.000_1, 0.000_25, 0.000_5,
+        0.001, 0.002_5, 0.005,
+        0.01, 0.025, 0.05,
+        0.1, 0.25, 0.5,
+        1, 2.5, 5,
+        10,
+    ];
 
-    private static readonly string? s_version = typeof(PoolMetrics).Assembly.GetName().Version?.ToString();
+    /// <summary>The meter's version: the package's (the informational version without its source revision).</summary>
+    internal static readonly string? Version = VersionOf(typeof(PoolMetrics).Assembly);
+
+    // Reasons for a thread added and for one retired, with their attribute values (CreationFailed is neither: failed
+    // creations have their own instrument, by kind of thread).
+    private static readonly (ThreadInjectionReason Reason, string Value)[] s_addedReasons =
+    [
+        (ThreadInjectionReason.Demand, "demand"),
+        (ThreadInjectionReason.Starvation, "starvation"),
+        (ThreadInjectionReason.BlockingRegion, "blocking_region"),
+        (ThreadInjectionReason.LongRunning, "long_running"),
+        (ThreadInjectionReason.MinimumRaised, "minimum_raised"),
+    ];
+
+    private static readonly (ThreadInjectionReason Reason, string Value)[] s_retiredReasons =
+    [
+        (ThreadInjectionReason.RetiredIdle, "idle"),
+        (ThreadInjectionReason.RetiredSurplus, "surplus"),
+    ];
+
+    private static readonly (Primitives.PoolThreadKind Kind, string Value)[] s_threadKinds =
+        Array.ConvertAll(Threading.ThreadStarts.Kinds, static kind => (kind, TagValues.SnakeCase(kind.ToString())));
 
     private readonly Meter _meter;
     private readonly Histogram<double> _duration;
     private readonly Histogram<double> _wait;
+    private readonly Counter<long> _exceptions;
+    private readonly Counter<long> _stuck;
     // Per thread, not per pool: a shared pacer written by every enqueue while the histogram is on would put one cache
     // line under every producer and worker. A thread's pace runs across pools. A worker's enqueues use the worker's own
     // pacer (Worker.WaitPacer): the enqueue has already read Worker.Current, and a field of it costs less than a second
@@ -55,11 +101,16 @@ internal sealed class PoolMetrics : IDisposable
     [ThreadStatic]
     private static SamplePacer t_waitPacer;
     private readonly KeyValuePair<string, object?> _poolTag;
+    private readonly bool _ownsMeter;
 
     public PoolMetrics(WorkerPool pool, Func<long> stealCount, Func<long> parkCount, Func<int> blockingCount,
-        Func<int> timerCount, Func<int> waitCount, Threading.ThreadStarts starts)
+        Func<int> timerCount, Func<int> waitCount, Threading.ThreadStarts starts, IMeterFactory? meterFactory = null)
     {
-        _meter = new Meter(MeterName, s_version);
+        // From the host's factory when it has one (the container owns, and disposes, what it hands out; a factory
+        // hands the same meter to pools of the same options, so the pool does not dispose it); else the pool's own.
+        var meterOptions = new MeterOptions(MeterName) { Version = Version };
+        _meter = meterFactory is null ? new Meter(meterOptions) : meterFactory.Create(meterOptions);
+        _ownsMeter = meterFactory is null;
         _poolTag = new KeyValuePair<string, object?>("spindle.pool.name", pool.Name);
         KeyValuePair<string, object?> poolTag = _poolTag;
 
@@ -77,8 +128,10 @@ internal sealed class PoolMetrics : IDisposable
             "{work_item}", "Accepted work items the pool's shutdown cancelled.");
         _meter.CreateObservableCounter("spindle.pool.callback.redirected.count", () => new Measurement<long>(pool.RedirectedCallbackCount, poolTag),
             "{work_item}", "Callbacks that arrived after the pool stopped and ran on the built-in thread pool.");
-        _meter.CreateObservableCounter("spindle.pool.thread.injection.count", () => InjectionCounts(pool, poolTag),
-            "{thread}", "Threads added or retired, by reason (spindle.thread.injection.reason).");
+        _meter.CreateObservableCounter("spindle.pool.thread.added.count", () => InjectionCounts(pool, poolTag, s_addedReasons),
+            "{thread}", "Threads the pool started, by reason (spindle.thread.reason: demand, starvation, blocking_region, long_running, minimum_raised).");
+        _meter.CreateObservableCounter("spindle.pool.thread.retired.count", () => InjectionCounts(pool, poolTag, s_retiredReasons),
+            "{thread}", "Worker threads that exited while the pool ran, by reason (spindle.thread.reason: idle, surplus).");
         _meter.CreateObservableCounter("spindle.pool.thread.creation_failure.count", () => CreationFailures(starts, poolTag),
             "{thread}", "Thread starts the OS refused, by kind of thread (spindle.thread.kind); the pool carries on without them.");
         _meter.CreateObservableUpDownCounter("spindle.pool.thread.limit", () => new Measurement<long>(pool.MaxThreads, poolTag),
@@ -101,10 +154,18 @@ internal sealed class PoolMetrics : IDisposable
         _meter.CreateObservableCounter("spindle.lane.work_item.cancelled.count", () => LaneMeasurements(pool, poolTag, static lane => lane.CancelledWorkItemCount),
             "{work_item}", "Work items of a lane cancelled by its shutdown or the pool's.");
 
-        _duration = _meter.CreateHistogram<double>("spindle.pool.work_item.duration", "s",
-            "Run time of work items: on workers sampled, about one item per 100 µs of each worker's time; on dedicated threads and the relief thread every item.");
-        _wait = _meter.CreateHistogram<double>("spindle.pool.work_item.wait.duration", "s",
-            "Time work items wait from being queued to starting, sampled: about one enqueue per 100 µs of each queueing thread.");
+        _exceptions = _meter.CreateCounter<long>("spindle.pool.work_item.exception.count", "{work_item}",
+            "Work items (and worker hooks) that threw, by the exception's type (error.type).");
+        _stuck = _meter.CreateCounter<long>("spindle.pool.work_item.stuck.count", "{work_item}",
+            "Work items that ran past the pool's stuck-item threshold (each counted once).");
+
+        var advice = new InstrumentAdvice<double> { HistogramBucketBoundaries = DurationBuckets };
+        _duration = _meter.CreateHistogram("spindle.pool.work_item.duration", "s",
+            "Run time of work items: on workers sampled, about one item per 100 µs of each worker's time; on dedicated threads and the relief thread every item.",
+            tags: null, advice);
+        _wait = _meter.CreateHistogram("spindle.pool.work_item.wait.duration", "s",
+            "Time work items wait from being queued to starting, sampled: about one enqueue per 100 µs of each queueing thread.",
+            tags: null, advice);
     }
 
     /// <summary>Whether a listener wants the queue-wait histogram (checked on every enqueue: two dependent loads).</summary>
@@ -173,21 +234,48 @@ internal sealed class PoolMetrics : IDisposable
         }
     }
 
-    private static IEnumerable<Measurement<long>> InjectionCounts(WorkerPool pool, KeyValuePair<string, object?> poolTag)
+    /// <summary>Counts an item that threw (the item runner's report, whatever the policy does next).</summary>
+    public void RecordException(Exception exception)
     {
-        foreach (ThreadInjectionReason reason in Enum.GetValues<ThreadInjectionReason>())
+        if (_exceptions.Enabled)
+        {
+            _exceptions.Add(1, _poolTag, new KeyValuePair<string, object?>("error.type", exception.GetType().FullName ?? exception.GetType().Name));
+        }
+    }
+
+    /// <summary>Counts an item reported stuck (the detector, once per item).</summary>
+    public void RecordStuck(Lane? lane)
+    {
+        if (!_stuck.Enabled)
+        {
+            return;
+        }
+        if (lane is null)
+        {
+            _stuck.Add(1, _poolTag);
+        }
+        else
+        {
+            _stuck.Add(1, _poolTag, new KeyValuePair<string, object?>("spindle.lane.name", lane.Options.Name));
+        }
+    }
+
+    private static IEnumerable<Measurement<long>> InjectionCounts(WorkerPool pool, KeyValuePair<string, object?> poolTag,
+        (ThreadInjectionReason Reason, string Value)[] reasons)
+    {
+        foreach ((ThreadInjectionReason reason, string value) in reasons)
         {
             yield return new Measurement<long>(pool.GetThreadInjectionCount(reason), poolTag,
-                new KeyValuePair<string, object?>("spindle.thread.injection.reason", reason.ToString()));
+                new KeyValuePair<string, object?>("spindle.thread.reason", value));
         }
     }
 
     private static IEnumerable<Measurement<long>> CreationFailures(Threading.ThreadStarts starts, KeyValuePair<string, object?> poolTag)
     {
-        foreach (Primitives.PoolThreadKind kind in Threading.ThreadStarts.Kinds)
+        foreach ((Primitives.PoolThreadKind kind, string value) in s_threadKinds)
         {
             yield return new Measurement<long>(starts.GetFailures(kind), poolTag,
-                new KeyValuePair<string, object?>("spindle.thread.kind", kind.ToString()));
+                new KeyValuePair<string, object?>("spindle.thread.kind", value));
         }
     }
 
@@ -197,10 +285,31 @@ internal sealed class PoolMetrics : IDisposable
         {
             yield return new Measurement<long>(read(lane), poolTag,
                 new KeyValuePair<string, object?>("spindle.lane.name", lane.Name),
-                new KeyValuePair<string, object?>("spindle.lane.priority", lane.Priority.ToString()));
+                new KeyValuePair<string, object?>("spindle.lane.priority", TagValues.Priority(lane.Priority)));
         }
     }
 
-    /// <summary>The pool has stopped: its instruments end (a listener sees them unpublished).</summary>
-    public void Dispose() => _meter.Dispose();
+    /// <summary>
+    /// The pool has stopped: its instruments end (a listener sees them unpublished). A meter from a host's
+    /// <see cref="IMeterFactory"/> belongs to the factory, which may have handed it to other pools too: it stays, and its
+    /// instruments read this pool's final counts until the factory is disposed.
+    /// </summary>
+    public void Dispose()
+    {
+        if (_ownsMeter)
+        {
+            _meter.Dispose();
+        }
+    }
+
+    private static string? VersionOf(Assembly assembly)
+    {
+        string? version = assembly.GetCustomAttribute<AssemblyInformationalVersionAttribute>()?.InformationalVersion;
+        if (version is null)
+        {
+            return assembly.GetName().Version?.ToString(3);
+        }
+        int plus = version.IndexOf('+', StringComparison.Ordinal);
+        return plus < 0 ? version : version[..plus];
+    }
 }

@@ -11,12 +11,15 @@ namespace Spindle.Telemetry;
 /// and its lifetime, and per work item that goes wrong. Every event names its pool.
 /// </summary>
 /// <remarks>
-/// Every event has a keyword, and an EventPipe session whose keywords for the provider are 0 (what dotnet-trace 10
-/// asks for with a bare <c>--providers Spindle</c>) receives none of them: ask for the keywords (0x7 is all three).
-/// Events cost nothing while nobody listens: every call site tests <see cref="EventSource.IsEnabled(EventLevel, EventKeywords)"/>
-/// first (one field read), and none of them is on the per-item path. Payloads are written with
+/// <para>Warning and Error events (a thread the OS refused, starvation, a stuck item, an item that threw, a callback
+/// after the stop) carry no keyword, so every session at Warning or more receives them, whatever keywords it asks for:
+/// an EventPipe session whose keywords for the provider are 0 (what dotnet-trace asks for with a bare
+/// <c>--providers Spindle</c>) enables only the events without a keyword. The Informational events (threads added and
+/// retired, shutdown) have keywords: ask for them (0x7 is all three; <c>Spindle:0x7</c>).</para>
+/// <para>Events cost nothing while nobody listens: every call site tests <see cref="IsOn"/> first (one field read), and
+/// none of them is on the per-item path.</para> Payloads are written with
 /// <see cref="EventSource.WriteEventCore"/> (no boxing, no reflection at the call, safe for trimming and NativeAOT).
-/// The event and payload names are a contract: tools and dashboards key on them.
+/// <para>The event and payload names are a contract: tools and dashboards key on them.</para>
 /// </remarks>
 [EventSource(Name = "Spindle")]
 internal sealed class SpindleEventSource : EventSource
@@ -31,13 +34,16 @@ internal sealed class SpindleEventSource : EventSource
     /// <summary>Event keywords: which families of events a session enables.</summary>
     public static class Keywords
     {
-        /// <summary>Threads added, retired or not created, and starvation.</summary>
+        /// <summary>Threads added and retired (a thread not created and starvation are Warning events, with no keyword).</summary>
         public const EventKeywords Threads = (EventKeywords)0x1;
 
-        /// <summary>Work items that got stuck or threw.</summary>
+        /// <summary>
+        /// Work items. Its events (stuck items, exceptions) are Warning and Error events, which have no keyword; the
+        /// value stays reserved, and a session that asks for it receives them as any other does.
+        /// </summary>
         public const EventKeywords WorkItems = (EventKeywords)0x2;
 
-        /// <summary>Shutdown of pools and lanes.</summary>
+        /// <summary>Shutdown of pools and lanes (a callback after the stop is a Warning event, with no keyword).</summary>
         public const EventKeywords Lifetime = (EventKeywords)0x4;
     }
 
@@ -55,9 +61,14 @@ internal sealed class SpindleEventSource : EventSource
     internal const int ShutdownFinishedId = 8;
     internal const int CallbackRedirectedId = 9;
 
-    /// <summary>Whether events of <paramref name="keywords"/> at <paramref name="level"/> reach a listener.</summary>
+    /// <summary>
+    /// Whether an event at <paramref name="level"/> of the family <paramref name="keywords"/> reaches a listener. Events at
+    /// Warning or above have no keyword (see the remarks on the class), so for them the family does not matter: any
+    /// session enabled at their level receives them.
+    /// </summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    public bool IsOn(EventLevel level, EventKeywords keywords) => IsEnabled(level, keywords);
+    public bool IsOn(EventLevel level, EventKeywords keywords) =>
+        IsEnabled(level, level <= EventLevel.Warning ? EventKeywords.None : keywords);
 
     /// <summary>A worker thread was added to <paramref name="PoolName"/> for <paramref name="Reason"/>; the pool now has <paramref name="ThreadCount"/>.</summary>
     [Event(ThreadInjectedId, Level = EventLevel.Informational, Keywords = Keywords.Threads,
@@ -70,7 +81,7 @@ internal sealed class SpindleEventSource : EventSource
     public void ThreadRetired(string PoolName, string Reason, int ThreadCount) => WriteStringStringInt(ThreadRetiredId, PoolName, Reason, ThreadCount);
 
     /// <summary>The operating system refused a thread the pool wanted (for <paramref name="Reason"/>); it retries later.</summary>
-    [Event(ThreadCreationFailedId, Level = EventLevel.Warning, Keywords = Keywords.Threads,
+    [Event(ThreadCreationFailedId, Level = EventLevel.Warning,
         Message = "Pool {0}: a thread for {1} could not be created; {2} threads")]
     public void ThreadCreationFailed(string PoolName, string Reason, int ThreadCount) => WriteStringStringInt(ThreadCreationFailedId, PoolName, Reason, ThreadCount);
 
@@ -78,7 +89,7 @@ internal sealed class SpindleEventSource : EventSource
     /// Work has waited with no worker free and no item completing for <paramref name="StalledMs"/>: the pool adds
     /// <paramref name="AddedThreads"/> threads to the <paramref name="ThreadCount"/> it has.
     /// </summary>
-    [Event(StarvationDetectedId, Level = EventLevel.Warning, Keywords = Keywords.Threads,
+    [Event(StarvationDetectedId, Level = EventLevel.Warning,
         Message = "Pool {0}: starvation after {1} ms with {2} threads and {3} items pending; adding {4}")]
     [UnconditionalSuppressMessage("ReflectionAnalysis", "IL2026", Justification = PrimitivePayloads)]
     public unsafe void StarvationDetected(string PoolName, double StalledMs, int ThreadCount, long PendingCount, int AddedThreads)
@@ -101,7 +112,7 @@ internal sealed class SpindleEventSource : EventSource
     /// <see cref="WorkerPoolOptions.OutsideWorkReliefDelay"/>). <paramref name="Item"/> names it: the delegate's declaring
     /// type and method, or the work item's type. Reported once per item.
     /// </summary>
-    [Event(StuckWorkItemId, Level = EventLevel.Warning, Keywords = Keywords.WorkItems,
+    [Event(StuckWorkItemId, Level = EventLevel.Warning,
         Message = "Pool {0}: {1} has been running for {3} ms on worker #{2}")]
     [UnconditionalSuppressMessage("ReflectionAnalysis", "IL2026", Justification = PrimitivePayloads)]
     public unsafe void StuckWorkItem(string PoolName, string Item, int WorkerId, double RunningMs)
@@ -122,7 +133,7 @@ internal sealed class SpindleEventSource : EventSource
     /// An item of <paramref name="PoolName"/> threw <paramref name="ExceptionType"/>; <paramref name="Handled"/>: the
     /// pool carries on (the Report policy, or a handler marked it handled); otherwise the process fails next.
     /// </summary>
-    [Event(WorkItemExceptionId, Level = EventLevel.Error, Keywords = Keywords.WorkItems,
+    [Event(WorkItemExceptionId, Level = EventLevel.Error,
         Message = "Pool {0}: a work item threw {1}: {2} (handled: {3})")]
     [UnconditionalSuppressMessage("ReflectionAnalysis", "IL2026", Justification = PrimitivePayloads)]
     public unsafe void WorkItemException(string PoolName, string ExceptionType, string ExceptionMessage, bool Handled)
@@ -174,7 +185,7 @@ internal sealed class SpindleEventSource : EventSource
     /// refused (refusing it would strand an awaiter), but an operator should know: work that outlives its pool usually
     /// means a component was stopped in the wrong order.
     /// </summary>
-    [Event(CallbackRedirectedId, Level = EventLevel.Warning, Keywords = Keywords.Lifetime,
+    [Event(CallbackRedirectedId, Level = EventLevel.Warning,
         Message = "Pool {0}: {1} arrived after the pool had stopped and runs on the built-in thread pool")]
     public void CallbackRedirected(string PoolName, string Item) => WriteEvent(CallbackRedirectedId, PoolName, Item);
 

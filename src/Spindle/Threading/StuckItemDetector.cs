@@ -103,6 +103,7 @@ internal sealed class StuckItemDetector
 
     private void Report(int workerId, Thread? thread, object callback, object? owner, Lane? lane, TimeSpan runningTime)
     {
+        _pool.Metrics.RecordStuck(lane);
         bool traced = SpindleEventSource.Log.IsOn(EventLevel.Warning, SpindleEventSource.Keywords.WorkItems);
         bool raised = _pool.HasStuckWorkItemHandlers;
         if (!traced && !raised)

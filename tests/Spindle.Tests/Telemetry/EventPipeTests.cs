@@ -27,12 +27,14 @@ public sealed class EventPipeTests
             $"{ProviderName}/{EventName} #{Id} ({string.Join(", ", PayloadNames.Select(n => $"{n}={Payload[n]}"))})";
     }
 
-    [Fact]
-    public void AnEventPipeSession_OnAChildProcess_ReadsItsSpindleEvents()
+    /// <summary>
+    /// Runs Spindle.TelemetryChild under an EventPipe session that enables the provider with <paramref name="keywords"/>
+    /// at Verbose, and returns the events of its pool (at least one).
+    /// </summary>
+    private static List<ParsedEvent> TraceChild(string poolName, long keywords)
     {
         string childDll = Path.Combine(AppContext.BaseDirectory, "Spindle.TelemetryChild.dll");
         Assert.True(File.Exists(childDll), $"{childDll} is missing: the test project references Spindle.TelemetryChild to copy it there.");
-        string poolName = $"{nameof(EventPipeTests)}-{Guid.NewGuid():N}";
         var start = new ProcessStartInfo(ChildProcesses.DotnetHost())
         {
             RedirectStandardInput = true,
@@ -55,7 +57,7 @@ public sealed class EventPipeTests
 
             // Returns once the runtime has enabled the provider: everything the child does from now on is traced.
             session = new DiagnosticsClient(child.Id).StartEventPipeSession(
-                [new EventPipeProvider("Spindle", EventLevel.Verbose, keywords: -1)], requestRundown: false);
+                [new EventPipeProvider("Spindle", EventLevel.Verbose, keywords)], requestRundown: false);
             EventPipeSession stream = session;
             Task processing = Task.Run(() =>
             {
@@ -86,6 +88,15 @@ public sealed class EventPipeTests
 
         List<ParsedEvent> ours = events.Where(e => e.Payload.TryGetValue("PoolName", out object? pool) && (string)pool == poolName).ToList();
         Assert.True(ours.Count > 0, $"No Spindle event of pool {poolName} in the stream, which held: {string.Join("; ", events)}");
+        return ours;
+    }
+
+    [Fact]
+    public void AnEventPipeSession_OnAChildProcess_ReadsItsSpindleEvents()
+    {
+        string poolName = $"{nameof(EventPipeTests)}-{Guid.NewGuid():N}";
+        List<ParsedEvent> ours = TraceChild(poolName, keywords: -1);
+
         Assert.All(ours, e => Assert.Equal("Spindle", e.ProviderName));
         Assert.All(ours, e => Assert.Equal("PoolName", e.PayloadNames[0]));
         // No order is asserted: the stream orders events by their time stamps, and the pool writes them from several
@@ -103,7 +114,7 @@ public sealed class EventPipeTests
         ParsedEvent exception = Assert.Single(ours, e => e.EventName == "WorkItemException");
         Assert.Equal(6, exception.Id);
         Assert.Equal(TraceEventLevel.Error, exception.Level);
-        Assert.Equal(0x2, exception.Keywords & 0x7); // WorkItems
+        Assert.Equal(0x0, exception.Keywords & 0x7); // an Error event has no keyword
         Assert.Equal(["PoolName", "ExceptionType", "ExceptionMessage", "Handled"], exception.PayloadNames);
         Assert.Equal(typeof(InvalidOperationException).FullName, exception.Payload["ExceptionType"]);
         Assert.Equal("Spindle telemetry-child failure", exception.Payload["ExceptionMessage"]);
@@ -121,6 +132,20 @@ public sealed class EventPipeTests
         Assert.Equal(2L, finished.Payload["CompletedCount"]);
         Assert.Equal(0L, finished.Payload["CancelledCount"]);
         Assert.Equal(0L, finished.Payload["RedirectedCount"]);
+    }
+
+    [Fact]
+    public void ASessionWithoutKeywords_ReceivesTheErrorEvents()
+    {
+        // What "dotnet-trace collect --providers Spindle" asks for: the provider at Verbose with keywords 0, which
+        // enables the events that have no keyword (Warning and Error) and none of the others.
+        string poolName = $"{nameof(EventPipeTests)}-{Guid.NewGuid():N}";
+        List<ParsedEvent> ours = TraceChild(poolName, keywords: 0);
+
+        ParsedEvent exception = Assert.Single(ours, e => e.EventName == "WorkItemException");
+        Assert.Equal(TraceEventLevel.Error, exception.Level);
+        Assert.Equal(typeof(InvalidOperationException).FullName, exception.Payload["ExceptionType"]);
+        Assert.DoesNotContain(ours, e => e.EventName is "ThreadInjected" or "ShutdownStarted" or "ShutdownFinished");
     }
 
     /// <summary>The child's next line of standard output, within the must-happen bound.</summary>

@@ -19,14 +19,17 @@ public sealed class EventSourceTests
     {
         private readonly string _pool;
 
-        public Listener(string pool)
+        /// <summary>Listens at <paramref name="level"/> for <paramref name="keywords"/> (all of them unless told).</summary>
+        public Listener(string pool, EventLevel level = EventLevel.Verbose, EventKeywords keywords = EventKeywords.All)
         {
             _pool = pool;
+            // The base constructor has enabled the source already (OnEventSourceCreated, before these fields were set):
+            // enabling it again replaces that.
             foreach (EventSource source in EventSource.GetSources())
             {
                 if (source.Name == "Spindle")
                 {
-                    EnableEvents(source, EventLevel.Verbose, EventKeywords.All);
+                    EnableEvents(source, level, keywords);
                 }
             }
         }
@@ -116,6 +119,28 @@ public sealed class EventSourceTests
         Assert.Equal(0L, listener.Payload(finished, "RedirectedCount"));
         pool.Dispose(); // idempotent: no second ShutdownStarted
         Assert.Single(listener.Events, e => e.EventName == "ShutdownStarted");
+    }
+
+    [Theory]
+    [InlineData(EventLevel.Warning, 0x0)] // no keyword: what a bare "dotnet-trace --providers Spindle" asks for
+    [InlineData(EventLevel.Verbose, 0x4)] // another family's keyword only (Lifetime)
+    public void AnItemException_ReachesASessionWhateverItsKeywords(EventLevel level, long keywords)
+    {
+        string name = $"{nameof(EventSourceTests)}-{Guid.NewGuid():N}";
+        using var listener = new Listener(name, level, (EventKeywords)keywords);
+        var pool = new WorkerPool(new WorkerPoolOptions { Name = name, MinThreads = 1, MaxThreads = 1, ExceptionPolicy = UnhandledExceptionPolicy.Report });
+        using var thrown = new ManualResetEventSlim();
+        pool.UnhandledException += (_, _) => thrown.Set();
+        pool.QueueUserWorkItem(_ => throw new InvalidOperationException("seen without keywords"));
+        Waits.For(thrown, "the item's exception");
+        pool.Dispose();
+
+        EventWrittenEventArgs exception = listener.Single("WorkItemException");
+        Assert.Equal(EventLevel.Error, exception.Level);
+        Assert.Equal(EventKeywords.None, exception.Keywords & (EventKeywords)0x7);
+        Assert.Equal("seen without keywords", listener.Payload(exception, "ExceptionMessage"));
+        // The Informational events keep their keywords: a thread added is Threads (0x1), which neither session asked for.
+        Assert.DoesNotContain(listener.Events, e => e.EventName == "ThreadInjected");
     }
 
     [Fact]

@@ -4,6 +4,7 @@ using System.Collections.Generic;
 using System.Diagnostics;
 using System.Diagnostics.Metrics;
 using System.Linq;
+using System.Reflection;
 using System.Threading;
 using System.Threading.Tasks;
 using Xunit;
@@ -92,10 +93,141 @@ public sealed class MetricsTests
         Assert.Equal(0, Single(seen, "spindle.pool.registered_wait.count"));
         Assert.True(Single(seen, "spindle.pool.park.count") >= 0);
         Assert.True(Single(seen, "spindle.pool.steal.count") >= 0);
-        var injections = seen.Where(m => m.Instrument == "spindle.pool.thread.injection.count").ToList();
-        Assert.Equal(Enum.GetValues<ThreadInjectionReason>().Length, injections.Count);
-        double demand = Assert.Single(injections, m => (string?)m.Tags["spindle.thread.injection.reason"] == nameof(ThreadInjectionReason.Demand)).Value;
+        Assert.DoesNotContain(seen, m => m.Instrument == "spindle.pool.thread.injection.count");
+        var added = seen.Where(m => m.Instrument == "spindle.pool.thread.added.count").ToList();
+        Assert.Equal(["blocking_region", "demand", "long_running", "minimum_raised", "starvation"],
+            added.Select(m => (string?)m.Tags["spindle.thread.reason"]).Order());
+        double demand = Assert.Single(added, m => (string?)m.Tags["spindle.thread.reason"] == "demand").Value;
         Assert.Equal(pool.GetThreadInjectionCount(ThreadInjectionReason.Demand), demand);
+        double minimum = Assert.Single(added, m => (string?)m.Tags["spindle.thread.reason"] == "minimum_raised").Value;
+        Assert.Equal(pool.GetThreadInjectionCount(ThreadInjectionReason.MinimumRaised), minimum);
+        var retired = seen.Where(m => m.Instrument == "spindle.pool.thread.retired.count").ToList();
+        Assert.Equal(["idle", "surplus"], retired.Select(m => (string?)m.Tags["spindle.thread.reason"]).Order());
+        var failures = seen.Where(m => m.Instrument == "spindle.pool.thread.creation_failure.count").ToList();
+        Assert.Contains(failures, m => (string?)m.Tags["spindle.thread.kind"] == "worker");
+        Assert.All(failures, m => Assert.Equal(0, m.Value));
+        Assert.All(failures, m => Assert.Matches("^[a-z_]+$", (string?)m.Tags["spindle.thread.kind"]));
+    }
+
+    [Fact]
+    public void RetiredThreads_AreCountedApartFromAddedOnes()
+    {
+        string name = $"{nameof(MetricsTests)}-{Guid.NewGuid():N}";
+        using var collector = new Collector(name);
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = name, MinThreads = 0, MaxThreads = 1, IdleTimeout = TimeSpan.FromMilliseconds(50) });
+        using var ran = new ManualResetEventSlim();
+        pool.QueueUserWorkItem(_ => ran.Set());
+        Waits.For(ran, "the item");
+        Waits.Until(() => pool.ThreadCount == 0, "the idle worker retired");
+
+        List<(string Instrument, double Value, Dictionary<string, object?> Tags)> seen = collector.Collect();
+
+        Assert.Equal(1, Assert.Single(seen, m => m.Instrument == "spindle.pool.thread.added.count" && (string?)m.Tags["spindle.thread.reason"] == "demand").Value);
+        Assert.Equal(1, Assert.Single(seen, m => m.Instrument == "spindle.pool.thread.retired.count" && (string?)m.Tags["spindle.thread.reason"] == "idle").Value);
+        Assert.Equal(0, Assert.Single(seen, m => m.Instrument == "spindle.pool.thread.retired.count" && (string?)m.Tags["spindle.thread.reason"] == "surplus").Value);
+    }
+
+    [Fact]
+    public void BothHistograms_AdviseBucketsFromMicrosecondsToSeconds()
+    {
+        // What an exporter reads when it sets up a histogram's aggregation: the instrument's advice.
+        var advised = new ConcurrentDictionary<string, IReadOnlyList<double>?>();
+        using var listener = new MeterListener
+        {
+            InstrumentPublished = (instrument, _) =>
+            {
+                if (instrument.Meter.Name == "Spindle" && instrument is Histogram<double> histogram)
+                {
+                    advised[instrument.Name] = histogram.Advice?.HistogramBucketBoundaries;
+                }
+            },
+        };
+        listener.Start();
+        string name = $"{nameof(MetricsTests)}-{Guid.NewGuid():N}";
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = name });
+
+        foreach (string instrument in new[] { "spindle.pool.work_item.duration", "spindle.pool.work_item.wait.duration" })
+        {
+            Assert.True(advised.TryGetValue(instrument, out IReadOnlyList<double>? buckets), $"{instrument} was not published");
+            Assert.NotNull(buckets);
+            Assert.Equal(buckets.Order(), buckets);
+            Assert.Equal(1e-6, buckets[0]);
+            Assert.Equal(10, buckets[^1]);
+            // Microseconds are told apart: a 15 µs item and a 60 µs one land in different buckets.
+            Assert.Contains(buckets, b => b > 15e-6 && b < 60e-6);
+        }
+    }
+
+    [Fact]
+    public void TheMeter_CarriesThePackagesVersion()
+    {
+        string? version = null;
+        using var listener = new MeterListener
+        {
+            InstrumentPublished = (instrument, _) =>
+            {
+                if (instrument.Meter.Name == "Spindle")
+                {
+                    version = instrument.Meter.Version;
+                }
+            },
+        };
+        listener.Start();
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = $"{nameof(MetricsTests)}-{Guid.NewGuid():N}" });
+
+        string informational = typeof(WorkerPool).Assembly.GetCustomAttribute<AssemblyInformationalVersionAttribute>()!.InformationalVersion;
+        Assert.NotNull(version);
+        Assert.StartsWith(version, informational, StringComparison.Ordinal);
+        Assert.DoesNotContain('+', version);
+        Assert.NotEqual(typeof(WorkerPool).Assembly.GetName().Version!.ToString(), version); // not the four-part assembly version
+    }
+
+    [Fact]
+    public void ItemExceptions_AreCountedByType()
+    {
+        string name = $"{nameof(MetricsTests)}-{Guid.NewGuid():N}";
+        using var collector = new Collector(name);
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = name, MinThreads = 1, MaxThreads = 1, ExceptionPolicy = UnhandledExceptionPolicy.Report });
+        using var reported = new CountdownEvent(3);
+        pool.UnhandledException += (_, _) => reported.Signal();
+        pool.QueueUserWorkItem(_ => throw new InvalidOperationException("one"));
+        pool.QueueUserWorkItem(_ => throw new InvalidOperationException("two"));
+        pool.QueueUserWorkItem(_ => throw new TimeoutException("three"));
+        Waits.For(reported, "the three exceptions");
+
+        var counted = collector.Measurements.Where(m => m.Instrument == "spindle.pool.work_item.exception.count").ToList();
+        Assert.Equal(3, counted.Sum(m => m.Value));
+        Assert.Equal(2, counted.Where(m => (string?)m.Tags["error.type"] == typeof(InvalidOperationException).FullName).Sum(m => m.Value));
+        Assert.Equal(1, counted.Where(m => (string?)m.Tags["error.type"] == typeof(TimeoutException).FullName).Sum(m => m.Value));
+    }
+
+    [Fact]
+    public void StuckItems_AreCounted_WithTheirLane()
+    {
+        string name = $"{nameof(MetricsTests)}-{Guid.NewGuid():N}";
+        using var collector = new Collector(name);
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = name, MinThreads = 1, MaxThreads = 1, StuckItemThreshold = TimeSpan.FromMilliseconds(50) });
+        WorkerPoolLane lane = pool.CreateLane(new LaneOptions { Name = "slow" });
+        using var release = new ManualResetEventSlim();
+        using var done = new ManualResetEventSlim();
+        lane.QueueUserWorkItem(_ =>
+        {
+            release.Wait(Waits.MustHappen);
+            done.Set();
+        });
+        try
+        {
+            Waits.Until(() => collector.Measurements.Any(m => m.Instrument == "spindle.pool.work_item.stuck.count"), "the stuck item counted");
+        }
+        finally
+        {
+            release.Set();
+        }
+        Waits.For(done, "the stuck item's end");
+
+        var stuck = Assert.Single(collector.Measurements, m => m.Instrument == "spindle.pool.work_item.stuck.count");
+        Assert.Equal(1, stuck.Value);
+        Assert.Equal("slow", stuck.Tags["spindle.lane.name"]);
     }
 
     [Fact]
@@ -126,7 +258,7 @@ public sealed class MetricsTests
             Assert.Equal(5, Lane("spindle.lane.queue.length", "batch"));
             Assert.Equal(0, Lane("spindle.lane.work_item.count", "batch"));
             Assert.Equal(8, Single(seen, "spindle.pool.queue.length"));
-            Assert.Equal("High", Assert.Single(seen, m => m.Instrument == "spindle.lane.queue.length" && (string?)m.Tags["spindle.lane.name"] == "interactive").Tags["spindle.lane.priority"]);
+            Assert.Equal("high", Assert.Single(seen, m => m.Instrument == "spindle.lane.queue.length" && (string?)m.Tags["spindle.lane.name"] == "interactive").Tags["spindle.lane.priority"]);
         }
         finally
         {

@@ -1,0 +1,103 @@
+using System;
+using System.Diagnostics.CodeAnalysis;
+using Microsoft.Extensions.Configuration;
+using Microsoft.Extensions.DependencyInjection.Extensions;
+using Microsoft.Extensions.Diagnostics.HealthChecks;
+using Microsoft.Extensions.Hosting;
+using Microsoft.Extensions.Options;
+using Spindle;
+using Spindle.Extensions.Hosting;
+
+namespace Microsoft.Extensions.DependencyInjection;
+
+/// <summary>What hangs off a registered pool (<see cref="IWorkerPoolBuilder"/>): lanes, a health check, background services.</summary>
+public static class WorkerPoolBuilderExtensions
+{
+    /// <summary>
+    /// Registers a lane of the pool named <paramref name="laneName"/>: a keyed <see cref="WorkerPoolLane"/> singleton
+    /// (<c>[FromKeyedServices("name")] WorkerPoolLane</c>), created with the pool when the host starts (invalid options
+    /// fail the start with an exception naming the lane) and stopped with it. Its options are the named
+    /// <see cref="LaneOptions"/> <paramref name="laneName"/>: the defaults, then <see cref="LaneOptions.Name"/> set to the
+    /// lane's name, then <paramref name="configure"/>. Lanes also come from configuration: the <c>Lanes</c> section of a
+    /// pool's section, one child per lane, named by its key (<c>"Lanes": { "interactive": { "Priority": "High" } }</c>).
+    /// </summary>
+    /// <param name="builder">The pool's builder.</param>
+    /// <param name="laneName">The lane's name and service key; unique among the lanes of every pool of the collection.</param>
+    /// <param name="configure">Sets the lane's options, or <see langword="null"/>.</param>
+    /// <returns><paramref name="builder"/>, for chaining.</returns>
+    /// <exception cref="ArgumentNullException"><paramref name="builder"/> or <paramref name="laneName"/> is null.</exception>
+    /// <exception cref="ArgumentException"><paramref name="laneName"/> is empty or white space.</exception>
+    /// <exception cref="InvalidOperationException">A lane (or another keyed <see cref="WorkerPoolLane"/>) is already registered under <paramref name="laneName"/>.</exception>
+    public static IWorkerPoolBuilder AddLane(this IWorkerPoolBuilder builder, string laneName, Action<LaneOptions>? configure = null)
+    {
+        ArgumentNullException.ThrowIfNull(builder);
+        ArgumentException.ThrowIfNullOrWhiteSpace(laneName);
+        WorkerPoolServiceCollectionExtensions.ThrowIfLaneTaken(builder.Services, laneName);
+        WorkerPoolServiceCollectionExtensions.RegisterLane(builder.Services, builder.Name, laneName, configuration: null, configure);
+        return builder;
+    }
+
+    /// <summary>
+    /// Registers a health check of the pool (Microsoft.Extensions.Diagnostics.HealthChecks): Unhealthy (or the
+    /// registration's failure status) while an item was reported stuck within
+    /// <see cref="WorkerPoolHealthCheckOptions.StuckItemWindow"/>; Degraded while the pool added threads for starvation
+    /// within <see cref="WorkerPoolHealthCheckOptions.StarvationWindow"/> or more than
+    /// <see cref="WorkerPoolHealthCheckOptions.QueueLengthThreshold"/> items wait; else Healthy. The report's data holds
+    /// the thread count, the items waiting, the stuck items and the threads added for starvation. Stuck items are only
+    /// reported while <see cref="WorkerPoolOptions.StuckItemThreshold"/> is finite (30 s unless set).
+    /// </summary>
+    /// <param name="builder">The pool's builder.</param>
+    /// <param name="configure">Sets the thresholds, or <see langword="null"/> for the defaults; read at this call.</param>
+    /// <param name="tags">Tags of the check (to filter health endpoints), or <see langword="null"/>.</param>
+    /// <returns><paramref name="builder"/>, for chaining.</returns>
+    /// <exception cref="ArgumentNullException"><paramref name="builder"/> is null.</exception>
+    /// <exception cref="ArgumentOutOfRangeException">A window is not positive, or the queue threshold is below 1.</exception>
+    /// <exception cref="ArgumentException">The check's name is empty or white space.</exception>
+    public static IWorkerPoolBuilder AddHealthCheck(this IWorkerPoolBuilder builder, Action<WorkerPoolHealthCheckOptions>? configure = null,
+        params string[]? tags)
+    {
+        ArgumentNullException.ThrowIfNull(builder);
+        var options = new WorkerPoolHealthCheckOptions();
+        configure?.Invoke(options);
+        WorkerPoolHealthCheckOptions validated = options.Validate(builder.Name, nameof(configure));
+        string poolName = builder.Name;
+        builder.Services.AddHealthChecks().Add(new HealthCheckRegistration(validated.Name!,
+            provider => new WorkerPoolHealthCheck(provider.GetRequiredKeyedService<WorkerPool>(poolName),
+                provider.GetRequiredKeyedService<PoolHealthState>(poolName), validated),
+            failureStatus: null, tags));
+        return builder;
+    }
+
+    /// <summary>
+    /// Registers <typeparamref name="TService"/> as a singleton and as a hosted service whose work
+    /// (<see cref="WorkerPoolBackgroundService.ExecuteOnTargetAsync"/>) runs on the pool, or on its lane
+    /// <paramref name="laneName"/>, resolved when the service starts.
+    /// </summary>
+    /// <typeparam name="TService">The service; resolved from the container (with its dependencies).</typeparam>
+    /// <param name="builder">The pool's builder.</param>
+    /// <param name="laneName">A lane registered for this pool (<see cref="AddLane"/> or configuration), or <see langword="null"/> for the pool itself.</param>
+    /// <returns><paramref name="builder"/>, for chaining.</returns>
+    /// <exception cref="ArgumentNullException"><paramref name="builder"/> is null.</exception>
+    /// <exception cref="ArgumentException"><paramref name="laneName"/> is empty or white space.</exception>
+    public static IWorkerPoolBuilder AddBackgroundService<[DynamicallyAccessedMembers(DynamicallyAccessedMemberTypes.PublicConstructors)] TService>(
+        this IWorkerPoolBuilder builder, string? laneName = null)
+        where TService : WorkerPoolBackgroundService
+    {
+        ArgumentNullException.ThrowIfNull(builder);
+        if (laneName is not null)
+        {
+            ArgumentException.ThrowIfNullOrWhiteSpace(laneName);
+        }
+        string poolName = builder.Name;
+        builder.Services.TryAddSingleton<TService>();
+        builder.Services.AddSingleton<IHostedService>(provider =>
+        {
+            TService service = provider.GetRequiredService<TService>();
+            service.RunOn(() => laneName is null
+                ? provider.GetRequiredKeyedService<WorkerPool>(poolName)
+                : provider.GetRequiredKeyedService<WorkerPoolLane>(laneName));
+            return service;
+        });
+        return builder;
+    }
+}
