@@ -1,15 +1,8 @@
 using System;
-using System.Collections.Generic;
 using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Threading;
-using Spindle.Lanes;
-using Spindle.Parking;
-using Spindle.Primitives;
-using Spindle.Telemetry;
 using Spindle.Queues;
-using Spindle.Threading;
-using Spindle.Timers;
 
 namespace Spindle.Scheduling;
 
@@ -18,7 +11,7 @@ internal sealed partial class Worker
 {
     /// <summary>
     /// Owner only, about every <see cref="FairnessLookTicks"/> of work (at most every <see cref="FairnessInterval"/>
-    /// items, or at once when the stall monitor asks, see <see cref="IsLookOutsideRequested"/>): the far end of the LIFO
+    /// items, or at once when the stall monitor asks, see <see cref="RequestLookOutside"/>): the far end of the LIFO
     /// ring once it has aged, then outside work, so neither the ring's oldest items nor the global queue can be starved
     /// by a worker that keeps re-queueing to itself. Sets the number of items until the next look.
     /// </summary>

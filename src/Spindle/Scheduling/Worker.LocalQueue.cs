@@ -1,15 +1,8 @@
 using System;
-using System.Collections.Generic;
 using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Threading;
-using Spindle.Lanes;
-using Spindle.Parking;
-using Spindle.Primitives;
-using Spindle.Telemetry;
 using Spindle.Queues;
-using Spindle.Threading;
-using Spindle.Timers;
 
 namespace Spindle.Scheduling;
 

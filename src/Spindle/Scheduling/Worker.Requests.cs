@@ -1,15 +1,8 @@
 using System;
-using System.Collections.Generic;
 using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Threading;
 using Spindle.Lanes;
-using Spindle.Parking;
-using Spindle.Primitives;
-using Spindle.Telemetry;
-using Spindle.Queues;
-using Spindle.Threading;
-using Spindle.Timers;
 
 namespace Spindle.Scheduling;
 
@@ -42,9 +35,6 @@ internal sealed partial class Worker
 
     /// <summary>This worker's search: it took over the searching count a waker gave it.</summary>
     public void ClearWokenAsSearcher() => _wokenAsSearcher = false;
-
-    /// <summary>Whether the stall monitor has asked this worker to look outside at its next dispatch (a snapshot).</summary>
-    public bool IsLookOutsideRequested => _lookOutsideRequested;
 
     /// <summary>
     /// The stall monitor: outside work waits in the global queue while no worker is parked; this worker looks at it at
@@ -118,6 +108,6 @@ internal sealed partial class Worker
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public bool ShouldSampleWait() => --_waitPacer.Countdown <= 0;
 
-    /// <summary>This worker's enqueue was sampled at <paramref name="now"/> (see <see cref="SamplePacer.Sampled"/>).</summary>
+    /// <summary>This worker's enqueue was sampled at <paramref name="now"/> (see <see cref="Primitives.SamplePacer.Sampled"/>).</summary>
     public void NoteWaitSampled(long now) => _waitPacer.Sampled(now);
 }

@@ -1,15 +1,6 @@
 using System;
-using System.Collections.Generic;
-using System.Diagnostics;
 using System.Runtime.CompilerServices;
-using System.Threading;
-using Spindle.Lanes;
-using Spindle.Parking;
-using Spindle.Primitives;
-using Spindle.Telemetry;
 using Spindle.Queues;
-using Spindle.Threading;
-using Spindle.Timers;
 
 namespace Spindle.Scheduling;
 
@@ -39,7 +30,7 @@ internal sealed partial class Worker
     /// <summary>The worker is about to run a timer callback: look at the deadline again right after it.</summary>
     public void NoteTimerCallback() => _timerPace.NoteCallback(_record.CompletedByOwner);
 
-    /// <summary>Looks at the timer deadline (<see cref="TimerService.AssistTimers"/>) and paces the next look (<see cref="TimerPacer.AfterCheck"/>).</summary>
+    /// <summary>Looks at the timer deadline (<see cref="Timers.TimerService.AssistTimers"/>) and paces the next look (<see cref="TimerPacer.AfterCheck"/>).</summary>
     [MethodImpl(MethodImplOptions.NoInlining)]
     private void CheckTimers() => _timerPace.AfterCheck(_timers.AssistTimers(ref _expiredTimers));
 }
