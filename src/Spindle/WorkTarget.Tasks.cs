@@ -1,4 +1,5 @@
 using System;
+using System.Diagnostics.CodeAnalysis;
 using System.Threading;
 using System.Threading.Tasks;
 using System.Runtime.CompilerServices;
@@ -16,10 +17,21 @@ public abstract partial class WorkTarget
     /// <see cref="TaskFactory"/>, <see cref="Task.Start(System.Threading.Tasks.TaskScheduler)"/>,
     /// <c>ContinueWith</c> or <see cref="ParallelOptions.TaskScheduler"/>. See <see cref="WorkerPoolTaskScheduler"/>.
     /// </summary>
-    public WorkerPoolTaskScheduler TaskScheduler => Bridge.TaskScheduler;
+    public WorkerPoolTaskScheduler TaskScheduler =>
+        Volatile.Read(ref _taskScheduler) ?? Interlocked.CompareExchange(ref _taskScheduler, new WorkerPoolTaskScheduler(this), null) ?? _taskScheduler!;
 
     /// <summary>The <see cref="System.Threading.SynchronizationContext"/> that posts to this pool. See <see cref="WorkerPoolSynchronizationContext"/>.</summary>
-    public WorkerPoolSynchronizationContext SynchronizationContext => Bridge.SynchronizationContext;
+    public WorkerPoolSynchronizationContext SynchronizationContext =>
+        Volatile.Read(ref _synchronizationContext)
+        ?? Interlocked.CompareExchange(ref _synchronizationContext, new WorkerPoolSynchronizationContext(this), null)
+        ?? _synchronizationContext!;
+
+    SynchronizationContext ITaskTarget.SynchronizationContext => SynchronizationContext;
+
+    [DoesNotReturn]
+    void ITaskTarget.ThrowShutDown() => ThrowShutDown();
+
+    Exception ITaskTarget.FullException() => FullException();
 
     /// <summary>Runs <paramref name="action"/> on the pool; the returned task completes when it has run.</summary>
     /// <param name="action">The work.</param>

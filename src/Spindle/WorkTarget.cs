@@ -25,7 +25,7 @@ namespace Spindle;
 /// lane, while a call on the pool itself queues to the pool's own queue. This class cannot be derived from outside
 /// the library.
 /// </remarks>
-public abstract partial class WorkTarget
+public abstract partial class WorkTarget : ITaskTarget
 {
     private protected WorkTarget()
     {
@@ -36,6 +36,10 @@ public abstract partial class WorkTarget
     private TaskBridge _bridge = null!;
     private Lane? _laneCore;
     private bool _flowContext;
+
+    // The public handles of the task integration, made on first use (set once by CAS).
+    private WorkerPoolTaskScheduler? _taskScheduler;
+    private WorkerPoolSynchronizationContext? _synchronizationContext;
 
     /// <summary>The task bridge of this target (the pool's, or the lane's).</summary>
     internal TaskBridge Bridge => _bridge;
@@ -52,7 +56,14 @@ public abstract partial class WorkTarget
         _bridge = bridge;
         _laneCore = lane;
         _flowContext = flowContext;
+        bridge.Attach(this);
     }
+
+    /// <summary>The pool this target belongs to: the pool itself, or the lane's pool.</summary>
+    internal abstract WorkerPool OwningPool { get; }
+
+    /// <summary>The exception for an item refused because the target is full (only a lane can be).</summary>
+    internal virtual Exception FullException() => new InvalidOperationException("The pool's own queue has no bound and is never full.");
 
     /// <summary>Throws the exception every entry point throws once the pool, or the lane, is shutting down.</summary>
     [DoesNotReturn]

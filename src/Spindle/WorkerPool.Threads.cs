@@ -90,14 +90,5 @@ public sealed partial class WorkerPool
     ///     response = client.Send(request); // synchronous I/O
     /// }
     /// </code></example>
-    public static BlockingRegion EnterBlockingRegion()
-    {
-        Worker? worker = Worker.Current;
-        if (worker is null)
-        {
-            return default;
-        }
-        worker.Threads.EnterBlockingRegion(worker);
-        return new BlockingRegion(worker);
-    }
+    public static BlockingRegion EnterBlockingRegion() => BlockingRegion.Enter();
 }

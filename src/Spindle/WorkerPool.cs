@@ -15,6 +15,9 @@ using Spindle.Threading;
 using Spindle.Timers;
 using Spindle.Registrations;
 
+using Spindle.Polling;
+using Spindle.Primitives;
+
 namespace Spindle;
 
 /// <summary>
@@ -34,7 +37,7 @@ namespace Spindle;
 /// public surface by concern: <c>WorkerPool.Queueing.cs</c>, <c>WorkerPool.Threads.cs</c>, <c>WorkerPool.Tasks.cs</c>,
 /// <c>WorkerPool.Timers.cs</c>, <c>WorkerPool.Waits.cs</c> and <c>WorkerPool.Shutdown.cs</c>.</para>
 /// </remarks>
-public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposable, IPoolHost
+public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposable, IPoolHost, IPoolReadings
 {
     // The components, created by the constructor and never replaced. Each owns its state and lock; the façade holds
     // no mutable state of its own besides the lazily created TimeProvider, the event's handler list and the background
@@ -85,8 +88,7 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
         _waits = new WaitRegistry(this, _options, _scheduler, _timers);
         Bind(new TaskBridge(this, _scheduler, _threads, _dedicated), lane: null, _options.FlowExecutionContext);
         _io = new PoolIo(_options.Name, _scheduler, starts);
-        _scheduler.ConnectMetrics(new PoolMetrics(this, () => _threads.WorkerStealCount, () => _threads.WorkerParkCount, () => _threads.BlockingCount,
-            () => _timers.ScheduledCount, () => _waits.RegistrationCount, _threads.Starts, _options.MeterFactory));
+        _scheduler.ConnectMetrics(new PoolMetrics(this, _options.MeterFactory));
         RetiredSegmentTrimmer.Start(_scheduler);
     }
 
@@ -120,7 +122,7 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
     /// <summary>The lanes of this pool that have not stopped (a snapshot; the pool's own queue is not among them).</summary>
     /// <remarks>A lane leaves the list when it stops: after its own shutdown has drained or cancelled its work, or when
     /// the pool stops (lanes the pool's stop left with leftovers included, while the pool sweeps them).</remarks>
-    public System.Collections.Generic.IReadOnlyList<WorkerPoolLane> Lanes => _scheduler.Lanes.LiveLanes();
+    public System.Collections.Generic.IReadOnlyList<WorkerPoolLane> Lanes => Array.ConvertAll(_scheduler.Lanes.LiveLanes(), static lane => (WorkerPoolLane)lane.Handle);
 
     /// <summary>The scheduler, for the queueing surface shared with lanes.</summary>
     internal Scheduler SchedulerCore => _scheduler;
@@ -177,7 +179,7 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
     /// The pool that owns the calling thread (one of its workers, its dedicated long-running threads or its relief
     /// thread, see <see cref="WorkerPoolOptions.OutsideWorkReliefDelay"/>), or <see langword="null"/> on any other thread.
     /// </summary>
-    public static WorkerPool? Current => (Worker.Current?.Pool ?? DedicatedThreads.CurrentPool ?? OutsideRelief.CurrentPool) as WorkerPool;
+    public static WorkerPool? Current => PoolThreads.CurrentPool as WorkerPool;
 
     /// <summary>
     /// Raised on the worker thread when a work item throws (and when a worker hook throws). Handlers run one at a
@@ -290,6 +292,8 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
         }
     }
 
+    internal override WorkerPool OwningPool => this;
+
     /// <summary>Throws the exception every entry point throws once the pool is shutting down.</summary>
     [DoesNotReturn]
     internal override void ThrowShutDown() =>
@@ -299,6 +303,20 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
     private bool IsOwnThread => Current == this;
 
     PoolMetrics IPoolHost.Metrics => Metrics;
+
+    int IPoolReadings.BlockingCount => _threads.BlockingCount;
+
+    long IPoolReadings.StealCount => _threads.WorkerStealCount;
+
+    long IPoolReadings.ParkCount => _threads.WorkerParkCount;
+
+    int IPoolReadings.TimerCount => _timers.ScheduledCount;
+
+    int IPoolReadings.WaitCount => _waits.RegistrationCount;
+
+    long IPoolReadings.GetCreationFailures(PoolThreadKind kind) => _threads.Starts.GetFailures(kind);
+
+    Lane[] IPoolReadings.LiveLanes() => _scheduler.Lanes.LiveLanes();
 
     bool IPoolHost.ReportItemException(Exception exception) => ReportItemException(exception);
 

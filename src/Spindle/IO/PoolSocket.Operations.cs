@@ -9,13 +9,16 @@ using System.Threading.Tasks;
 using Spindle.Queues;
 using Spindle.Scheduling;
 
+using Spindle.Polling;
+using Spindle.Primitives;
+
 namespace Spindle.IO;
 
 /// <summary>The operations of a socket on the pool's driver: what each retries when readiness arrives.</summary>
 public sealed partial class PoolSocket
 {
     /// <summary>The poller: a readiness event for this socket.</summary>
-    internal void OnReadiness(uint events)
+    void IPolledSocket.OnReadiness(uint events)
     {
         if ((events & (LinuxIo.EpollIn | LinuxIo.EpollRdHup | LinuxIo.EpollErr | LinuxIo.EpollHup)) != 0)
         {
@@ -27,18 +30,15 @@ public sealed partial class PoolSocket
         }
     }
 
-    internal static ObjectDisposedException PoolShutDown(string poolName) =>
-        new(typeof(WorkerPool).FullName, $"The worker pool '{poolName}' is shut down or shutting down: its sockets complete no more operations.");
-
     internal Exception ClosedError() =>
-        Volatile.Read(ref _disposed) != 0 ? new ObjectDisposedException(GetType().FullName) : PoolShutDown(_pool.Name);
+        Volatile.Read(ref _disposed) != 0 ? new ObjectDisposedException(GetType().FullName) : PoolIo.ShutDownError(_pool.Name);
 
     private void ThrowIfDisposed()
     {
         ObjectDisposedException.ThrowIf(Volatile.Read(ref _disposed) != 0, this);
         if (_pool.IsShutdownStarted || _read is { IsClosed: true })
         {
-            throw PoolShutDown(_pool.Name);
+            throw PoolIo.ShutDownError(_pool.Name);
         }
     }
 

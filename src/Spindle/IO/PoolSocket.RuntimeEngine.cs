@@ -9,6 +9,9 @@ using System.Threading.Tasks;
 using Spindle.Queues;
 using Spindle.Scheduling;
 
+using Spindle.Polling;
+using Spindle.Primitives;
+
 namespace Spindle.IO;
 
 /// <summary>A socket on the runtime's engine (no driver here, or a test asks): its operations, resumed on the pool.</summary>

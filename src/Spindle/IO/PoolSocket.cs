@@ -9,6 +9,9 @@ using System.Threading.Tasks;
 using Spindle.Queues;
 using Spindle.Scheduling;
 
+using Spindle.Polling;
+using Spindle.Primitives;
+
 namespace Spindle.IO;
 
 /// <summary>
@@ -31,7 +34,7 @@ namespace Spindle.IO;
 /// <para>The <see cref="Socket"/> is exposed for options and endpoints; do not call its own send, receive or async
 /// methods while this wrapper owns it (they would compete for the same readiness).</para>
 /// </remarks>
-public sealed partial class PoolSocket : IDisposable
+public sealed partial class PoolSocket : IDisposable, IPolledSocket
 {
     // Brings an awaiting method back to the pool: shutdown runs it in both modes (see ContinuationCallback).
     private static readonly Action<object?> s_resume = new ContinuationCallback(static continuation => ((Action)continuation!)()).Run;
@@ -254,7 +257,7 @@ public sealed partial class PoolSocket : IDisposable
     }
 
     /// <summary>The pool begins to shut down: pending and later operations fail with <see cref="ObjectDisposedException"/>.</summary>
-    internal void CloseForShutdown()
+    void IPolledSocket.CloseForShutdown()
     {
         _read?.Close();
         _write?.Close();

@@ -3,6 +3,9 @@ using System.IO;
 using System.Threading;
 using System.Threading.Tasks;
 
+using Spindle.Polling;
+using Spindle.Primitives;
+
 namespace Spindle.IO;
 
 /// <summary>
@@ -157,7 +160,7 @@ public sealed class PoolSocketStream : Stream
         {
             return operation.GetAwaiter().GetResult();
         }
-        using (WorkerPool.EnterBlockingRegion())
+        using (BlockingRegion.Enter())
         {
             return operation.AsTask().GetAwaiter().GetResult();
         }

@@ -6,6 +6,9 @@ using System.Threading.Tasks.Sources;
 using Spindle.Queues;
 using Spindle.Scheduling;
 
+using Spindle.Polling;
+using Spindle.Primitives;
+
 namespace Spindle.IO;
 
 /// <summary>A direction's "an operation is pending" flag, shared by the operations of that direction (receive and accept; send and connect).</summary>

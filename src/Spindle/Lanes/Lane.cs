@@ -136,7 +136,14 @@ internal sealed partial class Lane
     public int Cap { get; }
 
     /// <summary>The public object of this lane (set once, right after construction).</summary>
-    public WorkerPoolLane Public { get; set; } = null!;
+    public ILaneHandle Handle { get; private set; } = null!;
+
+    /// <summary>The façade, once, before the lane is published: the public handle that words this lane's refusals.</summary>
+    public void Attach(ILaneHandle handle)
+    {
+        Debug.Assert(Handle is null, "A lane has one handle.");
+        Handle = handle;
+    }
 
     public long QueuedCount => Math.Max(0, _queue.Count);
 
@@ -301,13 +308,8 @@ internal sealed partial class Lane
     }
 
     /// <summary>An item of a capped lane must not block waiting for room in it: the room may need its own slot.</summary>
-    public bool CanWaitForRoom => Cap == int.MaxValue || OfCurrentThread != this;
+    public bool CanWaitForRoom => Cap == int.MaxValue || Worker.LaneOfCurrentThread != this;
 
-    /// <summary>
-    /// The lane whose item the calling thread is running: a worker's (<see cref="Worker.CurrentLane"/>) or the relief
-    /// thread's (<see cref="OutsideRelief.CurrentLane"/>); null on other threads and in the pool's own work.
-    /// </summary>
-    public static Lane? OfCurrentThread => Worker.Current?.CurrentLane ?? OutsideRelief.CurrentLane;
 
     /// <summary>
     /// Blocks until the bound has room (true, the room taken) or <paramref name="cancellationToken"/> is cancelled (false,
@@ -315,7 +317,7 @@ internal sealed partial class Lane
     /// </summary>
     private bool WaitForRoom(CancellationToken cancellationToken)
     {
-        using (WorkerPool.EnterBlockingRegion())
+        using (BlockingRegion.Enter())
         {
             try
             {
@@ -337,7 +339,7 @@ internal sealed partial class Lane
         {
             _room.Release();
             OnRefusedByClosedQueue();
-            Public.ThrowShutDown();
+            Handle.ThrowShutDown();
         }
         OnPublished();
     }

@@ -7,16 +7,16 @@ namespace Spindle.Lanes;
 // stop, and the list of live lanes the pool shows.
 internal sealed partial class LaneSet
 {
-    /// <summary>The public objects of the lanes that have not stopped (a snapshot).</summary>
-    public WorkerPoolLane[] LiveLanes()
+    /// <summary>The lanes that have not stopped (a snapshot).</summary>
+    public Lane[] LiveLanes()
     {
         Lane[] all = All;
-        var live = new List<WorkerPoolLane>(all.Length);
+        var live = new List<Lane>(all.Length);
         foreach (Lane lane in all)
         {
             if (!lane.HasStopped)
             {
-                live.Add(lane.Public);
+                live.Add(lane);
             }
         }
         return [.. live];

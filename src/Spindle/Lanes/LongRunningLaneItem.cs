@@ -23,7 +23,7 @@ internal sealed class LongRunningLaneItem(WorkItemEntry entry) : IWorkItem, IShu
 
     public void Execute()
     {
-        using (WorkerPool.EnterBlockingRegion())
+        using (BlockingRegion.Enter())
         {
             if (_entry.Context is ExecutionContext context)
             {

@@ -82,9 +82,9 @@ internal sealed class IdleCoordinator
 
     // Set once by Connect, before any thread of the pool exists.
     private Scheduler _scheduler = null!;
-    private ThreadController _threads = null!;
-    private StallMonitor _monitor = null!;
-    private OutsideRelief _relief = null!;
+    private IWorkerThreads _threads = null!;
+    private IStallWatch _monitor = null!;
+    private IOutsideRelief _relief = null!;
 
     public IdleCoordinator(WorkerPoolOptions options)
     {
@@ -94,7 +94,7 @@ internal sealed class IdleCoordinator
         _idleTimeoutMs = options.IdleTimeoutMilliseconds;
     }
 
-    public void Connect(Scheduler scheduler, ThreadController threads, StallMonitor monitor, OutsideRelief relief)
+    public void Connect(Scheduler scheduler, IWorkerThreads threads, IStallWatch monitor, IOutsideRelief relief)
     {
         _scheduler = scheduler;
         _threads = threads;

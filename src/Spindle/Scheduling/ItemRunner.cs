@@ -5,6 +5,7 @@ using System.Globalization;
 using System.Runtime.CompilerServices;
 using System.Runtime.ExceptionServices;
 using System.Threading;
+using Spindle.Primitives;
 using Spindle.Queues;
 using Spindle.Telemetry;
 
@@ -26,51 +27,12 @@ namespace Spindle.Scheduling;
 /// </remarks>
 internal sealed class ItemRunner
 {
-    // The runtime's default ExecutionContext, as captured on a fresh pool thread: items carrying it need no
-    // ExecutionContext.Run because a pool thread runs in it between items. A process-wide fact of the runtime, learnt
-    // once (every capture on a fresh thread yields the same object), not a setting.
-    private static ExecutionContext? s_defaultContext;
-
     private readonly IPoolHost _pool;
     private long _cancelledCount;
     private long _redirectedCount;
     private long _leftoversCompleted;
 
     public ItemRunner(IPoolHost pool) => _pool = pool;
-
-    /// <summary>The default context, once a pool thread has started (null before).</summary>
-    public static ExecutionContext? DefaultContext => s_defaultContext;
-
-    /// <summary>Called first thing on every pool thread: learns the default context (the thread was started without flowing one).</summary>
-    public static void OnPoolThreadStarted() => s_defaultContext ??= ExecutionContext.Capture();
-
-    /// <summary>Whether <paramref name="context"/> is the runtime's default ExecutionContext (no AsyncLocal values).</summary>
-    public static bool IsDefaultContext(ExecutionContext context) =>
-        ReferenceEquals(context, Volatile.Read(ref s_defaultContext) ?? ProbeDefaultContext());
-
-    /// <summary>
-    /// Learns the default context before any pool thread has started: a thread started without flowing its creator's
-    /// context runs in it. Once per process, and only if a pool creates a timer before any of its threads exists.
-    /// </summary>
-    /// <remarks>If the OS refuses the probe thread, nothing is learnt (null: no context counts as the default, which only
-    /// costs a context switch per item) and a later call tries again.</remarks>
-    [MethodImpl(MethodImplOptions.NoInlining)]
-    private static ExecutionContext? ProbeDefaultContext()
-    {
-        ExecutionContext? captured = null;
-        var probe = new Thread(() => captured = ExecutionContext.Capture(), 64 * 1024) { IsBackground = true, Name = "Spindle context probe" };
-        try
-        {
-            probe.UnsafeStart(); // UnsafeStart: the probe does not run in this thread's context
-        }
-        catch (Exception e) when (e is OutOfMemoryException or ThreadStartException)
-        {
-            return null;
-        }
-        probe.Join();
-        Interlocked.CompareExchange(ref s_defaultContext, captured, null);
-        return s_defaultContext!;
-    }
 
     /// <summary>Items cancelled by shutdown, over the pool's life.</summary>
     public long CancelledCount => Interlocked.Read(ref _cancelledCount);
@@ -91,7 +53,7 @@ internal sealed class ItemRunner
         try
         {
             ExecutionContext? context = item.Context;
-            if (context is null || ReferenceEquals(context, s_defaultContext))
+            if (context is null || ReferenceEquals(context, DefaultContext.Value))
             {
                 item.Invoke();
             }
@@ -107,7 +69,7 @@ internal sealed class ItemRunner
                 }
                 finally
                 {
-                    ExecutionContext.Restore(s_defaultContext!);
+                    ExecutionContext.Restore(DefaultContext.Value!);
                 }
             }
         }
@@ -342,7 +304,7 @@ internal struct PoolThreadState
             return;
         }
         if (SynchronizationContext.Current is not null
-            || !ReferenceEquals(ExecutionContext.Capture(), ItemRunner.DefaultContext)
+            || !ReferenceEquals(ExecutionContext.Capture(), DefaultContext.Value)
             || !ReferenceEquals(CultureInfo.CurrentCulture, _culture)
             || !ReferenceEquals(CultureInfo.CurrentUICulture, _uiCulture))
         {
@@ -358,7 +320,7 @@ internal struct PoolThreadState
     private readonly void ResetContextsSlow(bool cultures)
     {
         SynchronizationContext.SetSynchronizationContext(null);
-        ExecutionContext? defaultContext = ItemRunner.DefaultContext;
+        ExecutionContext? defaultContext = DefaultContext.Value;
         Debug.Assert(defaultContext is not null, "A pool thread learns the default context as it starts.");
         if (defaultContext is not null && !ReferenceEquals(ExecutionContext.Capture(), defaultContext))
         {

@@ -42,8 +42,8 @@ internal sealed partial class Scheduler
     private volatile int _state;
 
     // Set once by Connect, before any thread of the pool exists.
-    private ThreadController _threads = null!;
-    private StallMonitor _monitor = null!;
+    private IWorkerThreads _threads = null!;
+    private IStallWatch _monitor = null!;
     private PoolMetrics _metrics = null!;
 
     public Scheduler(IdleCoordinator idle, ItemRunner runner, int? laneStarvationIntervalMs = null)
@@ -64,7 +64,7 @@ internal sealed partial class Scheduler
 
     public PoolMetrics Metrics => _metrics;
 
-    public void Connect(ThreadController threads, StallMonitor monitor, OutsideRelief relief)
+    public void Connect(IWorkerThreads threads, IStallWatch monitor, IOutsideRelief relief)
     {
         _threads = threads;
         _monitor = monitor;
@@ -72,7 +72,7 @@ internal sealed partial class Scheduler
     }
 
     /// <summary>The relief thread's component (set once by Connect): workers tell it when their items turn long.</summary>
-    public OutsideRelief Relief { get; private set; } = null!;
+    public IOutsideRelief Relief { get; private set; } = null!;
 
     /// <summary>
     /// Retired segments the global queue keeps through a trim (16,384 slots, 512 KiB): a pool that queues from outside

@@ -65,7 +65,7 @@ internal sealed partial class Worker
         }
         else
         {
-            OutsideRelief.EnterOwnedItem(owner); // the relief thread is watched too; elsewhere nothing
+            OutsideReliefThread.Current?.EnterOwnedItem(owner); // the relief thread is watched too; elsewhere nothing
         }
         return worker;
     }
@@ -83,7 +83,7 @@ internal sealed partial class Worker
         }
         else
         {
-            OutsideRelief.ExitOwnedItem();
+            OutsideReliefThread.Current?.ExitOwnedItem();
         }
     }
 }

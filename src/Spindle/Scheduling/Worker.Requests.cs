@@ -79,8 +79,20 @@ internal sealed partial class Worker
     /// <summary>The lane whose item this worker runs (or has just taken), null for the pool's own queue (a snapshot).</summary>
     public Lane? CurrentLane => _currentLane;
 
+    /// <summary>
+    /// The lane whose item the calling thread is running: a worker's (<see cref="CurrentLane"/>) or the relief thread's
+    /// (<see cref="IOutsideRelief.RunningLane"/>); null on other threads and in the pool's own work.
+    /// </summary>
+    public static Lane? LaneOfCurrentThread => t_current?.CurrentLane ?? OutsideReliefThread.Current?.RunningLane;
+
     /// <summary>The lane set, on this worker's thread: the item it hands out belongs to <paramref name="lane"/>.</summary>
     public void EnterLane(Lane lane) => _currentLane = lane;
+
+    /// <summary>Code on this worker's thread opens a blocking region: the thread controller counts it (see <see cref="BlockingRegion"/>).</summary>
+    public void EnterBlockingRegion() => Threads.EnterBlockingRegion(this);
+
+    /// <summary>Code on this worker's thread closes the blocking region it opened.</summary>
+    public void ExitBlockingRegion() => Threads.ExitBlockingRegion(this);
 
     /// <summary>This worker's thread: one more blocking region opens; returns whether it is the outermost.</summary>
     public bool EnterRegion()

@@ -6,8 +6,8 @@ using System.Threading;
 using Spindle.Lanes;
 using Spindle.Parking;
 using Spindle.Primitives;
-using Spindle.Telemetry;
 using Spindle.Queues;
+using Spindle.Telemetry;
 using Spindle.Threading;
 using Spindle.Timers;
 
@@ -29,7 +29,7 @@ namespace Spindle.Scheduling;
 /// tasks) publish themselves while they run (<see cref="EnterOwnedItem"/>), so that the detector can name the caller's
 /// delegate; they clear it when they return.</para>
 /// </remarks>
-internal sealed partial class Worker
+internal sealed partial class Worker : IWaitPacer
 {
     /// <summary>
     /// The most local items a worker runs between looks at the global queue (and at its own oldest item): short items
@@ -73,7 +73,7 @@ internal sealed partial class Worker
 
     public readonly IPoolHost Pool;
     public readonly Scheduler Scheduler;
-    public readonly ThreadController Threads;
+    public readonly IWorkerThreads Threads;
     public readonly WorkStealingRing Ring;
     public readonly ThreadBlocker Blocker;
     public readonly int Id;
@@ -179,7 +179,7 @@ internal sealed partial class Worker
     /// <summary>Owner only: whether its LIFO slot holds an item (a plain read of its own field is current).</summary>
     public bool HoldsLifoItem => _lifoSlot.Value is not null;
 
-    public Worker(IPoolHost pool, WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, ThreadController threads,
+    public Worker(IPoolHost pool, WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, IWorkerThreads threads,
         TimerService timers, ItemRunner runner, int id)
     {
         Pool = pool;
@@ -203,7 +203,7 @@ internal sealed partial class Worker
     public void Main()
     {
         t_current = this;
-        ItemRunner.OnPoolThreadStarted();
+        DefaultContext.OnPoolThreadStarted();
         var threadState = new PoolThreadState(_options.UseBackgroundThreads);
         try
         {
@@ -290,7 +290,7 @@ internal sealed partial class Worker
     private BusySpellEnd RunBusySpell(ref PoolThreadState threadState)
     {
         Scheduler scheduler = Scheduler;
-        ThreadController threads = Threads;
+        IWorkerThreads threads = Threads;
         for (int budget = BusySpellItems; budget > 0; budget--)
         {
             // A worker woken by an enqueue was counted as a searcher by its waker: it must go through the search, which

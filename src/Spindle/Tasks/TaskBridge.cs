@@ -1,4 +1,5 @@
 using System;
+using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Threading;
 using System.Threading.Tasks;
@@ -10,8 +11,9 @@ using Spindle.Threading;
 namespace Spindle.Tasks;
 
 /// <summary>
-/// The task bridge: the pool's <see cref="WorkerPoolTaskScheduler"/> and <see cref="WorkerPoolSynchronizationContext"/>,
-/// and the queueing of Run items (see RunWorkItem.cs for the token protocol).
+/// The task bridge: what the pool's, or a lane's, <see cref="WorkerPoolTaskScheduler"/> and
+/// <see cref="WorkerPoolSynchronizationContext"/> queue through, and the queueing of Run items (see RunWorkItem.cs for
+/// the token protocol).
 /// </summary>
 /// <remarks>
 /// <para>Every Run overload, with a token or without, has one model: the queued entry is a RunWorkItem (a
@@ -22,7 +24,7 @@ namespace Spindle.Tasks;
 /// token cancels the item the moment it fires; shutdown with CancelPending cancels it through its task. An async
 /// delegate whose task has not completed holds the pool's drain (ThreadController.Lifetime.cs), so Dispose waits for
 /// it too.</para>
-/// <para>State (owned here): the two lazily created bridge objects (set once by CAS). Work goes in through the
+/// <para>State (owned here): the target it serves, attached once before the target is published. Work goes in through the
 /// scheduler's narrow surface (TryEnqueue, EnqueueContinuation) and the dedicated threads; drain holds through the
 /// thread controller.</para>
 /// <para>The three queueing methods (QueueActionRun, QueueRunItem, QueueValueTaskItem) are compiled fully optimised at
@@ -37,10 +39,9 @@ namespace Spindle.Tasks;
 /// </remarks>
 internal sealed class TaskBridge
 {
-    private WorkerPoolTaskScheduler? _taskScheduler;
-    private WorkerPoolSynchronizationContext? _synchronizationContext;
+    private ITaskTarget _target = null!;
 
-    public TaskBridge(WorkerPool pool, Scheduler scheduler, ThreadController threads, DedicatedThreads dedicated, Lane? lane = null)
+    public TaskBridge(IPoolHost pool, Scheduler scheduler, ThreadController threads, DedicatedThreads dedicated, Lane? lane = null)
     {
         Pool = pool;
         Scheduler = scheduler;
@@ -52,11 +53,15 @@ internal sealed class TaskBridge
     /// <summary>The lane this bridge queues to, or null for the pool's own queue.</summary>
     public Lane? Lane { get; }
 
-    /// <summary>The public lane, or null for the pool's own queue.</summary>
-    public WorkerPoolLane? PublicLane => Lane?.Public;
+    /// <summary>The façade's target, once it attached itself (before it is published): the pool or the lane.</summary>
+    public void Attach(ITaskTarget target)
+    {
+        Debug.Assert(_target is null, "A bridge serves one target.");
+        _target = target;
+    }
 
     /// <summary>Whether the calling thread may run this bridge's work inline: a thread of the pool, running an item of the lane for a lane (so its cap holds).</summary>
-    public bool IsOwnThread => Lane is null ? WorkerPool.Current == Pool : Lanes.Lane.OfCurrentThread == Lane;
+    public bool IsOwnThread => Lane is null ? PoolThreads.CurrentPool == Pool : Worker.LaneOfCurrentThread == Lane;
 
     /// <summary>Queues a continuation (never throws): to the lane's queue, or the scheduler's continuation path.</summary>
     public void EnqueueContinuation(in WorkItemEntry entry, bool preferLocal)
@@ -121,16 +126,12 @@ internal sealed class TaskBridge
     {
         if (status == EnqueueStatus.Full && Lane is not null)
         {
-            throw Lane.Public.FullException();
+            throw _target.FullException();
         }
-        if (Lane is not null)
-        {
-            Lane.Public.ThrowShutDown();
-        }
-        Pool.ThrowShutDown();
+        _target.ThrowShutDown();
     }
 
-    public WorkerPool Pool { get; }
+    public IPoolHost Pool { get; }
 
     public Scheduler Scheduler { get; }
 
@@ -138,11 +139,8 @@ internal sealed class TaskBridge
 
     public DedicatedThreads Dedicated { get; }
 
-    public WorkerPoolTaskScheduler TaskScheduler =>
-        Volatile.Read(ref _taskScheduler) ?? Interlocked.CompareExchange(ref _taskScheduler, new WorkerPoolTaskScheduler(this), null) ?? _taskScheduler!;
-
-    public WorkerPoolSynchronizationContext SynchronizationContext =>
-        Volatile.Read(ref _synchronizationContext) ?? Interlocked.CompareExchange(ref _synchronizationContext, new WorkerPoolSynchronizationContext(this), null) ?? _synchronizationContext!;
+    /// <summary>The target's synchronization context, which Run items install while the caller's delegate runs.</summary>
+    public SynchronizationContext SynchronizationContext => _target.SynchronizationContext;
 
     /// <summary>Whether the pool has stopped (continuations then run elsewhere).</summary>
     public bool HasStopped => Threads.HasStopped;

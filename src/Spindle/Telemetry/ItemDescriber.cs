@@ -71,7 +71,7 @@ internal static class ItemDescriber
             IShutdownAware? owner = state is IShutdownAware byState && ReferenceEquals(byState.QueuedCallback, queued)
                 ? byState
                 : queued.Target is IShutdownAware byTarget && ReferenceEquals(byTarget.QueuedCallback, queued) ? byTarget : null;
-            if (owner is WorkerPoolTaskScheduler)
+            if (owner is TaskScheduler) // the pool's task scheduler, the one scheduler whose entries say so
             {
                 return state is Task task ? DescribeTask(task) : "Task";
             }

@@ -87,7 +87,7 @@ internal sealed class PoolMetrics : IDisposable
     ];
 
     private static readonly (Primitives.PoolThreadKind Kind, string Value)[] s_threadKinds =
-        Array.ConvertAll(Threading.ThreadStarts.Kinds, static kind => (kind, TagValues.SnakeCase(kind.ToString())));
+        Array.ConvertAll(Enum.GetValues<PoolThreadKind>(), static kind => (kind, TagValues.SnakeCase(kind.ToString())));
 
     private readonly Meter _meter;
     private readonly Histogram<double> _duration;
@@ -103,8 +103,7 @@ internal sealed class PoolMetrics : IDisposable
     private readonly KeyValuePair<string, object?> _poolTag;
     private readonly bool _ownsMeter;
 
-    public PoolMetrics(WorkerPool pool, Func<long> stealCount, Func<long> parkCount, Func<int> blockingCount,
-        Func<int> timerCount, Func<int> waitCount, Threading.ThreadStarts starts, IMeterFactory? meterFactory = null)
+    public PoolMetrics(IPoolReadings pool, IMeterFactory? meterFactory = null)
     {
         // From the host's factory when it has one (the container owns, and disposes, what it hands out; a factory
         // hands the same meter to pools of the same options, so the pool does not dispose it); else the pool's own.
@@ -118,7 +117,7 @@ internal sealed class PoolMetrics : IDisposable
             "{thread}", "Worker threads of the pool (created and not yet retired), blocked ones included.");
         _meter.CreateObservableUpDownCounter("spindle.pool.dedicated_thread.count", () => new Measurement<long>(pool.DedicatedThreadCount, poolTag),
             "{thread}", "Dedicated threads of long-running items, running or idle.");
-        _meter.CreateObservableUpDownCounter("spindle.pool.thread.blocking.count", () => new Measurement<long>(blockingCount(), poolTag),
+        _meter.CreateObservableUpDownCounter("spindle.pool.thread.blocking.count", () => new Measurement<long>(pool.BlockingCount, poolTag),
             "{thread}", "Workers inside a blocking region.");
         _meter.CreateObservableCounter("spindle.pool.work_item.count", () => new Measurement<long>(pool.CompletedWorkItemCount, poolTag),
             "{work_item}", "Work items that have finished running (normally or by throwing), lanes included.");
@@ -132,26 +131,26 @@ internal sealed class PoolMetrics : IDisposable
             "{thread}", "Threads the pool started, by reason (spindle.thread.reason: demand, starvation, blocking_region, long_running, minimum_raised).");
         _meter.CreateObservableCounter("spindle.pool.thread.retired.count", () => InjectionCounts(pool, poolTag, s_retiredReasons),
             "{thread}", "Worker threads that exited while the pool ran, by reason (spindle.thread.reason: idle, surplus).");
-        _meter.CreateObservableCounter("spindle.pool.thread.creation_failure.count", () => CreationFailures(starts, poolTag),
+        _meter.CreateObservableCounter("spindle.pool.thread.creation_failure.count", () => CreationFailures(pool, poolTag),
             "{thread}", "Thread starts the OS refused, by kind of thread (spindle.thread.kind); the pool carries on without them.");
         _meter.CreateObservableUpDownCounter("spindle.pool.thread.limit", () => new Measurement<long>(pool.MaxThreads, poolTag),
             "{thread}", "The pool's maximum worker threads (set, or derived from the OS's thread limit).");
-        _meter.CreateObservableCounter("spindle.pool.steal.count", () => new Measurement<long>(stealCount(), poolTag),
+        _meter.CreateObservableCounter("spindle.pool.steal.count", () => new Measurement<long>(pool.StealCount, poolTag),
             "{steal}", "Items a worker took from another worker's local queue.");
-        _meter.CreateObservableCounter("spindle.pool.park.count", () => new Measurement<long>(parkCount(), poolTag),
+        _meter.CreateObservableCounter("spindle.pool.park.count", () => new Measurement<long>(pool.ParkCount, poolTag),
             "{park}", "Times a worker went to sleep for lack of work.");
-        _meter.CreateObservableUpDownCounter("spindle.pool.timer.count", () => new Measurement<long>(timerCount(), poolTag),
+        _meter.CreateObservableUpDownCounter("spindle.pool.timer.count", () => new Measurement<long>(pool.TimerCount, poolTag),
             "{timer}", "Timers scheduled on the pool's timing wheel.");
-        _meter.CreateObservableUpDownCounter("spindle.pool.registered_wait.count", () => new Measurement<long>(waitCount(), poolTag),
+        _meter.CreateObservableUpDownCounter("spindle.pool.registered_wait.count", () => new Measurement<long>(pool.WaitCount, poolTag),
             "{registration}", "Live registered waits.");
 
-        _meter.CreateObservableCounter("spindle.lane.work_item.count", () => LaneMeasurements(pool, poolTag, static lane => lane.CompletedWorkItemCount),
+        _meter.CreateObservableCounter("spindle.lane.work_item.count", () => LaneMeasurements(pool, poolTag, static lane => lane.CompletedCount),
             "{work_item}", "Work items of a lane that have finished running.");
-        _meter.CreateObservableUpDownCounter("spindle.lane.queue.length", () => LaneMeasurements(pool, poolTag, static lane => lane.PendingWorkItemCount),
+        _meter.CreateObservableUpDownCounter("spindle.lane.queue.length", () => LaneMeasurements(pool, poolTag, static lane => lane.QueuedCount),
             "{work_item}", "Work items queued in a lane that have not started.");
-        _meter.CreateObservableUpDownCounter("spindle.lane.work_item.running", () => LaneMeasurements(pool, poolTag, static lane => lane.RunningWorkItemCount),
+        _meter.CreateObservableUpDownCounter("spindle.lane.work_item.running", () => LaneMeasurements(pool, poolTag, static lane => lane.RunningCount),
             "{work_item}", "Work items of a lane running now, blocked ones included.");
-        _meter.CreateObservableCounter("spindle.lane.work_item.cancelled.count", () => LaneMeasurements(pool, poolTag, static lane => lane.CancelledWorkItemCount),
+        _meter.CreateObservableCounter("spindle.lane.work_item.cancelled.count", () => LaneMeasurements(pool, poolTag, static lane => lane.CancelledCount),
             "{work_item}", "Work items of a lane cancelled by its shutdown or the pool's.");
 
         _exceptions = _meter.CreateCounter<long>("spindle.pool.work_item.exception.count", "{work_item}",
@@ -177,15 +176,15 @@ internal sealed class PoolMetrics : IDisposable
 
     /// <summary>
     /// Caller saw <see cref="WaitEnabled"/>: whether the calling thread's pacer chooses this enqueue.
-    /// <paramref name="worker"/> is <see cref="Worker.Current"/>: a worker's own pacer, or null for the thread's.
+    /// <paramref name="worker"/> is the calling worker (Worker.Current): a worker's own pacer, or null for the thread's.
     /// </summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    public static bool ShouldSampleWait(Worker? worker) =>
+    public static bool ShouldSampleWait(IWaitPacer? worker) =>
         worker is not null ? worker.ShouldSampleWait() : t_waitPacer.IsDue();
 
     /// <summary>An enqueue the pacer chose: an entry that records its wait when it starts.</summary>
     [MethodImpl(MethodImplOptions.NoInlining)]
-    public WorkItemEntry SampleWait(in WorkItemEntry entry, Lane? lane, Worker? worker)
+    public WorkItemEntry SampleWait(in WorkItemEntry entry, Lane? lane, IWaitPacer? worker)
     {
         long now = Stopwatch.GetTimestamp();
         if (worker is not null)
@@ -260,7 +259,7 @@ internal sealed class PoolMetrics : IDisposable
         }
     }
 
-    private static IEnumerable<Measurement<long>> InjectionCounts(WorkerPool pool, KeyValuePair<string, object?> poolTag,
+    private static IEnumerable<Measurement<long>> InjectionCounts(IPoolReadings pool, KeyValuePair<string, object?> poolTag,
         (ThreadInjectionReason Reason, string Value)[] reasons)
     {
         foreach ((ThreadInjectionReason reason, string value) in reasons)
@@ -270,22 +269,22 @@ internal sealed class PoolMetrics : IDisposable
         }
     }
 
-    private static IEnumerable<Measurement<long>> CreationFailures(Threading.ThreadStarts starts, KeyValuePair<string, object?> poolTag)
+    private static IEnumerable<Measurement<long>> CreationFailures(IPoolReadings pool, KeyValuePair<string, object?> poolTag)
     {
         foreach ((Primitives.PoolThreadKind kind, string value) in s_threadKinds)
         {
-            yield return new Measurement<long>(starts.GetFailures(kind), poolTag,
+            yield return new Measurement<long>(pool.GetCreationFailures(kind), poolTag,
                 new KeyValuePair<string, object?>("spindle.thread.kind", value));
         }
     }
 
-    private static IEnumerable<Measurement<long>> LaneMeasurements(WorkerPool pool, KeyValuePair<string, object?> poolTag, Func<WorkerPoolLane, long> read)
+    private static IEnumerable<Measurement<long>> LaneMeasurements(IPoolReadings pool, KeyValuePair<string, object?> poolTag, Func<Lane, long> read)
     {
-        foreach (WorkerPoolLane lane in pool.Lanes)
+        foreach (Lane lane in pool.LiveLanes())
         {
             yield return new Measurement<long>(read(lane), poolTag,
-                new KeyValuePair<string, object?>("spindle.lane.name", lane.Name),
-                new KeyValuePair<string, object?>("spindle.lane.priority", TagValues.Priority(lane.Priority)));
+                new KeyValuePair<string, object?>("spindle.lane.name", lane.Options.Name),
+                new KeyValuePair<string, object?>("spindle.lane.priority", TagValues.Priority(lane.Options.Priority)));
         }
     }
 

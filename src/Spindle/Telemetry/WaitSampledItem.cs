@@ -1,6 +1,7 @@
 using System.Diagnostics;
 using System.Threading;
 using Spindle.Lanes;
+using Spindle.Primitives;
 using Spindle.Queues;
 using Spindle.Scheduling;
 
@@ -24,7 +25,7 @@ internal sealed class WaitSampledItem(WorkItemEntry entry, long queuedAt, PoolMe
     public void Execute()
     {
         metrics.RecordWait(queuedAt, Stopwatch.GetTimestamp(), lane);
-        if (_entry.Context is ExecutionContext context && !ItemRunner.IsDefaultContext(context))
+        if (_entry.Context is ExecutionContext context && !DefaultContext.Is(context))
         {
             ExecutionContext.Run(context, static state => ((WaitSampledItem)state!)._entry.Invoke(), this);
         }

@@ -203,7 +203,7 @@ internal sealed class DedicatedThreads
         public void Main()
         {
             t_currentPool = owner._pool;
-            ItemRunner.OnPoolThreadStarted();
+            DefaultContext.OnPoolThreadStarted();
             var threadState = new PoolThreadState(owner._options.UseBackgroundThreads);
             ItemRunner runner = owner._runner;
             try

@@ -68,7 +68,7 @@ namespace Spindle.Threading;
 /// so a shutdown either is seen before the take (and the workers drain the queues) or waits for the item. An item taken
 /// just as shutdown with <see cref="ShutdownMode.CancelPending"/> began is cancelled and counted, as a worker does; a
 /// lane's item likewise when the lane's own shutdown cancels, and its slot is given back after it either way (which
-/// lets a lane that is shutting down stop). While a lane's item runs here, <see cref="CurrentLane"/> names the lane, so
+/// lets a lane that is shutting down stop). While a lane's item runs here, <see cref="RunningLane"/> names the lane, so
 /// the item is its lane's own (<see cref="WorkerPoolLane.Current"/>; an item of a capped lane does not wait for room in
 /// it, as on a worker).</para>
 /// <para>The stuck-item detector watches this thread as it watches a worker (see <see cref="Worker"/>): it keeps the
@@ -83,11 +83,8 @@ namespace Spindle.Threading;
 /// <see cref="_lock"/>), the started and completed counts, the running callback, owner and lane (this thread, read by
 /// anyone), and the stuck-item watch fields (the detector, on the timer thread).</para>
 /// </remarks>
-internal sealed partial class OutsideRelief
+internal sealed partial class OutsideRelief : IOutsideRelief
 {
-    [ThreadStatic]
-    private static OutsideRelief? t_current;
-
     private readonly Lock _lock = new();
     private readonly IPoolHost _pool;
     private readonly WorkerPoolOptions _options;
@@ -121,11 +118,8 @@ internal sealed partial class OutsideRelief
         _delayTicks = delay == Timeout.InfiniteTimeSpan ? 0 : Math.Max(1, (long)(delay.TotalSeconds * Stopwatch.Frequency));
     }
 
-    /// <summary>The pool whose relief thread is the calling thread, or null.</summary>
-    public static IPoolHost? CurrentPool => t_current?._pool;
-
-    /// <summary>On the relief thread, the lane whose item it runs; null elsewhere and between items.</summary>
-    public static Lane? CurrentLane => t_current?._runningLane;
+    /// <summary>The pool this relief thread serves.</summary>
+    public IPoolHost Pool => _pool;
 
     /// <summary>The lane of the item the thread runs, if it is a lane's (for the stuck-item report).</summary>
     public Lane? RunningLane => Volatile.Read(ref _runningLane);
@@ -160,25 +154,13 @@ internal sealed partial class OutsideRelief
     public readonly Telemetry.StuckWatch StuckWatch = new();
 
     /// <summary>
-    /// On a thread that is not a worker: if it is a relief thread, publishes <paramref name="owner"/> as the object
-    /// running its current item (cleared by <see cref="ExitOwnedItem"/>, and again by the relief thread after the item).
+    /// Called on this relief thread: publishes <paramref name="owner"/> as the object running its current item (cleared
+    /// by <see cref="ExitOwnedItem"/>, and again by the relief thread after the item).
     /// </summary>
-    public static void EnterOwnedItem(object owner)
-    {
-        if (t_current is OutsideRelief relief)
-        {
-            relief._record.EnterOwner(owner);
-        }
-    }
+    public void EnterOwnedItem(object owner) => _record.EnterOwner(owner);
 
-    /// <summary>The owner published by <see cref="EnterOwnedItem"/> has returned: on a relief thread, forgets it.</summary>
-    public static void ExitOwnedItem()
-    {
-        if (t_current is OutsideRelief relief)
-        {
-            relief._record.ExitOwner();
-        }
-    }
+    /// <summary>The owner published by <see cref="EnterOwnedItem"/> has returned: forgets it.</summary>
+    public void ExitOwnedItem() => _record.ExitOwner();
 
     /// <summary>
     /// A worker's looks found items of 200 µs or more at two looks running, or no longer do (<paramref name="longItems"/>
@@ -279,8 +261,8 @@ internal sealed partial class OutsideRelief
 
     private void Main()
     {
-        t_current = this;
-        ItemRunner.OnPoolThreadStarted();
+        OutsideReliefThread.SetCurrent(this);
+        DefaultContext.OnPoolThreadStarted();
         NarrowTimerSlack();
         var threadState = new PoolThreadState(_options.UseBackgroundThreads);
         try
@@ -305,7 +287,7 @@ internal sealed partial class OutsideRelief
             }
             finally
             {
-                t_current = null;
+                OutsideReliefThread.SetCurrent(null);
             }
         }
     }
@@ -323,7 +305,7 @@ internal sealed partial class OutsideRelief
         }
         try
         {
-            _ = Spindle.IO.LinuxIo.Prctl(Spindle.IO.LinuxIo.PrSetTimerSlack, 1_000, 0, 0, 0);
+            _ = LinuxIo.Prctl(LinuxIo.PrSetTimerSlack, 1_000, 0, 0, 0);
         }
         catch (Exception exception) when (exception is DllNotFoundException or EntryPointNotFoundException)
         {

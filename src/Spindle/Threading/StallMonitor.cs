@@ -67,7 +67,7 @@ namespace Spindle.Threading;
 // State: everything here is written by the monitor thread only, except _monitorArmed (atomics, by armers and the
 // monitor) and _monitorThread (under _lock, by the first armer). A worker's deferral and the monitor's watch of it are
 // written by this class only. The boost and the target are the controller's: the monitor asks it to raise or halve them.
-internal sealed partial class StallMonitor
+internal sealed partial class StallMonitor : IStallWatch
 {
     /// <summary>The monitor's tick while something looks suspicious.</summary>
     internal const int MonitorTickMs = 1;

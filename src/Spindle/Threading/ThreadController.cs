@@ -39,7 +39,7 @@ namespace Spindle.Threading;
 /// next worker id, the creation-failure streak and its retry deadline, the limits, the blocking count, the boost, the
 /// retired threads, and the lifetime state. Nothing outside this class takes it.</para>
 /// </remarks>
-internal sealed partial class ThreadController
+internal sealed partial class ThreadController : IWorkerThreads
 {
     private readonly Lock _lock = new();
     private readonly IPoolHost _pool;

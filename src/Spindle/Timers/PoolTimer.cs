@@ -4,6 +4,7 @@ using System.Diagnostics.CodeAnalysis;
 using System.Runtime.CompilerServices;
 using System.Threading;
 using System.Threading.Tasks;
+using Spindle.Primitives;
 using Spindle.Queues;
 using Spindle.Scheduling;
 
@@ -54,7 +55,7 @@ internal sealed partial class PoolTimer : TimerNode, ITimer, IShutdownAware, Que
     {
         _timers = timers;
         // The default context (no AsyncLocal values) is what a worker runs in between items: it needs no companion.
-        _callback = context is null || ItemRunner.IsDefaultContext(context) ? callback : new Companion(callback, context, 0);
+        _callback = context is null || DefaultContext.Is(context) ? callback : new Companion(callback, context, 0);
         _state = state;
     }
 

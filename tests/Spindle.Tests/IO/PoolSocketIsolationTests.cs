@@ -21,7 +21,7 @@ public sealed class PoolSocketIsolationTests
     [Fact]
     public void AnHttpClientRequestThroughThePoolsStream_CompletesWhileTheBuiltInPoolIsStarved()
     {
-        if (!EpollDriver.IsSupported)
+        if (!Spindle.Polling.EpollDriver.IsSupported)
         {
             return; // elsewhere the runtime's socket engine, and so the built-in pool, completes the operations
         }
@@ -72,7 +72,7 @@ public sealed class PoolSocketIsolationTests
     [Fact]
     public void ATlsHandshakeAndExchangeOverThePoolsStreams_CompleteWhileTheBuiltInPoolIsStarved()
     {
-        if (!EpollDriver.IsSupported)
+        if (!Spindle.Polling.EpollDriver.IsSupported)
         {
             return; // elsewhere the runtime's socket engine, and so the built-in pool, completes the operations
         }

@@ -28,7 +28,7 @@ public sealed partial class PoolSocketSignalTests
     [Fact]
     public void EchoRoundTrips_AllComplete_WhileSignalsInterruptThePoolsSystemCalls()
     {
-        if (!OperatingSystem.IsLinux() || !EpollDriver.IsSupported)
+        if (!OperatingSystem.IsLinux() || !Spindle.Polling.EpollDriver.IsSupported)
         {
             return; // elsewhere the runtime's socket engine serves the pool's sockets: no driver to interrupt
         }

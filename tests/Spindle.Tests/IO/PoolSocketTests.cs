@@ -41,7 +41,7 @@ public abstract class PoolSocketTests
     {
         using WorkerPool pool = NewPool();
         using var socket = new PoolSocket(pool);
-        Assert.Equal(!RuntimeEngine && Spindle.IO.EpollDriver.IsSupported, socket.UsesPoolDriver);
+        Assert.Equal(!RuntimeEngine && Spindle.Polling.EpollDriver.IsSupported, socket.UsesPoolDriver);
         Assert.Same(pool, socket.Pool);
         Assert.False(socket.Socket.Blocking);
     }
@@ -458,7 +458,7 @@ public sealed class PoolSocketDriverTests : PoolSocketTests
     [Fact]
     public async Task DisposingAPoolSocketWhoseSocketWasClosedDirectly_LeavesTheRegistrationOfItsReusedDescriptorAlone()
     {
-        if (!Spindle.IO.EpollDriver.IsSupported)
+        if (!Spindle.Polling.EpollDriver.IsSupported)
         {
             return; // no driver on this platform: nothing is registered by descriptor number
         }
@@ -503,7 +503,7 @@ public sealed class PoolSocketDriverTests : PoolSocketTests
         // Only the driver promises this (on the runtime's engine the runtime's sources decide). The race every awaiter
         // can lose: it finds the operation pending, the pool completes it, then the awaiter registers. The runtime's
         // own sources queue such a continuation to the built-in pool; this one must not.
-        if (!Spindle.IO.EpollDriver.IsSupported)
+        if (!Spindle.Polling.EpollDriver.IsSupported)
         {
             return; // no driver on this platform: the runtime's engine completes these operations
         }

@@ -16,7 +16,19 @@ public readonly struct BlockingRegion : IDisposable
 {
     private readonly Scheduling.Worker? _worker;
 
-    internal BlockingRegion(Scheduling.Worker worker) => _worker = worker;
+    private BlockingRegion(Scheduling.Worker worker) => _worker = worker;
+
+    /// <summary>Opens a region for the current thread: active on a pool worker, inactive elsewhere.</summary>
+    internal static BlockingRegion Enter()
+    {
+        Scheduling.Worker? worker = Scheduling.Worker.Current;
+        if (worker is null)
+        {
+            return default;
+        }
+        worker.EnterBlockingRegion();
+        return new BlockingRegion(worker);
+    }
 
     /// <summary>Whether this region raised a pool's thread target (false outside a pool worker and on dedicated threads).</summary>
     public bool IsActive => _worker is not null;
@@ -33,6 +45,6 @@ public readonly struct BlockingRegion : IDisposable
         {
             throw new InvalidOperationException("A blocking region must be disposed on the thread that entered it.");
         }
-        _worker.Threads.ExitBlockingRegion(_worker);
+        _worker.ExitBlockingRegion();
     }
 }

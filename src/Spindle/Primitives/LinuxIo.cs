@@ -2,12 +2,12 @@ using System;
 using System.Net.Sockets;
 using System.Runtime.InteropServices;
 
-namespace Spindle.IO;
+namespace Spindle.Primitives;
 
 /// <summary>
 /// The Linux system calls the pool's I/O driver uses, through source-generated P/Invoke (no runtime marshalling
 /// stubs, so NativeAOT- and trim-safe). Constants are Linux's (the same on x64 and arm64, the two architectures the
-/// driver runs on; see <see cref="EpollDriver.IsSupported"/>).
+/// driver runs on; see <see cref="Polling.EpollDriver.IsSupported"/>).
 /// </summary>
 internal static unsafe partial class LinuxIo
 {

@@ -31,12 +31,14 @@ namespace Spindle;
 /// </remarks>
 public sealed class WorkerPoolTaskScheduler : TaskScheduler, IShutdownAware
 {
+    private readonly WorkTarget _target;
     private readonly TaskBridge _bridge;
     private readonly Action<object?> _execute;
 
-    internal WorkerPoolTaskScheduler(TaskBridge bridge)
+    internal WorkerPoolTaskScheduler(WorkTarget target)
     {
-        _bridge = bridge;
+        _target = target;
+        _bridge = target.Bridge;
         _execute = ExecuteQueued;
     }
 
@@ -47,10 +49,10 @@ public sealed class WorkerPoolTaskScheduler : TaskScheduler, IShutdownAware
     ShutdownOutcome IShutdownAware.OnCancelPending() => ShutdownOutcome.Run;
 
     /// <summary>The pool this scheduler runs tasks on.</summary>
-    public WorkerPool Pool => _bridge.Pool;
+    public WorkerPool Pool => _target.OwningPool;
 
     /// <summary>The lane this scheduler queues to, or null for the pool's own queue.</summary>
-    public WorkerPoolLane? Lane => _bridge.PublicLane;
+    public WorkerPoolLane? Lane => _target as WorkerPoolLane;
 
     /// <summary>
     /// How many tasks the pool runs at once when they are CPU work: the number of workers it aims for,

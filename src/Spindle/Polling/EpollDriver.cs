@@ -7,7 +7,9 @@ using System.Threading;
 using Spindle.Primitives;
 using Spindle.Threading;
 
-namespace Spindle.IO;
+using Spindle.Polling;
+
+namespace Spindle.Polling;
 
 /// <summary>
 /// The pool's own I/O driver on Linux: one edge-triggered epoll instance and a poller thread that turns readiness
@@ -40,7 +42,7 @@ internal sealed unsafe class EpollDriver
     private readonly int _eventSize;
     private readonly int _dataOffset;
     private readonly Lock _lock = new();
-    private readonly ConcurrentDictionary<ulong, PoolSocket> _sockets = new();
+    private readonly ConcurrentDictionary<ulong, IPolledSocket> _sockets = new();
     private long _nextToken;
     private Thread? _poller;
     private ThreadStarts _starts = null!; // set by Create
@@ -58,7 +60,7 @@ internal sealed unsafe class EpollDriver
         _dataOffset = packed ? 4 : 8;
     }
 
-    /// <summary>Whether this platform gets the driver: Linux on x64 or arm64. Elsewhere sockets use the runtime's engine (see <see cref="PoolSocket"/>).</summary>
+    /// <summary>Whether this platform gets the driver: Linux on x64 or arm64. Elsewhere sockets use the runtime's engine (see <see cref="IO.PoolSocket"/>).</summary>
     public static bool IsSupported =>
         OperatingSystem.IsLinux() && RuntimeInformation.ProcessArchitecture is Architecture.X64 or Architecture.Arm64;
 
@@ -93,14 +95,14 @@ internal sealed unsafe class EpollDriver
     /// <summary>Registers <paramref name="socket"/>'s descriptor for edge-triggered read and write readiness. Returns its token.</summary>
     /// <exception cref="ObjectDisposedException">The driver has stopped (the pool is shutting down).</exception>
     /// <exception cref="System.Net.Sockets.SocketException">epoll refused the descriptor.</exception>
-    public ulong Register(PoolSocket socket, int fd)
+    public ulong Register(IPolledSocket socket, int fd)
     {
         ulong token = (ulong)Interlocked.Increment(ref _nextToken);
         lock (_lock)
         {
             if (_stopping)
             {
-                throw PoolSocket.PoolShutDown(_poolName);
+                throw PoolIo.ShutDownError(_poolName);
             }
             _sockets[token] = socket;
             int error = Control(LinuxIo.EpollCtlAdd, fd, LinuxIo.EpollIn | LinuxIo.EpollOut | LinuxIo.EpollRdHup | LinuxIo.EpollEt, token);
@@ -153,10 +155,10 @@ internal sealed unsafe class EpollDriver
         }
     }
 
-    /// <summary>The pool is shutting down: fails every pending operation and refuses new ones (<see cref="PoolSocket.CloseForShutdown"/>).</summary>
+    /// <summary>The pool is shutting down: fails every pending operation and refuses new ones (<see cref="IPolledSocket.CloseForShutdown"/>).</summary>
     public void OnShutdownStarted()
     {
-        foreach (PoolSocket socket in _sockets.Values)
+        foreach (IPolledSocket socket in _sockets.Values)
         {
             socket.CloseForShutdown();
         }
@@ -236,7 +238,7 @@ internal sealed unsafe class EpollDriver
                         LinuxIo.Read(_eventFd, &value, sizeof(ulong));
                         continue;
                     }
-                    if (_sockets.TryGetValue(token, out PoolSocket? socket))
+                    if (_sockets.TryGetValue(token, out IPolledSocket? socket))
                     {
                         socket.OnReadiness(flags);
                     }

@@ -3,7 +3,10 @@ using System.Threading;
 using Spindle.Queues;
 using Spindle.Scheduling;
 
-namespace Spindle.IO;
+using Spindle.Polling;
+using Spindle.Primitives;
+
+namespace Spindle.Polling;
 
 /// <summary>What a <see cref="ReadinessWaiter"/> calls back (on a worker of the pool) once a wait it armed has ended.</summary>
 internal interface IReadinessListener

@@ -27,15 +27,20 @@ namespace Spindle;
 /// </remarks>
 public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
 {
+    private readonly WorkTarget _target;
     private readonly TaskBridge _bridge;
 
-    internal WorkerPoolSynchronizationContext(TaskBridge bridge) => _bridge = bridge;
+    internal WorkerPoolSynchronizationContext(WorkTarget target)
+    {
+        _target = target;
+        _bridge = target.Bridge;
+    }
 
     /// <summary>The pool this context posts to.</summary>
-    public WorkerPool Pool => _bridge.Pool;
+    public WorkerPool Pool => _target.OwningPool;
 
     /// <summary>The lane this context posts to, or null for the pool's own queue.</summary>
-    public WorkerPoolLane? Lane => _bridge.PublicLane;
+    public WorkerPoolLane? Lane => _target as WorkerPoolLane;
 
     /// <summary>
     /// Queues <paramref name="d"/> to the pool (to the calling worker's local queue when called on one of the pool's
@@ -195,7 +200,7 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
         // A worker of this pool gets here for a lane's context from outside that lane: it blocks like any other wait,
         // so the pool is told (a blocking region), or the callback could wait for the worker it holds. Elsewhere the
         // region does nothing.
-        using (WorkerPool.EnterBlockingRegion())
+        using (BlockingRegion.Enter())
         {
             sent.WaitUntilDone();
         }

@@ -1,12 +1,14 @@
+using System;
 using System.Collections.Generic;
+using System.IO.Pipelines;
 using System.Threading;
 using Spindle.Scheduling;
 using Spindle.Threading;
 
-namespace Spindle.IO;
+namespace Spindle.Polling;
 
 /// <summary>
-/// A pool's sockets: its I/O driver (created by the first <see cref="PoolSocket"/>, never once shutdown has begun),
+/// A pool's sockets: its I/O driver (created by the first <see cref="IO.PoolSocket"/>, never once shutdown has begun),
 /// the sockets on the runtime's engine, and its pipe scheduler. Shutdown fails pending operations when it begins, so
 /// that a silent peer cannot hold the drain, and the driver stops with the pool.
 /// </summary>
@@ -21,9 +23,9 @@ internal sealed class PoolIo
     private readonly string _poolName;
     private readonly Scheduler _scheduler;
     private readonly ThreadStarts _starts;
-    private readonly HashSet<PoolSocket> _runtimeEngineSockets = [];
+    private readonly HashSet<IPolledSocket> _runtimeEngineSockets = [];
     private EpollDriver? _driver;
-    private WorkerPoolPipeScheduler? _pipeScheduler;
+    private PipeScheduler? _pipeScheduler;
 
     public PoolIo(string poolName, Scheduler scheduler, ThreadStarts starts)
     {
@@ -32,14 +34,18 @@ internal sealed class PoolIo
         _starts = starts;
     }
 
+    /// <summary>The exception for a socket call on a pool whose shutdown has begun.</summary>
+    public static ObjectDisposedException ShutDownError(string poolName) =>
+        new("Spindle.WorkerPool", $"The worker pool '{poolName}' is shut down or shutting down: its sockets complete no more operations.");
+
     /// <summary>Tests: sockets of this pool use the runtime's engine even where the driver exists (set before the first socket).</summary>
     public bool UseRuntimeEngine { get; set; }
 
     /// <summary>The pool's pipe scheduler once made (see <see cref="PublishPipeScheduler"/>), else null.</summary>
-    public WorkerPoolPipeScheduler? PipeScheduler => Volatile.Read(ref _pipeScheduler);
+    public PipeScheduler? PipeScheduler => Volatile.Read(ref _pipeScheduler);
 
     /// <summary>Publishes <paramref name="made"/> as the pool's pipe scheduler unless another was first; returns the one kept.</summary>
-    public WorkerPoolPipeScheduler PublishPipeScheduler(WorkerPoolPipeScheduler made) =>
+    public PipeScheduler PublishPipeScheduler(PipeScheduler made) =>
         Interlocked.CompareExchange(ref _pipeScheduler, made, null) ?? made;
 
     /// <summary>The pool's I/O driver, created on first use; null where sockets use the runtime's engine instead.</summary>
@@ -48,7 +54,7 @@ internal sealed class PoolIo
     {
         if (_scheduler.IsShutdownStarted)
         {
-            throw PoolSocket.PoolShutDown(_poolName);
+            throw ShutDownError(_poolName);
         }
         if (!EpollDriver.IsSupported || UseRuntimeEngine)
         {
@@ -63,7 +69,7 @@ internal sealed class PoolIo
         {
             if (_scheduler.IsShutdownStarted)
             {
-                throw PoolSocket.PoolShutDown(_poolName);
+                throw ShutDownError(_poolName);
             }
             return _driver ??= EpollDriver.Create(_poolName, _starts);
         }
@@ -71,19 +77,19 @@ internal sealed class PoolIo
 
     /// <summary>A socket on the runtime's engine: tracked until disposed, so that shutdown can fail its pending operations.</summary>
     /// <exception cref="System.ObjectDisposedException">The pool is shutting down or has shut down.</exception>
-    public void TrackRuntimeEngineSocket(PoolSocket socket)
+    public void TrackRuntimeEngineSocket(IPolledSocket socket)
     {
         lock (_lock)
         {
             if (_scheduler.IsShutdownStarted)
             {
-                throw PoolSocket.PoolShutDown(_poolName);
+                throw ShutDownError(_poolName);
             }
             _runtimeEngineSockets.Add(socket);
         }
     }
 
-    public void ForgetRuntimeEngineSocket(PoolSocket socket)
+    public void ForgetRuntimeEngineSocket(IPolledSocket socket)
     {
         lock (_lock)
         {
@@ -95,14 +101,14 @@ internal sealed class PoolIo
     public void OnShutdownStarted()
     {
         EpollDriver? driver;
-        PoolSocket[] runtimeEngine;
+        IPolledSocket[] runtimeEngine;
         lock (_lock)
         {
             driver = _driver;
             runtimeEngine = [.. _runtimeEngineSockets];
         }
         driver?.OnShutdownStarted();
-        foreach (PoolSocket socket in runtimeEngine)
+        foreach (IPolledSocket socket in runtimeEngine)
         {
             socket.CloseForShutdown();
         }

@@ -36,7 +36,7 @@ namespace Spindle;
 /// cancel its own queued work, as the pool's shutdown does, without touching other lanes. Disposing the pool shuts its
 /// lanes down with it. After a lane has stopped, continuations of its work run as the pool's own work.</para>
 /// </remarks>
-public sealed class WorkerPoolLane : WorkTarget, IDisposable, IAsyncDisposable
+public sealed class WorkerPoolLane : WorkTarget, IDisposable, IAsyncDisposable, ILaneHandle
 {
     private readonly Lane _lane;
     private readonly LaneOptions _options;
@@ -47,11 +47,18 @@ public sealed class WorkerPoolLane : WorkTarget, IDisposable, IAsyncDisposable
         _lane = lane;
         _options = lane.Options;
         Bind(bridge, lane, pool.FlowsExecutionContext);
-        lane.Public = this;
+        lane.Attach(this);
     }
 
     /// <summary>The pool whose threads serve this lane.</summary>
     public WorkerPool Pool { get; }
+
+    internal override WorkerPool OwningPool => Pool;
+
+    [DoesNotReturn]
+    void ILaneHandle.ThrowShutDown() => ThrowShutDown();
+
+    Exception ILaneHandle.FullException() => FullException();
 
     /// <summary>The lane's name, from <see cref="LaneOptions.Name"/>.</summary>
     public string Name => _options.Name;
@@ -87,7 +94,7 @@ public sealed class WorkerPoolLane : WorkTarget, IDisposable, IAsyncDisposable
     public bool IsShutdownStarted => _lane.IsShutdownStarted;
 
     /// <summary>The lane whose item the calling thread is running, or null (outside the pool's threads, or in the pool's own work).</summary>
-    public static WorkerPoolLane? Current => Lane.OfCurrentThread?.Public;
+    public static WorkerPoolLane? Current => Worker.LaneOfCurrentThread?.Handle as WorkerPoolLane;
 
     /// <summary>
     /// Stops the lane's intake and waits until every item it accepted has run (<see cref="ShutdownMode.Drain"/>) or
@@ -105,7 +112,7 @@ public sealed class WorkerPoolLane : WorkTarget, IDisposable, IAsyncDisposable
         _lane.BeginShutdown(mode);
         if (!IsOwnItem)
         {
-            using (WorkerPool.EnterBlockingRegion())
+            using (BlockingRegion.Enter())
             {
                 _lane.Stopped.Wait();
             }
@@ -149,7 +156,7 @@ public sealed class WorkerPoolLane : WorkTarget, IDisposable, IAsyncDisposable
         $"Lane '{Name}' of pool '{Pool.Name}' ({Priority}, share {Share}, cap {MaxConcurrency?.ToString(System.Globalization.CultureInfo.InvariantCulture) ?? "none"}, pending {PendingWorkItemCount}, running {RunningWorkItemCount})";
 
     /// <summary>Whether the calling thread is running an item of this lane.</summary>
-    private bool IsOwnItem => Lane.OfCurrentThread == _lane;
+    private bool IsOwnItem => Worker.LaneOfCurrentThread == _lane;
 
     private static void ValidateMode(ShutdownMode mode)
     {
@@ -179,7 +186,7 @@ public sealed class WorkerPoolLane : WorkTarget, IDisposable, IAsyncDisposable
     /// rejection of a <see cref="LaneFullMode.Reject"/> lane, or, in <see cref="LaneFullMode.Wait"/> mode, the refusal to
     /// let an item of this capped lane wait for room in it.
     /// </summary>
-    internal Exception FullException() =>
+    internal override Exception FullException() =>
         _options.FullMode == LaneFullMode.Reject
             ? WorkRejectedException.ForFullLane(_options)
             : new InvalidOperationException(
