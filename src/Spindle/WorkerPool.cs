@@ -110,7 +110,7 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
     {
         ArgumentNullException.ThrowIfNull(options);
         LaneOptions validated = options.Validate();
-        var lane = new Lane(_scheduler.Lanes, _scheduler, _runner, validated);
+        var lane = new Lane(_scheduler.Lanes, _scheduler, validated);
         var result = new WorkerPoolLane(this, lane, new TaskBridge(this, _scheduler, _threads, _dedicated, lane));
         if (!_scheduler.Lanes.TryAdd(lane))
         {

@@ -78,7 +78,7 @@ internal sealed partial class Lane
     {
         if (Cap == int.MaxValue)
         {
-            _runner.RunElsewhere(entry);
+            _host.RunElsewhere(entry);
             return;
         }
         HandOnAfterStop(entry);
@@ -86,7 +86,7 @@ internal sealed partial class Lane
 
     /// <summary>Queues <paramref name="entry"/>, which holds a slot, as the pool's continuation: on the pool while it runs or drains, elsewhere after its stop.</summary>
     private void HandOnAfterStop(in WorkItemEntry entry) =>
-        _scheduler.EnqueueContinuation(new WorkItemEntry(new AfterStopItem(this, entry), WorkItemEntry.WorkItemMarker, entry.Context), preferLocal: false);
+        _host.EnqueueContinuation(new WorkItemEntry(new AfterStopItem(this, entry), WorkItemEntry.WorkItemMarker, entry.Context), preferLocal: false);
 
     /// <summary>An after-stop entry has run (<paramref name="ran"/>) or was dropped by a cancelling shutdown: gives its slot back and drives.</summary>
     private void OnAfterStopItemDone(bool ran)

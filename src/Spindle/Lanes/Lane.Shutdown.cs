@@ -157,7 +157,7 @@ internal sealed partial class Lane
             while (_queue.TryDequeueBatch(MemoryMarshal.CreateSpan(ref entry, 1)) != 0)
             {
                 OnDequeued();
-                if (_runner.MustRunDespiteCancel(entry, this, byPool: _scheduler.IsCancelling))
+                if (_host.MustRunDespiteCancel(entry, this, byPool: _host.IsCancelling))
                 {
                     (mustRun ??= []).Add(entry);
                 }
@@ -266,7 +266,7 @@ internal sealed partial class Lane
     /// true when a cancelling shutdown drops it (its owner has been told, and the count kept).
     /// </summary>
     private bool IsDroppedByCancel(in WorkItemEntry entry) =>
-        IsCancelling && !_runner.MustRunDespiteCancel(entry, this, byPool: _scheduler.IsCancelling);
+        IsCancelling && !_host.MustRunDespiteCancel(entry, this, byPool: _host.IsCancelling);
 
     /// <summary>A leftover taken with <see cref="TryTakeLeftover"/> has run on the sweeping thread: counts it and gives back its slot.</summary>
     public void OnLeftoverDone()

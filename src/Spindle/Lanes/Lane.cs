@@ -78,8 +78,7 @@ internal sealed partial class Lane
 
     private readonly GlobalQueue _queue = new();
     private readonly LaneSet _set;
-    private readonly Scheduler _scheduler;
-    private readonly ItemRunner _runner;
+    private readonly ILaneHost _host;
     private readonly SemaphoreSlim? _room;
     private readonly object _lock = new();
     private readonly TaskCompletionSource _stoppedSource = new(TaskCreationOptions.RunContinuationsAsynchronously);
@@ -105,11 +104,10 @@ internal sealed partial class Lane
     private int _sweepIntent;
     private PaddedInt32 _holderTaking;
 
-    public Lane(LaneSet set, Scheduler scheduler, ItemRunner runner, LaneOptions options)
+    public Lane(LaneSet set, ILaneHost host, LaneOptions options)
     {
         _set = set;
-        _scheduler = scheduler;
-        _runner = runner;
+        _host = host;
         Options = options;
         ClassIndex = options.Priority switch
         {
@@ -158,10 +156,10 @@ internal sealed partial class Lane
     public long CancelledCount => Interlocked.Read(ref _cancelled);
 
     /// <summary>Whether the lane's own shutdown has begun, or the pool's.</summary>
-    public bool IsShutdownStarted => _state != StateRunning || _scheduler.IsShutdownStarted;
+    public bool IsShutdownStarted => _state != StateRunning || _host.IsShutdownStarted;
 
     /// <summary>Whether queued items of this lane are to be cancelled rather than run.</summary>
-    public bool IsCancelling => _state == StateCancelling || _scheduler.IsCancelling;
+    public bool IsCancelling => _state == StateCancelling || _host.IsCancelling;
 
     public bool HasStopped => _stopped;
 
@@ -210,13 +208,9 @@ internal sealed partial class Lane
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public EnqueueStatus TryEnqueue(in WorkItemEntry entry, bool mayWaitForRoom, CancellationToken cancellationToken = default)
     {
-        if (_scheduler.Metrics.WaitEnabled)
+        if (_host.IsSamplingWaits)
         {
-            Worker? worker = Worker.Current;
-            if (PoolMetrics.ShouldSampleWait(worker))
-            {
-                return TryEnqueueCore(_scheduler.Metrics.SampleWait(entry, this, worker), mayWaitForRoom, cancellationToken);
-            }
+            return TryEnqueueCore(_host.SampleWaitIfDue(entry, this), mayWaitForRoom, cancellationToken);
         }
         return TryEnqueueCore(entry, mayWaitForRoom, cancellationToken);
     }
@@ -308,7 +302,7 @@ internal sealed partial class Lane
     }
 
     /// <summary>An item of a capped lane must not block waiting for room in it: the room may need its own slot.</summary>
-    public bool CanWaitForRoom => Cap == int.MaxValue || Worker.LaneOfCurrentThread != this;
+    public bool CanWaitForRoom => Cap == int.MaxValue || _host.LaneOfCurrentThread != this;
 
 
     /// <summary>
@@ -381,7 +375,7 @@ internal sealed partial class Lane
             EnqueueAfterStop(entry);
             return;
         }
-        _scheduler.EnqueueContinuation(entry, preferLocal: false);
+        _host.EnqueueContinuation(entry, preferLocal: false);
     }
 
     private void AdmitPastBound()

@@ -45,16 +45,14 @@ internal sealed partial class LaneSet
 
     private readonly LaneClass[] _classes = [new(), new(), new()];
     private readonly object _lock = new();
-    private readonly IdleCoordinator _idle;
-    private readonly Scheduler _scheduler;
+    private readonly ILaneHost _host;
     private PaddedInt32 _anyReady;
     private Lane[] _all = [];
     private bool _closed;
 
-    public LaneSet(Scheduler scheduler, IdleCoordinator idle, int? starvationIntervalMs)
+    public LaneSet(ILaneHost host, int? starvationIntervalMs)
     {
-        _scheduler = scheduler;
-        _idle = idle;
+        _host = host;
         // Served once the class has waited the interval less the longest a turn of a higher class takes to end after
         // it sees the lower work (LaneClock.TurnYield, checked after each item), so that the start comes within the
         // interval plus the length of the items in progress, as documented.
@@ -124,10 +122,10 @@ internal sealed partial class LaneSet
     /// the relief thread know (a lane's items, like the pool's queue's, are seen by busy workers only between items).
     /// </summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    public void WakeForLane() => _idle.WakeWorkerForOutsideWork();
+    public void WakeForLane() => _host.WakeWorkerForOutsideWork();
 
     /// <summary>A refused producer left a lane marked ready during a shutdown: wake a worker to pass it (never the relief).</summary>
-    public void WakeForLeftover() => _idle.WakeWorkerIfNeeded();
+    public void WakeForLeftover() => _host.WakeWorkerIfNeeded();
 
     /// <summary>
     /// A worker ended its turn in a lane that was at its cap and still has work: a slot is free and no
@@ -140,14 +138,14 @@ internal sealed partial class LaneSet
     /// </summary>
     public void OnSlotFreedWithWork()
     {
-        if (_idle.IdleCount != 0)
+        if (_host.AnyWorkerParked)
         {
-            _idle.WakeWorkerIfNeeded();
+            _host.WakeWorkerIfNeeded();
         }
         else
         {
             // Nobody to wake, and no enqueue told the relief thread of this work (it found the lane at its cap).
-            _idle.OnWorkUnattended();
+            _host.OnWorkUnattended();
         }
     }
 
@@ -173,7 +171,8 @@ internal sealed partial class LaneSet
     /// work as <paramref name="self"/> sees it. A turn ends once that has been so for a millisecond (checked after each
     /// item), so that the minimum share holds.
     /// </summary>
-    public bool IsLowerWorkWaiting(Lane lane, Worker self)
+    public bool IsLowerWorkWaiting<TTaker>(Lane lane, TTaker self)
+        where TTaker : struct, ILaneTaker
     {
         for (int c = lane.ClassIndex + 1; c <= LowClass; c++)
         {
@@ -182,7 +181,7 @@ internal sealed partial class LaneSet
                 return true;
             }
         }
-        return lane.ClassIndex == HighClass && !(self.HasNoLocalWork && _scheduler.GlobalQueueIsEmpty);
+        return lane.ClassIndex == HighClass && !self.SeesNoPoolWork;
     }
 
     /// <summary>
@@ -191,7 +190,8 @@ internal sealed partial class LaneSet
     /// pool's own work (its local queues and the global queue; other workers' rings are theirs to run).
     /// </summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    public bool IsAloneInTurn(Lane lane, Worker self)
+    public bool IsAloneInTurn<TTaker>(Lane lane, TTaker self)
+        where TTaker : struct, ILaneTaker
     {
         int classIndex = lane.ClassIndex;
         LaneClass[] classes = _classes;
@@ -206,7 +206,7 @@ internal sealed partial class LaneSet
                 return false;
             }
         }
-        return classIndex == HighClass || (self.HasNoLocalWork && _scheduler.GlobalQueueIsEmpty);
+        return classIndex == HighClass || self.SeesNoPoolWork;
     }
 
     /// <summary>Items queued in lanes (a snapshot).</summary>
@@ -229,7 +229,8 @@ internal sealed partial class LaneSet
     /// item came from a lane.
     /// </summary>
     [MethodImpl(MethodImplOptions.NoInlining)]
-    public bool TryTakeByPriority(Worker self, out WorkItemEntry item)
+    public bool TryTakeByPriority<TTaker>(TTaker self, out WorkItemEntry item)
+        where TTaker : struct, ILaneTaker
     {
         long now = LaneClock.Now;
         LaneClass low = _classes[LowClass];
@@ -274,7 +275,8 @@ internal sealed partial class LaneSet
     /// A searching worker's look at the lanes of the classes from <paramref name="firstClass"/> to
     /// <paramref name="lastClass"/> (the default lane is searched by the caller, between Normal and Low).
     /// </summary>
-    public bool TryTakeForSearcher(Worker self, int firstClass, int lastClass, out WorkItemEntry item)
+    public bool TryTakeForSearcher<TTaker>(TTaker self, int firstClass, int lastClass, out WorkItemEntry item)
+        where TTaker : struct, ILaneTaker
     {
         for (int c = firstClass; c <= lastClass; c++)
         {
@@ -290,7 +292,8 @@ internal sealed partial class LaneSet
     }
 
     /// <summary>Weighted round robin over the runnable members of one class (see the remarks).</summary>
-    private static bool TryTakeInClass(LaneClass laneClass, Worker self, bool withDefault, out WorkItemEntry item)
+    private static bool TryTakeInClass<TTaker>(LaneClass laneClass, TTaker self, bool withDefault, out WorkItemEntry item)
+        where TTaker : struct, ILaneTaker
     {
         Lane[] lanes = Volatile.Read(ref laneClass.Lanes);
         int members = lanes.Length + (withDefault ? 1 : 0);
@@ -333,7 +336,8 @@ internal sealed partial class LaneSet
 
     /// <summary>Takes from member <paramref name="index"/> of a class: a lane, or (one past the lanes) the default lane.</summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    private static bool TryTakeFrom(Lane[] lanes, int index, Worker self, out WorkItemEntry item)
+    private static bool TryTakeFrom<TTaker>(Lane[] lanes, int index, TTaker self, out WorkItemEntry item)
+        where TTaker : struct, ILaneTaker
     {
         if (index < lanes.Length)
         {

@@ -50,7 +50,7 @@ internal sealed partial class Scheduler
     {
         _idle = idle;
         _runner = runner;
-        Lanes = new LaneSet(this, idle, laneStarvationIntervalMs);
+        Lanes = new LaneSet(this, laneStarvationIntervalMs);
     }
 
     /// <summary>The pool's lanes besides its own queue, and the dispatch rule between them.</summary>
@@ -298,7 +298,7 @@ internal sealed partial class Scheduler
             return true;
         }
         bool lanesReady = Lanes.AnyReady;
-        if (lanesReady && Lanes.TryTakeForSearcher(self, LaneSet.HighClass, LaneSet.NormalClass, out item))
+        if (lanesReady && Lanes.TryTakeForSearcher(new LaneTaker(self), LaneSet.HighClass, LaneSet.NormalClass, out item))
         {
             return true;
         }
@@ -329,7 +329,7 @@ internal sealed partial class Scheduler
                 }
             }
         }
-        if (lanesReady && Lanes.TryTakeForSearcher(self, LaneSet.LowClass, LaneSet.LowClass, out item))
+        if (lanesReady && Lanes.TryTakeForSearcher(new LaneTaker(self), LaneSet.LowClass, LaneSet.LowClass, out item))
         {
             return true;
         }

@@ -40,7 +40,7 @@ internal sealed partial class Worker
                         TimeLaneItems();
                     }
                 }
-                if (_urgent.MayBeWaiting || !_lanes.IsAloneInTurn(lane, this))
+                if (_urgent.MayBeWaiting || !_lanes.IsAloneInTurn(lane, new LaneTaker(this)))
                 {
                     break;
                 }
@@ -52,7 +52,7 @@ internal sealed partial class Worker
                 {
                     CheckTimers();
                 }
-                if (Threads.IsAboveTarget || _lanes.IsLowerWorkWaiting(lane, this))
+                if (Threads.IsAboveTarget || _lanes.IsLowerWorkWaiting(lane, new LaneTaker(this)))
                 {
                     long now = LaneClock.Now;
                     if (wantedSince == 0)
@@ -152,7 +152,7 @@ internal sealed partial class Worker
             {
                 return true;
             }
-            if (_urgent.MayBeWaiting || !_lanes.IsAloneInTurn(lane, this))
+            if (_urgent.MayBeWaiting || !_lanes.IsAloneInTurn(lane, new LaneTaker(this)))
             {
                 break;
             }
@@ -160,4 +160,20 @@ internal sealed partial class Worker
         item = default;
         return false;
     }
+}
+
+/// <summary>
+/// A worker as the lane set's dispatch sees it (see <see cref="ILaneTaker"/>): a struct, so that the set's generic
+/// methods are compiled for it and call the worker directly.
+/// </summary>
+internal readonly struct LaneTaker(Worker worker) : ILaneTaker
+{
+    /// <inheritdoc/>
+    public bool SeesNoPoolWork => worker.HasNoLocalWork && worker.Scheduler.GlobalQueueIsEmpty;
+
+    /// <inheritdoc/>
+    public bool TryTakeDefault(out WorkItemEntry item) => worker.TryTakeDefault(out item);
+
+    /// <inheritdoc/>
+    public void EnterLane(Lane lane) => worker.EnterLane(lane);
 }

@@ -15,7 +15,7 @@ internal sealed partial class Worker
     [MethodImpl(MethodImplOptions.NoInlining)]
     private bool TryTakeWhileTimersWait(out WorkItemEntry item)
     {
-        if (!_timerPace.UrgentGoesFirst(_record.CompletedByOwner) && (_lanes.AnyReady ? _lanes.TryTakeByPriority(this, out item) : TryTakeDefault(out item)))
+        if (!_timerPace.UrgentGoesFirst(_record.CompletedByOwner) && (_lanes.AnyReady ? _lanes.TryTakeByPriority(new LaneTaker(this), out item) : TryTakeDefault(out item)))
         {
             return true;
         }
@@ -30,7 +30,7 @@ internal sealed partial class Worker
     /// <summary>The worker is about to run a timer callback: look at the deadline again right after it.</summary>
     public void NoteTimerCallback() => _timerPace.NoteCallback(_record.CompletedByOwner);
 
-    /// <summary>Looks at the timer deadline (<see cref="Timers.TimerService.AssistTimers"/>) and paces the next look (<see cref="TimerPacer.AfterCheck"/>).</summary>
+    /// <summary>Looks at the timer deadline (<see cref="IWorkerTimers.AssistTimers"/>) and paces the next look (<see cref="TimerPacer.AfterCheck"/>).</summary>
     [MethodImpl(MethodImplOptions.NoInlining)]
-    private void CheckTimers() => _timerPace.AfterCheck(_timers.AssistTimers(ref _expiredTimers));
+    private void CheckTimers() => _timerPace.AfterCheck(_timers.AssistTimers());
 }

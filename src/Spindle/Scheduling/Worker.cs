@@ -9,7 +9,6 @@ using Spindle.Primitives;
 using Spindle.Queues;
 using Spindle.Telemetry;
 using Spindle.Threading;
-using Spindle.Timers;
 
 namespace Spindle.Scheduling;
 
@@ -29,7 +28,7 @@ namespace Spindle.Scheduling;
 /// tasks) publish themselves while they run (<see cref="EnterOwnedItem"/>), so that the detector can name the caller's
 /// delegate; they clear it when they return.</para>
 /// </remarks>
-internal sealed partial class Worker : IWaitPacer
+internal sealed partial class Worker : IWaitPacer, IBlockingRegionOwner
 {
     /// <summary>
     /// The most local items a worker runs between looks at the global queue (and at its own oldest item): short items
@@ -79,7 +78,7 @@ internal sealed partial class Worker : IWaitPacer
     public readonly int Id;
     private readonly IdleCoordinator _idle;
     private readonly UrgentQueue _urgent;
-    private readonly TimerService _timers;
+    private readonly IWorkerTimers _timers;
     private readonly ItemRunner _runner;
     private readonly WorkerPoolOptions _options;
     private readonly LaneSet _lanes;
@@ -159,8 +158,6 @@ internal sealed partial class Worker : IWaitPacer
     private Worker? _watchedPeer;
     private long _watchedPeerStarted;
     private Backoff _backoff;
-    // Owner only: the buffer for timers this worker expires itself (see CheckTimers).
-    private List<TimerNode>? _expiredTimers;
 
     /// <summary>
     /// Owner only: the current item is a fired timer's callback. What it queues (the continuations of the delays it
@@ -180,7 +177,7 @@ internal sealed partial class Worker : IWaitPacer
     public bool HoldsLifoItem => _lifoSlot.Value is not null;
 
     public Worker(IPoolHost pool, WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, IWorkerThreads threads,
-        TimerService timers, ItemRunner runner, int id)
+        IWorkerTimers timers, ItemRunner runner, int id)
     {
         Pool = pool;
         _options = options;
@@ -203,6 +200,7 @@ internal sealed partial class Worker : IWaitPacer
     public void Main()
     {
         t_current = this;
+        BlockingRegion.SetThreadOwner(this);
         DefaultContext.OnPoolThreadStarted();
         var threadState = new PoolThreadState(_options.UseBackgroundThreads);
         try
@@ -223,6 +221,7 @@ internal sealed partial class Worker : IWaitPacer
             finally
             {
                 t_current = null;
+                BlockingRegion.SetThreadOwner(null);
                 Threads.OnWorkerExited(this);
             }
         }
@@ -383,7 +382,7 @@ internal sealed partial class Worker : IWaitPacer
         }
         if (_lanes.AnyReady)
         {
-            return _lanes.TryTakeByPriority(this, out item);
+            return _lanes.TryTakeByPriority(new LaneTaker(this), out item);
         }
         return TryTakeDefault(out item);
     }

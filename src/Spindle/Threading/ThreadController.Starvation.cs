@@ -7,7 +7,6 @@ using Spindle.Primitives;
 using Spindle.Telemetry;
 using Spindle.Parking;
 using Spindle.Scheduling;
-using Spindle.Timers;
 
 namespace Spindle.Threading;
 

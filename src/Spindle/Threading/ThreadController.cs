@@ -7,7 +7,6 @@ using Spindle.Primitives;
 using Spindle.Telemetry;
 using Spindle.Parking;
 using Spindle.Scheduling;
-using Spindle.Timers;
 
 namespace Spindle.Threading;
 
@@ -48,7 +47,7 @@ internal sealed partial class ThreadController : IWorkerThreads
     private readonly Scheduler _scheduler;
     private readonly IdleCoordinator _idle;
     private readonly ItemRunner _runner;
-    private readonly TimerService _timers;
+    private readonly IWorkerTimers _timers;
     private readonly ThreadStarts _starts;
     private StallMonitor _monitor = null!; // set once by Connect, before any thread of the pool exists
 
@@ -71,7 +70,7 @@ internal sealed partial class ThreadController : IWorkerThreads
     private readonly List<Thread> _retiredThreads = [];
     private readonly long[] _injectionCounts = new long[(int)ThreadInjectionReason.RetiredSurplus + 1];
 
-    public ThreadController(IPoolHost pool, WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, ItemRunner runner, TimerService timers, ThreadStarts starts)
+    public ThreadController(IPoolHost pool, WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, ItemRunner runner, IWorkerTimers timers, ThreadStarts starts)
     {
         _starts = starts;
         starts.Connect(this);

@@ -40,7 +40,7 @@ internal sealed partial class TimerService
     /// is busy with the pool's own workers, and the kernel does not preempt them for it at once), so the worker expires
     /// the due timers itself. Returns the timestamp it read, or 0 when no timer is scheduled.
     /// </summary>
-    internal long AssistTimers(ref List<TimerNode>? buffer)
+    public long AssistTimers()
     {
         long next = Volatile.Read(ref _nextExpiry.Value);
         if (next == long.MaxValue)
@@ -53,7 +53,7 @@ internal sealed partial class TimerService
         {
             return now;
         }
-        buffer ??= [];
+        List<TimerNode> buffer = t_assistBuffer ??= [];
         // Slightly overdue: only if the lock is free (the timer thread may be expiring right now). Overdue by more than
         // a millisecond: wait for the lock, so that a descheduled holder gets this core.
         if (overdue < AssistBlockTicks)
@@ -92,6 +92,10 @@ internal sealed partial class TimerService
         }
         return now;
     }
+
+    // Each assisting thread's buffer for the timers it expires (kept: a worker assists again and again).
+    [ThreadStatic]
+    private static List<TimerNode>? t_assistBuffer;
 
     /// <summary>How late the timer thread may be before workers expire timers themselves (a quarter millisecond).</summary>
     private static readonly long AssistSlackTicks = Stopwatch.Frequency / 4000;

@@ -60,7 +60,7 @@ namespace Spindle.Timers;
 // fault in the middle of an advance loses no firing: the wheel gives expired timers up one at a time (TimingWheel.Advance),
 // and a timer whose firing was not handed over is put back in the wheel due at once (RetryLocked), so the next pass, or
 // a worker, tries again. A worker that expires timers handles a fault the same way instead of letting it end the process.
-internal sealed partial class TimerService
+internal sealed partial class TimerService : IWorkerTimers
 {
     private readonly Lock _timerLock = new();
     // Held across a start of the timer thread, and taken once by the new thread before its first pass (see above).

@@ -16,13 +16,13 @@ public sealed class LayeringTests
     /// pipe scheduler), which name the pool and are named by it.</summary>
     internal static readonly string[] Layers =
     [
-        "Primitives",    // padding, pacing, thread limits: no Spindle type
+        "Primitives",    // padding, pacing, thread limits, system calls, the default context, the blocking-region handle
         "Parking",       // blockers, the idle stack, backoff
         "Contracts",     // public options, enums and the work-item interface
         "Queues",        // entries, the global queue, rings, and the contracts of queued entries
-        "Lanes",         // lanes: queues with priorities, shares, caps and their turn protocol
-        "Telemetry",     // metrics, events, stuck-item detection
-        "Scheduling",    // workers, the scheduler, the idle coordinator, running an item
+        "Lanes",         // lanes: queues with priorities, shares, caps and their turn protocol; the scheduler as ILaneHost
+        "Telemetry",     // metrics and events; the pool as IPoolReadings
+        "Scheduling",    // workers, the scheduler, the idle coordinator, running an item; threads and timers through interfaces
         "Threading",     // the thread controller, stall monitor, relief thread, dedicated threads
         "Timers",
         "Registrations",
@@ -30,29 +30,6 @@ public sealed class LayeringTests
         "Polling",       // the I/O driver and the pool's socket registry: sockets known through IPolledSocket
         ".",
         "IO",            // the public sockets: they take a WorkerPool and run their completions on it
-    ];
-
-    /// <summary>
-    /// Uses that still go up a layer, recorded when this test was written: each is a debt to pay by giving the lower
-    /// type what it needs through a context object or an interface of its own layer. The list only shrinks: a new
-    /// upward use fails <see cref="NoTypeUsesATypeOfAHigherFolder"/>, and a paid one that stays listed fails
-    /// <see cref="TheKnownUpwardUsesAreStillThere"/>.
-    /// </summary>
-    internal static readonly string[] KnownUpwardUses =
-    [
-        "Lane -> BlockingRegion",
-        "Lane -> IWaitPacer",
-        "Lane -> ItemRunner",
-        "Lane -> PoolMetrics",
-        "Lane -> Scheduler",
-        "Lane -> Worker",
-        "LaneSet -> IdleCoordinator",
-        "LaneSet -> Scheduler",
-        "LaneSet -> Worker",
-        "LongRunningLaneItem -> BlockingRegion",
-        "ThreadController -> TimerService",
-        "Worker -> TimerNode",
-        "Worker -> TimerService",
     ];
 
     [Fact]
@@ -71,31 +48,19 @@ public sealed class LayeringTests
     [Fact]
     public void NoTypeUsesATypeOfAHigherFolder()
     {
-        var known = new HashSet<string>(KnownUpwardUses, StringComparer.Ordinal);
-        var added = UpwardUses().Where(u => !known.Contains(u.ToString())).ToList();
+        var added = UpwardUses().ToList();
         Assert.True(added.Count == 0,
             "Uses of a type in a higher folder (give the lower type what it needs through its own layer instead):\n"
             + string.Join("\n", added.Select(u => $"{u} ({u.UserFolder} uses {u.UsedFolder})")));
     }
 
     [Fact]
-    public void TheKnownUpwardUsesAreStillThere()
+    public void TheFolderGraphHasNoCycle()
     {
-        var current = new HashSet<string>(UpwardUses().Select(u => u.ToString()), StringComparer.Ordinal);
-        var paid = KnownUpwardUses.Where(k => !current.Contains(k)).ToList();
-        Assert.True(paid.Count == 0,
-            "Upward uses that no longer exist: remove them from LayeringTests.KnownUpwardUses so they cannot come back:\n"
-            + string.Join("\n", paid));
-    }
-
-    [Fact]
-    public void TheFolderGraphHasNoCycleBeyondTheKnownUpwardUses()
-    {
-        // Independent of the layer order: the folder graph without the known debts must be acyclic, so the order above
-        // is one the code can keep (a cycle would show that two folders need each other).
-        var known = new HashSet<string>(KnownUpwardUses, StringComparer.Ordinal);
+        // Independent of the layer order: the folder graph must be acyclic (a cycle would show that two folders need
+        // each other, whatever order the layers were given).
         var edges = LibraryModel.Spindle.Uses
-            .Where(u => u.UserFolder != u.UsedFolder && !known.Contains(u.ToString()))
+            .Where(u => u.UserFolder != u.UsedFolder)
             .GroupBy(u => u.UserFolder)
             .ToDictionary(g => g.Key, g => g.Select(u => u.UsedFolder).Distinct().ToList());
         var state = new Dictionary<string, int>();

@@ -14,14 +14,19 @@ namespace Spindle;
 /// </remarks>
 public readonly struct BlockingRegion : IDisposable
 {
-    private readonly Scheduling.Worker? _worker;
+    // The calling thread's owner of regions: a pool worker sets itself here for its thread's lifetime (see
+    // SetThreadOwner); every other thread has none, and its regions are inactive.
+    [ThreadStatic]
+    private static IBlockingRegionOwner? t_owner;
 
-    private BlockingRegion(Scheduling.Worker worker) => _worker = worker;
+    private readonly IBlockingRegionOwner? _worker;
+
+    private BlockingRegion(IBlockingRegionOwner worker) => _worker = worker;
 
     /// <summary>Opens a region for the current thread: active on a pool worker, inactive elsewhere.</summary>
     internal static BlockingRegion Enter()
     {
-        Scheduling.Worker? worker = Scheduling.Worker.Current;
+        IBlockingRegionOwner? worker = t_owner;
         if (worker is null)
         {
             return default;
@@ -29,6 +34,9 @@ public readonly struct BlockingRegion : IDisposable
         worker.EnterBlockingRegion();
         return new BlockingRegion(worker);
     }
+
+    /// <summary>A pool worker's thread, as it starts (with the worker) and as it ends (with null).</summary>
+    internal static void SetThreadOwner(IBlockingRegionOwner? owner) => t_owner = owner;
 
     /// <summary>Whether this region raised a pool's thread target (false outside a pool worker and on dedicated threads).</summary>
     public bool IsActive => _worker is not null;
@@ -41,10 +49,20 @@ public readonly struct BlockingRegion : IDisposable
         {
             return;
         }
-        if (!_worker.IsCurrentThread)
+        if (!ReferenceEquals(t_owner, _worker))
         {
             throw new InvalidOperationException("A blocking region must be disposed on the thread that entered it.");
         }
         _worker.ExitBlockingRegion();
     }
+}
+
+/// <summary>A pool thread that counts blocking regions (a worker: the pool raises its thread target while one is open).</summary>
+internal interface IBlockingRegionOwner
+{
+    /// <summary>Called on the owner's thread: a region opens.</summary>
+    void EnterBlockingRegion();
+
+    /// <summary>Called on the owner's thread: the region it opened closes.</summary>
+    void ExitBlockingRegion();
 }

@@ -1,0 +1,53 @@
+using Spindle.Queues;
+
+namespace Spindle.Lanes;
+
+/// <summary>
+/// What lanes ask of the pool's scheduler, which sits above them: its shutdown state, a queue for entries that hold a
+/// slot (the pool's continuations), the cancel-or-run decision for a queued entry, the queue-wait sampling, which lane
+/// the calling thread serves, and wakes. Implemented by the scheduler; a lane holds it instead of the scheduler.
+/// </summary>
+internal interface ILaneHost
+{
+    /// <summary>Whether the pool's shutdown has begun.</summary>
+    bool IsShutdownStarted { get; }
+
+    /// <summary>Whether the pool's shutdown cancels queued work.</summary>
+    bool IsCancelling { get; }
+
+    /// <summary>Whether a listener records queue waits (a lane's enqueue then asks <see cref="SampleWaitIfDue"/>).</summary>
+    bool IsSamplingWaits { get; }
+
+    /// <summary>The lane of the item the calling thread runs (a worker's or the relief thread's); null elsewhere.</summary>
+    Lane? LaneOfCurrentThread { get; }
+
+    /// <summary>Queues <paramref name="entry"/> as the pool's continuation: on the pool while it runs or drains, elsewhere after its stop.</summary>
+    void EnqueueContinuation(in WorkItemEntry entry, bool preferLocal);
+
+    /// <summary>Runs <paramref name="entry"/> off the pool (on the built-in pool): the pool has stopped.</summary>
+    void RunElsewhere(in WorkItemEntry entry);
+
+    /// <summary>
+    /// The one cancel-or-run decision for a queued entry of <paramref name="lane"/> that a shutdown would cancel: true
+    /// when its owner says it must run anyway. <paramref name="byPool"/>: the pool's shutdown cancels (not only the lane's).
+    /// </summary>
+    bool MustRunDespiteCancel(in WorkItemEntry entry, Lane lane, bool byPool);
+
+    /// <summary>
+    /// The calling thread's wait pacer chooses whether this enqueue is sampled: returns the entry to queue (a wrapper
+    /// that records its wait when it starts, or <paramref name="entry"/> itself).
+    /// </summary>
+    WorkItemEntry SampleWaitIfDue(in WorkItemEntry entry, Lane lane);
+
+    /// <summary>A lane item was published and a slot is free: wake a worker if nobody looks (else tell the relief thread).</summary>
+    void WakeWorkerForOutsideWork();
+
+    /// <summary>Wakes a parked worker if nobody searches.</summary>
+    void WakeWorkerIfNeeded();
+
+    /// <summary>Whether some worker is parked (a snapshot).</summary>
+    bool AnyWorkerParked { get; }
+
+    /// <summary>Work waits that no worker was woken for: the relief thread may have to take it.</summary>
+    void OnWorkUnattended();
+}
