@@ -38,20 +38,20 @@ internal sealed partial class Worker
     [MethodImpl(MethodImplOptions.NoInlining)]
     private bool LookOutside(out WorkItemEntry item)
     {
-        bool requested = _lookOutsideRequested;
-        if (_looks.MayYieldToLocalWork(requested) && !HasNoLocalWork)
+        bool requested = _requests.LookOutside;
+        if (_pacing.Looks.MayYieldToLocalWork(requested) && !HasNoLocalWork)
         {
             // The previous dispatch was a look that took an outside item, and local work waits: this dispatch is the
             // local work's turn (see LookPacer.YieldToLocalWork).
-            _looks.YieldToLocalWork();
+            _pacing.Looks.YieldToLocalWork();
             item = default;
             return false;
         }
         if (requested)
         {
-            _lookOutsideRequested = false; // before the look: a request made after it is kept for the next dispatch
+            _requests.LookOutside = false; // before the look: a request made after it is kept for the next dispatch
         }
-        if (_looks.Look(Stopwatch.GetTimestamp(), out bool counted))
+        if (_pacing.Looks.Look(Stopwatch.GetTimestamp(), out bool counted))
         {
             Scheduler.Relief.NoteLongItems(counted);
         }
@@ -65,13 +65,13 @@ internal sealed partial class Worker
         {
             return true;
         }
-        if (Volatile.Read(ref _lifoSlot.Value) is not null || !Ring.IsEmpty)
+        if (Volatile.Read(ref _local.LifoSlot.Value) is not null || !Ring.IsEmpty)
         {
-            if (Scheduler.TryDequeueGlobalBatch(_batch.AsSpan(0, 1)) != 0)
+            if (Scheduler.TryDequeueGlobalBatch(_local.Batch.AsSpan(0, 1)) != 0)
             {
-                item = _batch[0];
-                _batch[0] = default;
-                _looks.TookOutside();
+                item = _local.Batch[0];
+                _local.Batch[0] = default;
+                _pacing.Looks.TookOutside();
                 return true;
             }
         }
@@ -92,7 +92,7 @@ internal sealed partial class Worker
     /// </summary>
     private void TimeLaneItems()
     {
-        if (_looks.TimeLaneItems(Stopwatch.GetTimestamp(), out bool counted))
+        if (_pacing.Looks.TimeLaneItems(Stopwatch.GetTimestamp(), out bool counted))
         {
             Scheduler.Relief.NoteLongItems(counted);
         }
@@ -110,7 +110,7 @@ internal sealed partial class Worker
     {
         foreach (Worker victim in Threads.Workers)
         {
-            if (victim == this || !victim._stranded || victim.HasNoLocalWork || !victim.MayStealFrom())
+            if (victim == this || !victim._requests.Stranded || victim.HasNoLocalWork || !victim.MayStealFrom())
             {
                 continue;
             }
@@ -133,17 +133,17 @@ internal sealed partial class Worker
         {
             // No bottom to age. -1 is an index the ring never has, so the first look that finds items starts their
             // clock: keeping the empty ring's top here made items pushed later look as old as this look.
-            _bottomTop = -1;
+            _local.BottomTop = -1;
         }
-        else if (top != _bottomTop)
+        else if (top != _local.BottomTop)
         {
-            _bottomTop = top;
-            _bottomSince = now;
+            _local.BottomTop = top;
+            _local.BottomSince = now;
         }
-        else if (now - _bottomSince >= OldestLocalAgeMs && Ring.TrySteal(out item))
+        else if (now - _local.BottomSince >= OldestLocalAgeMs && Ring.TrySteal(out item))
         {
-            _bottomTop = Ring.Top;
-            _bottomSince = now;
+            _local.BottomTop = Ring.Top;
+            _local.BottomSince = now;
             return true;
         }
         item = default;
@@ -153,7 +153,7 @@ internal sealed partial class Worker
     /// <summary>Owner only: leaves the relief's count of workers in long items, if this worker is in it.</summary>
     private void LeaveLongItemCount()
     {
-        if (_looks.Leave())
+        if (_pacing.Looks.Leave())
         {
             Scheduler.Relief.NoteLongItems(false);
         }

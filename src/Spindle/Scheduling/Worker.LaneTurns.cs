@@ -24,7 +24,7 @@ internal sealed partial class Worker
             long wantedSince = 0;
             while (true)
             {
-                if (lane.IsCancelling && !_runner.MustRunDespiteCancel(item, lane, byPool: Scheduler.IsCancelling))
+                if (lane.IsCancelling && !_services.Runner.MustRunDespiteCancel(item, lane, byPool: Scheduler.IsCancelling))
                 {
                     item = default;
                 }
@@ -35,12 +35,12 @@ internal sealed partial class Worker
 
                     // Lane items are timed on their own interval (see TimeLaneItems), so a worker whose lane items are
                     // long enters the relief's count of long-item workers; the pool queue's looks keep theirs.
-                    if (_looks.CountLaneItem())
+                    if (_pacing.Looks.CountLaneItem())
                     {
                         TimeLaneItems();
                     }
                 }
-                if (_urgent.MayBeWaiting || !_lanes.IsAloneInTurn(lane, new LaneTaker(this)))
+                if (_services.Urgent.MayBeWaiting || !_services.Lanes.IsAloneInTurn(lane, new LaneTaker(this)))
                 {
                     break;
                 }
@@ -48,11 +48,11 @@ internal sealed partial class Worker
                 // lower classes have had work waiting (their minimum share), or this worker has been surplus, for a
                 // millisecond. Checked after every item, so a turn of long items ends after the first item that ends
                 // a millisecond later; the clock is read only while something else wants this worker.
-                if ((ran & (LaneTurnCheckInterval - 1)) == 0 && (_timerPace.Countdown -= LaneTurnCheckInterval) <= 0)
+                if ((ran & (LaneTurnCheckInterval - 1)) == 0 && (_pacing.Timers.Countdown -= LaneTurnCheckInterval) <= 0)
                 {
                     CheckTimers();
                 }
-                if (Threads.IsAboveTarget || _lanes.IsLowerWorkWaiting(lane, new LaneTaker(this)))
+                if (Threads.IsAboveTarget || _services.Lanes.IsLowerWorkWaiting(lane, new LaneTaker(this)))
                 {
                     long now = LaneClock.Now;
                     if (wantedSince == 0)
@@ -72,10 +72,10 @@ internal sealed partial class Worker
         }
         finally
         {
-            _currentLane = null;
+            _scope.Lane = null;
             if (lane.OnTurnDone(ran))
             {
-                _lanes.OnSlotFreedWithWork();
+                _services.Lanes.OnSlotFreedWithWork();
             }
         }
     }
@@ -152,7 +152,7 @@ internal sealed partial class Worker
             {
                 return true;
             }
-            if (_urgent.MayBeWaiting || !_lanes.IsAloneInTurn(lane, new LaneTaker(this)))
+            if (_services.Urgent.MayBeWaiting || !_services.Lanes.IsAloneInTurn(lane, new LaneTaker(this)))
             {
                 break;
             }

@@ -29,7 +29,7 @@ internal sealed partial class Worker
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     private bool TakeShared(out WorkItemEntry item)
     {
-        if (--_peerWatchCountdown <= 0 && EndPeerWatch(out item))
+        if (--_peerWatch.Countdown <= 0 && EndPeerWatch(out item))
         {
             return true;
         }
@@ -40,10 +40,10 @@ internal sealed partial class Worker
     [MethodImpl(MethodImplOptions.NoInlining)]
     private bool EndPeerWatch(out WorkItemEntry item)
     {
-        _peerWatchCountdown = PeerWatchTakes;
-        Worker? peer = _watchedPeer;
+        _peerWatch.Countdown = PeerWatchTakes;
+        Worker? peer = _peerWatch.Peer;
         if (peer is not null
-            && peer.StartedCount == _watchedPeerStarted
+            && peer.StartedCount == _peerWatch.PeerStarted
             && !peer.Ring.IsEmpty
             && peer.MayStealFrom()
             && peer.Ring.StealHalfInto(Ring, out item) != 0)
@@ -62,8 +62,8 @@ internal sealed partial class Worker
                 next = workers[(index + 1) % workers.Length];
             }
         }
-        _watchedPeer = next;
-        _watchedPeerStarted = next is null ? 0 : next.StartedCount;
+        _peerWatch.Peer = next;
+        _peerWatch.PeerStarted = next is null ? 0 : next.StartedCount;
         item = default;
         return false;
     }
@@ -73,8 +73,8 @@ internal sealed partial class Worker
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public bool TryTakeLifoSlot(out WorkItemEntry item)
     {
-        object? next = Volatile.Read(ref _lifoSlot.Value);
-        if (next is not null && Interlocked.CompareExchange(ref _lifoSlot.Value, null, next) == next)
+        object? next = Volatile.Read(ref _local.LifoSlot.Value);
+        if (next is not null && Interlocked.CompareExchange(ref _local.LifoSlot.Value, null, next) == next)
         {
             item = new WorkItemEntry(next, WorkItemEntry.WorkItemMarker, null);
             return true;
@@ -105,7 +105,7 @@ internal sealed partial class Worker
         {
             return true; // between items
         }
-        int queued = Ring.Count + (Volatile.Read(ref _lifoSlot.Value) is null ? 0 : 1);
+        int queued = Ring.Count + (Volatile.Read(ref _local.LifoSlot.Value) is null ? 0 : 1);
         if (queued != 1)
         {
             return queued > 1;
@@ -123,7 +123,7 @@ internal sealed partial class Worker
     }
 
     /// <summary>Whether this worker holds no queued item (ring and LIFO slot; a snapshot).</summary>
-    public bool HasNoLocalWork => Volatile.Read(ref _lifoSlot.Value) is null && Ring.IsEmpty;
+    public bool HasNoLocalWork => Volatile.Read(ref _local.LifoSlot.Value) is null && Ring.IsEmpty;
 
     /// <summary>
     /// Owner only: queues an <see cref="IWorkItem"/> without ExecutionContext into the LIFO slot, moving the item it
@@ -132,13 +132,13 @@ internal sealed partial class Worker
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public bool PushToLifoSlot(object workItem)
     {
-        if (_lifoSlot.Value is null)
+        if (_local.LifoSlot.Value is null)
         {
             // Only the owner stores non-null, so the slot stays empty until the store below.
-            Volatile.Write(ref _lifoSlot.Value, workItem);
+            Volatile.Write(ref _local.LifoSlot.Value, workItem);
             return !Ring.IsEmpty;
         }
-        object? displaced = Interlocked.Exchange(ref _lifoSlot.Value, workItem);
+        object? displaced = Interlocked.Exchange(ref _local.LifoSlot.Value, workItem);
         if (displaced is not null)
         {
             var entry = new WorkItemEntry(displaced, WorkItemEntry.WorkItemMarker, null);
@@ -158,31 +158,31 @@ internal sealed partial class Worker
     public bool TryTakeGlobalBatch(out WorkItemEntry item)
     {
         int room = Ring.Capacity - Ring.Count;
-        int want = Math.Min(_batch.Length, room + 1);
-        int taken = Scheduler.TryDequeueGlobalBatch(_batch.AsSpan(0, want), GlobalTakeGapWaits);
+        int want = Math.Min(_local.Batch.Length, room + 1);
+        int taken = Scheduler.TryDequeueGlobalBatch(_local.Batch.AsSpan(0, want), GlobalTakeGapWaits);
         if (taken == 0)
         {
             item = default;
             return false;
         }
-        item = _batch[0];
-        _batch[0] = default;
-        if (_lookOutsideRequested)
+        item = _local.Batch[0];
+        _local.Batch[0] = default;
+        if (_requests.LookOutside)
         {
             // Outside work reached this worker by another path (its search, or its own queues running dry): the
             // request is met. Kept, it would send the next dispatch outside again, ahead of the worker's local items.
-            _lookOutsideRequested = false;
+            _requests.LookOutside = false;
         }
         // Pushed newest first, so that the owner's LIFO pops run the batch in queue order.
         if (taken > 1)
         {
-            Ring.PushRangeReversed(_batch.AsSpan(1, taken - 1));
+            Ring.PushRangeReversed(_local.Batch.AsSpan(1, taken - 1));
         }
         if (taken == want && taken > 1)
         {
             // A full batch: the global queue may hold more, and others can steal the rest of this batch. A partial
             // batch emptied the queue, so this worker alone can run what it took.
-            _idle.WakeWorkerIfNeeded();
+            _services.Idle.WakeWorkerIfNeeded();
         }
         return true;
     }

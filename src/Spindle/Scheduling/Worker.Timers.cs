@@ -15,11 +15,11 @@ internal sealed partial class Worker
     [MethodImpl(MethodImplOptions.NoInlining)]
     private bool TryTakeWhileTimersWait(out WorkItemEntry item)
     {
-        if (!_timerPace.UrgentGoesFirst(_record.CompletedByOwner) && (_lanes.AnyReady ? _lanes.TryTakeByPriority(new LaneTaker(this), out item) : TryTakeDefault(out item)))
+        if (!_pacing.Timers.UrgentGoesFirst(_record.CompletedByOwner) && (_services.Lanes.AnyReady ? _services.Lanes.TryTakeByPriority(new LaneTaker(this), out item) : TryTakeDefault(out item)))
         {
             return true;
         }
-        if (_urgent.TryTake(out item))
+        if (_services.Urgent.TryTake(out item))
         {
             NoteTimerCallback();
             return true;
@@ -28,9 +28,9 @@ internal sealed partial class Worker
     }
 
     /// <summary>The worker is about to run a timer callback: look at the deadline again right after it.</summary>
-    public void NoteTimerCallback() => _timerPace.NoteCallback(_record.CompletedByOwner);
+    public void NoteTimerCallback() => _pacing.Timers.NoteCallback(_record.CompletedByOwner);
 
     /// <summary>Looks at the timer deadline (<see cref="IWorkerTimers.AssistTimers"/>) and paces the next look (<see cref="TimerPacer.AfterCheck"/>).</summary>
     [MethodImpl(MethodImplOptions.NoInlining)]
-    private void CheckTimers() => _timerPace.AfterCheck(_timers.AssistTimers());
+    private void CheckTimers() => _pacing.Timers.AfterCheck(_services.Timers.AssistTimers());
 }

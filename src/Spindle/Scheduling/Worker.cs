@@ -70,64 +70,23 @@ internal sealed partial class Worker : IWaitPacer, IBlockingRegionOwner
     [ThreadStatic]
     private static Worker? t_current;
 
-    public readonly IPoolHost Pool;
-    public readonly Scheduler Scheduler;
-    public readonly IWorkerThreads Threads;
-    public readonly WorkStealingRing Ring;
-    public readonly ThreadBlocker Blocker;
+    private readonly WorkerServices _services;
+    private WorkerLocalQueue _local;
+    private WorkerRequests _requests = new();
+    private WorkerPacing _pacing = new();
+    private PeerWatch _peerWatch = new();
+    private WorkerLife _life;
+    private ItemScope _scope;
+    // What this worker runs, for the stuck-item detector and thieves (see RunningItemRecord); its telemetry counts.
+    private RunningItemRecord _record;
+    private WorkerCounters _counts;
+    private Backoff _backoff;
+
+    /// <summary>The worker's number in its pool (for names and traces).</summary>
     public readonly int Id;
-    private readonly IdleCoordinator _idle;
-    private readonly UrgentQueue _urgent;
-    private readonly IWorkerTimers _timers;
-    private readonly ItemRunner _runner;
-    private readonly WorkerPoolOptions _options;
-    private readonly LaneSet _lanes;
 
-    // Set once by the creating thread before the thread starts (see Attach).
-    private Thread? _thread;
-    private ThreadInjectionReason _injectedFor;
-
-    // Set by a waker (the idle coordinator, before it signals the blocker) when it counted this worker in the searching
-    // count on its behalf; cleared by this worker's search. See Mark_wokenAsSearcher.
-    private volatile bool _wokenAsSearcher;
-
-    // The LIFO slot (Go's runnext): the newest IWorkItem this worker queued to itself without an ExecutionContext,
-    // the item it will most likely run next. Protocol: only the owner stores a non-null value (a release store when the
-    // slot is empty, an exchange when it displaces an older item into the ring); the owner and thieves take the value
-    // with a CAS to null, so exactly one of them gets it. The value is a whole item (an IWorkItem has no separate
-    // state), so a thief whose CAS succeeds after the owner took the object and queued the same object again has simply
-    // taken that newer queueing: no ABA hazard. Taking it costs one CAS and no copy, against a fence, index arithmetic
-    // and a three-reference copy for the ring.
-    private PaddedReference _lifoSlot;
-
-    // The stall monitor's deferral protocol (see OpenDeferral): this worker's completed count when it queued a lone
-    // local item without waking anyone; the monitor clears it (CAS, TryCloseDeferral) once the count has moved on, or
-    // wakes a helper if it has not within a tick. -1: nothing deferred.
-    private long _deferredAt = -1;
-
-    // Set by the stall monitor when it finds outside work waiting in the global queue while no worker is parked; cleared
-    // by this worker at its next look outside (LookOutside) or when it takes outside work any other way
-    // (TryTakeGlobalBatch). The look comes at its next dispatch of the pool's own queue whatever its item count says,
-    // so a look interval learned from short items cannot hold outside work behind dozens of long ones: the wait is
-    // bounded by two of the monitor's ticks plus the item in progress. A lost race (the monitor sets the flag just after
-    // a look cleared it) costs one early look, never a missed one.
-    private volatile bool _lookOutsideRequested;
-
-    // Set by the stall monitor when this worker has held local work (its LIFO slot or ring) for StrandedAfterMs without
-    // completing an item: it is blocked or running a long item, and the work it queued to itself waits
-    // for it. Other workers that keep feeding themselves never run out of work and so never steal on their own (the
-    // pool is at its thread target and nobody is parked, so the queueing woke nobody); the monitor therefore also asks
-    // every worker to look outside, and a requested look steals from a stranded worker (LookOutside). Cleared by the
-    // monitor once the worker completes an item or its local queues are empty (see MarkStranded); the monitor keeps
-    // its own record of how long it has seen the worker so.
-    private volatile bool _stranded;
-
-    // On this thread only: nesting depth of blocking regions (the thread controller counts the outermost ones).
-    private int _regionDepth;
-
-    // This worker only: the lane whose item it is running (or has just taken), null for the pool's own queue. Set when
-    // the lane set hands out a lane item (EnterLane), cleared after the item; read by other threads only as a snapshot.
-    private Lane? _currentLane;
+    /// <summary>What the worker parks on; the idle coordinator signals it.</summary>
+    public readonly ThreadBlocker Blocker;
 
     /// <summary>The stuck-item detector's record of this worker (the detector's timer thread only).</summary>
     public readonly StuckWatch StuckWatch = new();
@@ -135,29 +94,17 @@ internal sealed partial class Worker : IWaitPacer, IBlockingRegionOwner
     /// <summary>The idle coordinator's record of how this worker's parks end (this worker's thread only).</summary>
     public readonly BurstTracker Bursts = new();
 
-    // What this worker runs, for the stuck-item detector and thieves (see RunningItemRecord); its telemetry counts.
-    private RunningItemRecord _record;
-    private WorkerCounters _counts;
+    /// <summary>The pool this worker serves.</summary>
+    public IPoolHost Pool => _services.Pool;
 
-    private readonly WorkItemEntry[] _batch = new WorkItemEntry[GlobalBatchSize];
-    // Owner only: the pace of the items timed for the run-time histogram.
-    private SamplePacer _durationPacer;
-    // Owner only: the pace of this worker's enqueues sampled for the queue-wait histogram (see ShouldSampleWait).
-    private SamplePacer _waitPacer;
-    // Owner only: set before the stop hook runs. By then the worker may have left the worker list (a retirement), so
-    // nobody would look at its local queues again: what the hook queues goes to the shared queue instead.
-    private bool _exiting;
-    // Owner only: the pacing of looks outside (see LookOutside) and of timer work (see CheckTimers).
-    private LookPacer _looks = LookPacer.Create();
-    private TimerPacer _timerPace = TimerPacer.Create();
-    private long _bottomTop = -1;   // owner only: the ring's top index at the last fairness look
-    private long _bottomSince;      // owner only: when that top index was first seen
-    // Peer watch (owner only, see TakeShared): takes from the global queue left in the current watch, the watched peer,
-    // and its started count when the watch began.
-    private int _peerWatchCountdown = PeerWatchTakes;
-    private Worker? _watchedPeer;
-    private long _watchedPeerStarted;
-    private Backoff _backoff;
+    /// <summary>The pool's scheduler.</summary>
+    public Scheduler Scheduler => _services.Scheduler;
+
+    /// <summary>The pool's thread controller.</summary>
+    public IWorkerThreads Threads => _services.Threads;
+
+    /// <summary>This worker's ring (thieves steal from its bottom).</summary>
+    public WorkStealingRing Ring => _local.Ring;
 
     /// <summary>
     /// Owner only: the current item is a fired timer's callback. What it queues (the continuations of the delays it
@@ -165,31 +112,23 @@ internal sealed partial class Worker : IWaitPacer, IBlockingRegionOwner
     /// otherwise leave its first continuations at the bottom of one ring behind the last ones, and behind whatever the
     /// ring's later items queue.
     /// </summary>
-    public bool InTimerCallback => _timerPace.InCallback;
+    public bool InTimerCallback => _pacing.Timers.InCallback;
 
     /// <summary>The worker has finished its work and runs its stop hook (see the field's comment); owner only.</summary>
-    public bool IsExiting => _exiting;
+    public bool IsExiting => _life.Exiting;
 
     /// <summary>Thieves and the scheduler: the LIFO slot's item, if any (a snapshot).</summary>
-    public object? PeekLifoSlot() => Volatile.Read(ref _lifoSlot.Value);
+    public object? PeekLifoSlot() => Volatile.Read(ref _local.LifoSlot.Value);
 
     /// <summary>Owner only: whether its LIFO slot holds an item (a plain read of its own field is current).</summary>
-    public bool HoldsLifoItem => _lifoSlot.Value is not null;
+    public bool HoldsLifoItem => _local.LifoSlot.Value is not null;
 
     public Worker(IPoolHost pool, WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, IWorkerThreads threads,
         IWorkerTimers timers, ItemRunner runner, int id)
     {
-        Pool = pool;
-        _options = options;
-        Scheduler = scheduler;
-        _idle = idle;
-        _urgent = scheduler.Urgent;
-        Threads = threads;
-        _timers = timers;
-        _runner = runner;
-        _lanes = scheduler.Lanes;
+        _services = new WorkerServices(pool, options, scheduler, idle, threads, timers, runner);
         Id = id;
-        Ring = options.LocalQueueCapacity is int capacity ? new WorkStealingRing(capacity) : new WorkStealingRing();
+        _local = new WorkerLocalQueue(options.LocalQueueCapacity is int capacity ? new WorkStealingRing(capacity) : new WorkStealingRing());
         Blocker = options.BlockerKind is BlockerKind kind ? ThreadBlocker.Create(kind) : ThreadBlocker.Create();
         _backoff = new Backoff((uint)HashCode.Combine(id, pool));
     }
@@ -202,21 +141,21 @@ internal sealed partial class Worker : IWaitPacer, IBlockingRegionOwner
         t_current = this;
         BlockingRegion.SetThreadOwner(this);
         DefaultContext.OnPoolThreadStarted();
-        var threadState = new PoolThreadState(_options.UseBackgroundThreads);
+        var threadState = new PoolThreadState(_services.Options.UseBackgroundThreads);
         try
         {
             Threads.ContinueRamp(this);
-            _runner.RunHook(_options.OnWorkerStarted);
+            _services.Runner.RunHook(_services.Options.OnWorkerStarted);
             Dispatch(ref threadState);
         }
         finally
         {
             _record.DropCallback();
-            _exiting = true;
+            _life.Exiting = true;
             LeaveLongItemCount();
             try
             {
-                _runner.RunHook(_options.OnWorkerStopping);
+                _services.Runner.RunHook(_services.Options.OnWorkerStopping);
             }
             finally
             {
@@ -242,13 +181,13 @@ internal sealed partial class Worker : IWaitPacer, IBlockingRegionOwner
             }
             _record.DropCallback(); // an idle worker keeps no item alive
             // A pace set while busy would hold through the idle spell: the first items after it are sampled.
-            _durationPacer.Rewind();
-            _waitPacer.Rewind();
+            _pacing.Duration.Rewind();
+            _pacing.Wait.Rewind();
             // The next look outside times the work after the wake, not the idle spell (which would cut the interval
             // to one item and cost a clock read per item for the first looks of every busy spell).
-            _looks.RestartAfterPark();
+            _pacing.Looks.RestartAfterPark();
             LeaveLongItemCount(); // a parked worker is woken for outside work: the relief need not watch for it
-            if (!_idle.Park(this))
+            if (!_services.Idle.Park(this))
             {
                 return; // shutting down and nothing left to run, or retired
             }
@@ -294,15 +233,15 @@ internal sealed partial class Worker : IWaitPacer, IBlockingRegionOwner
         {
             // A worker woken by an enqueue was counted as a searcher by its waker: it must go through the search, which
             // ends that count. Its ring is empty (it parked that way), so skipping TryTakeWork loses nothing.
-            if ((_wokenAsSearcher || !TryTakeWork(out WorkItemEntry item)) && !_idle.Search(this, out item))
+            if ((_requests.WokenAsSearcher || !TryTakeWork(out WorkItemEntry item)) && !_services.Idle.Search(this, out item))
             {
                 return BusySpellEnd.NoWork;
             }
-            if (_currentLane is Lane lane)
+            if (_scope.Lane is Lane lane)
             {
                 RunLaneItem(lane, ref item, ref threadState);
             }
-            else if (scheduler.IsCancelling && !_runner.MustRunDespiteCancel(item))
+            else if (scheduler.IsCancelling && !_services.Runner.MustRunDespiteCancel(item))
             {
                 item = default;
             }
@@ -314,11 +253,11 @@ internal sealed partial class Worker : IWaitPacer, IBlockingRegionOwner
             // finds only firings left after one leaves, even when they never stop coming.
             if (InTimerCallback && scheduler.IsShutdownStarted && threads.TryExitForShutdown(this))
             {
-                _timerPace.InCallback = false;
+                _pacing.Timers.InCallback = false;
                 return BusySpellEnd.Exit;
             }
-            _timerPace.InCallback = false;
-            if (--_timerPace.Countdown <= 0)
+            _pacing.Timers.InCallback = false;
+            if (--_pacing.Timers.Countdown <= 0)
             {
                 CheckTimers();
             }
@@ -336,16 +275,16 @@ internal sealed partial class Worker : IWaitPacer, IBlockingRegionOwner
     private void RunItem(ref WorkItemEntry item, ref PoolThreadState threadState)
     {
         _record.Begin(item.Callback); // published for the stuck-item detector and thieves (see RunningItemRecord)
-        if (--_durationPacer.Countdown <= 0)
+        if (--_pacing.Duration.Countdown <= 0)
         {
             RunSampledItem(ref item);
         }
         else
         {
-            _runner.RunOnPoolThread(ref item);
+            _services.Runner.RunOnPoolThread(ref item);
         }
         _record.End();
-        if (_regionDepth != 0)
+        if (_scope.RegionDepth != 0)
         {
             Threads.CloseAbandonedRegion(this);
         }
@@ -359,16 +298,16 @@ internal sealed partial class Worker : IWaitPacer, IBlockingRegionOwner
         PoolMetrics metrics = Pool.Metrics;
         bool timed = metrics.DurationEnabled;
         long start = timed ? Stopwatch.GetTimestamp() : 0;
-        _runner.RunOnPoolThread(ref item);
+        _services.Runner.RunOnPoolThread(ref item);
         if (timed)
         {
             long end = Stopwatch.GetTimestamp();
-            metrics.RecordDuration(start, end, _currentLane);
-            _durationPacer.Sampled(end);
+            metrics.RecordDuration(start, end, _scope.Lane);
+            _pacing.Duration.Sampled(end);
         }
         else
         {
-            _durationPacer.Idle();
+            _pacing.Duration.Idle();
         }
     }
 
@@ -376,13 +315,13 @@ internal sealed partial class Worker : IWaitPacer, IBlockingRegionOwner
     private bool TryTakeWork(out WorkItemEntry item)
     {
         // Timer callbacks first: one load of a line written only when timers fire.
-        if (_urgent.MayBeWaiting && TryTakeWhileTimersWait(out item))
+        if (_services.Urgent.MayBeWaiting && TryTakeWhileTimersWait(out item))
         {
             return true;
         }
-        if (_lanes.AnyReady)
+        if (_services.Lanes.AnyReady)
         {
-            return _lanes.TryTakeByPriority(new LaneTaker(this), out item);
+            return _services.Lanes.TryTakeByPriority(new LaneTaker(this), out item);
         }
         return TryTakeDefault(out item);
     }
@@ -391,7 +330,7 @@ internal sealed partial class Worker : IWaitPacer, IBlockingRegionOwner
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public bool TryTakeDefault(out WorkItemEntry item)
     {
-        if ((--_looks.Countdown <= 0 || _lookOutsideRequested) && LookOutside(out item))
+        if ((--_pacing.Looks.Countdown <= 0 || _requests.LookOutside) && LookOutside(out item))
         {
             return true;
         }
