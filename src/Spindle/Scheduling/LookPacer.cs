@@ -1,22 +1,39 @@
 using System;
+using System.Diagnostics;
 
 namespace Spindle.Scheduling;
 
 /// <summary>
 /// A worker's pacing of its looks outside its own queues (owner only): how many dispatches of the pool's queue until the
 /// next look, and how many lane items until the next timing of them, both fitted to the length of the items so that a
-/// look comes about every <see cref="Worker.FairnessLookTicks"/> of work; and whether the worker's items are long
+/// look comes about every <see cref="FairnessLookTicks"/> of work; and whether the worker's items are long
 /// enough for the relief thread to count it as being in long items (see <see cref="Worker.LookOutside"/>).
 /// </summary>
 internal struct LookPacer
 {
+    /// <summary>
+    /// The most local items a worker runs between looks at the global queue (and at its own oldest item): short items
+    /// are looked past this many at a time, so the look's clock read costs a fraction of a nanosecond per item.
+    /// </summary>
+    internal const int FairnessInterval = 61;
+
+    /// <summary>
+    /// How much work (in Stopwatch ticks) a busy worker does between looks at the global queue: 100 µs. The number of
+    /// items between looks adapts to it (see <c>Worker.LookOutside</c>), so an item queued from outside while every
+    /// worker runs local work waits about this long, plus the rest of the items in progress, whatever their length.
+    /// </summary>
+    internal static readonly long FairnessLookTicks = Stopwatch.Frequency / 10_000;
+
+    /// <summary>How long the oldest item of a worker's local ring may wait, untouched, before its owner takes it.</summary>
+    internal const int OldestLocalAgeMs = 20;
+
     /// <summary>
     /// How long (in Stopwatch ticks) one item must take, at two looks running, before the worker counts as being in
     /// long items for the relief thread: 200 µs, twice a look's target. Shorter items are looked past after each item
     /// anyway, so outside work waits for them no longer than about that; and a single long spell is more often the
     /// thread being descheduled than a long item.
     /// </summary>
-    private static readonly long s_longItemTicks = Worker.FairnessLookTicks * 2;
+    private static readonly long s_longItemTicks = FairnessLookTicks * 2;
 
     /// <summary>Dispatches of the pool's queue left before the next look (the dispatch counts it down).</summary>
     public int Countdown;
@@ -35,10 +52,10 @@ internal struct LookPacer
 
     public static LookPacer Create() => new()
     {
-        Countdown = Worker.FairnessInterval,
-        _interval = Worker.FairnessInterval,
-        LaneCountdown = Worker.FairnessInterval,
-        _laneInterval = Worker.FairnessInterval,
+        Countdown = FairnessInterval,
+        _interval = FairnessInterval,
+        LaneCountdown = FairnessInterval,
+        _laneInterval = FairnessInterval,
     };
 
     /// <summary>
@@ -143,16 +160,16 @@ internal struct LookPacer
     }
 
     /// <summary>
-    /// The number of counted items until the next timing: as many as took about <see cref="Worker.FairnessLookTicks"/>
+    /// The number of counted items until the next timing: as many as took about <see cref="FairnessLookTicks"/>
     /// in the last <paramref name="elapsed"/> ticks, in which <paramref name="ran"/> counted items ran (at most four
-    /// times the previous <paramref name="interval"/>, at most <see cref="Worker.FairnessInterval"/>);
+    /// times the previous <paramref name="interval"/>, at most <see cref="FairnessInterval"/>);
     /// <paramref name="longItems"/>: the <paramref name="itemsRun"/> items run in all took <see cref="s_longItemTicks"/>
     /// or more each.
     /// </summary>
     private static int NextInterval(long elapsed, long ran, long itemsRun, int interval, out bool longItems)
     {
         longItems = elapsed >= itemsRun * s_longItemTicks;
-        return (int)Math.Clamp(ran * Worker.FairnessLookTicks / elapsed, 1, Math.Min(4L * interval, Worker.FairnessInterval));
+        return (int)Math.Clamp(ran * FairnessLookTicks / elapsed, 1, Math.Min(4L * interval, FairnessInterval));
     }
 
     /// <summary>

@@ -23,7 +23,7 @@ internal sealed partial class Scheduler
     public void CancelQueuedNow()
     {
         Debug.Assert(IsCancelling);
-        Span<WorkItemEntry> batch = new WorkItemEntry[Worker.GlobalBatchSize];
+        Span<WorkItemEntry> batch = new WorkItemEntry[WorkerLocalQueue.GlobalBatchSize];
         List<WorkItemEntry>? mustRun = null;
         int taken;
         while ((taken = _globalQueue.TryDequeueBatch(batch)) > 0)
@@ -80,7 +80,7 @@ internal sealed partial class Scheduler
     /// <summary>After the stop, by a thread that is not the pool's: every leftover runs on the built-in ThreadPool.</summary>
     public void RedirectLeftovers()
     {
-        Span<WorkItemEntry> batch = new WorkItemEntry[Worker.GlobalBatchSize];
+        Span<WorkItemEntry> batch = new WorkItemEntry[WorkerLocalQueue.GlobalBatchSize];
         while (true)
         {
             int taken = TakeLeftovers(batch);
@@ -120,7 +120,7 @@ internal sealed partial class Scheduler
     /// </remarks>
     public void SweepLeftovers()
     {
-        Span<WorkItemEntry> batch = new WorkItemEntry[Worker.GlobalBatchSize];
+        Span<WorkItemEntry> batch = new WorkItemEntry[WorkerLocalQueue.GlobalBatchSize];
         ExceptionDispatchInfo? firstUnhandled = null;
         var spinner = new SpinWait();
         while (HasLeftovers)

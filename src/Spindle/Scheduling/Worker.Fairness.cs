@@ -10,7 +10,7 @@ namespace Spindle.Scheduling;
 internal sealed partial class Worker
 {
     /// <summary>
-    /// Owner only, about every <see cref="FairnessLookTicks"/> of work (at most every <see cref="FairnessInterval"/>
+    /// Owner only, about every <see cref="LookPacer.FairnessLookTicks"/> of work (at most every <see cref="LookPacer.FairnessInterval"/>
     /// items, or at once when the stall monitor asks, see <see cref="RequestLookOutside"/>): the far end of the LIFO
     /// ring once it has aged, then outside work, so neither the ring's oldest items nor the global queue can be starved
     /// by a worker that keeps re-queueing to itself. Sets the number of items until the next look.
@@ -18,19 +18,19 @@ internal sealed partial class Worker
     /// <remarks>
     /// <para>The interval is timed, not counted, so the wait of outside work is bounded in time whatever the local items'
     /// length: one clock read per look, and the next interval is the number of items that took about
-    /// <see cref="FairnessLookTicks"/> in the last one (it shrinks at once, and grows at most fourfold per look, so
+    /// <see cref="LookPacer.FairnessLookTicks"/> in the last one (it shrinks at once, and grows at most fourfold per look, so
     /// items that turn long are noticed soon). Items of 20 µs get a look every 5 items, items of 1 ms after each item,
-    /// trivial items every <see cref="FairnessInterval"/>.</para>
+    /// trivial items every <see cref="LookPacer.FairnessInterval"/>.</para>
     /// <para>While the LIFO slot holds this worker's next item, or its ring holds items, the look takes one outside item,
     /// not a batch. A batch's rest would go into the ring, which the owner reaches only when the slot is empty, and a
     /// chain that re-queues itself through the slot never leaves it empty, so those items would wait for the ageing rule
-    /// below, one per <see cref="OldestLocalAgeMs"/>, while the rest of the outside queue grew behind them. And a batch
+    /// below, one per <see cref="LookPacer.OldestLocalAgeMs"/>, while the rest of the outside queue grew behind them. And a batch
     /// pushed onto a ring that still holds the previous batch's rest is popped first (the owner pops the newest), so
     /// under a steady inflow from outside (socket completions) the older items sank to the ring's far end and waited
     /// there for as long as the inflow lasted: round trips of 20-100 ms among 1-2 ms ones. Left in the global queue,
     /// they go to whichever worker looks next, in queue order.</para>
     /// <para>The ring's bottom is taken only once nobody has taken from it (its top index has not moved) for
-    /// <see cref="OldestLocalAgeMs"/>, so a self-requeue loop cannot starve it; it comes before outside work, which under
+    /// <see cref="LookPacer.OldestLocalAgeMs"/>, so a self-requeue loop cannot starve it; it comes before outside work, which under
     /// a steady inflow is never missing, so checked after it the aged item waited for the inflow to stop. Not on every
     /// look: taking the oldest item of a tree-shaped workload (tasks spawning tasks) opens a whole new subtree, and done
     /// every 61 items it made skynet's live frontier breadth-first, turning its gen0 collections into gen2 ones.</para>
@@ -61,16 +61,14 @@ internal sealed partial class Worker
         {
             return true;
         }
-        if (TakeAgedBottom(out item))
+        if (_local.TakeAgedBottom(out item))
         {
             return true;
         }
-        if (Volatile.Read(ref _local.LifoSlot.Value) is not null || !Ring.IsEmpty)
+        if (!HasNoLocalWork)
         {
-            if (Scheduler.TryDequeueGlobalBatch(_local.Batch.AsSpan(0, 1)) != 0)
+            if (_local.TryTakeOneGlobal(Scheduler, out item))
             {
-                item = _local.Batch[0];
-                _local.Batch[0] = default;
                 _pacing.Looks.TookOutside();
                 return true;
             }
@@ -85,7 +83,7 @@ internal sealed partial class Worker
 
     /// <summary>
     /// Owner only: times a lane's items, on an interval of their own fitted like the looks' (about one clock read per
-    /// <see cref="FairnessLookTicks"/> of lane items, at most one per <see cref="FairnessInterval"/> items), and enters or
+    /// <see cref="LookPacer.FairnessLookTicks"/> of lane items, at most one per <see cref="LookPacer.FairnessInterval"/> items), and enters or
     /// leaves the relief's count of long-item workers by it. A worker in a turn of a lane's long items never reaches a
     /// look of the pool's queue, so without this it would never count as being in long items, and an item queued to a
     /// lane from outside would wait for its item to end while the relief slept. The pool queue's looks are not moved.
@@ -119,32 +117,6 @@ internal sealed partial class Worker
                 CountSteal();
                 return true;
             }
-        }
-        item = default;
-        return false;
-    }
-
-    /// <summary>Owner only: takes the ring's oldest item if it has waited at the bottom for <see cref="OldestLocalAgeMs"/>.</summary>
-    private bool TakeAgedBottom(out WorkItemEntry item)
-    {
-        long top = Ring.Top;
-        long now = Environment.TickCount64;
-        if (Ring.IsEmpty)
-        {
-            // No bottom to age. -1 is an index the ring never has, so the first look that finds items starts their
-            // clock: keeping the empty ring's top here made items pushed later look as old as this look.
-            _local.BottomTop = -1;
-        }
-        else if (top != _local.BottomTop)
-        {
-            _local.BottomTop = top;
-            _local.BottomSince = now;
-        }
-        else if (now - _local.BottomSince >= OldestLocalAgeMs && Ring.TrySteal(out item))
-        {
-            _local.BottomTop = Ring.Top;
-            _local.BottomSince = now;
-            return true;
         }
         item = default;
         return false;

@@ -18,7 +18,7 @@ internal sealed partial class Worker
     private void RunLaneItem(Lane lane, ref WorkItemEntry item, ref PoolThreadState threadState)
     {
         int ran = 0;
-        int unwatched = 0; // items the turn may still take without looking for a gap (see TakeNextInTurn)
+        int unwatched = 0; // items the turn may still take without looking for a gap (see Lane.TryTakeNextInTurn)
         try
         {
             long wantedSince = 0;
@@ -64,7 +64,7 @@ internal sealed partial class Worker
                         break;
                     }
                 }
-                if (!TakeNextInTurn(lane, ref unwatched, out item) && !WaitBrieflyInTurn(lane, out item))
+                if (!lane.TryTakeNextInTurn(ref unwatched, out item) && !WaitBrieflyInTurn(lane, out item))
                 {
                     break;
                 }
@@ -78,56 +78,6 @@ internal sealed partial class Worker
                 _services.Lanes.OnSlotFreedWithWork();
             }
         }
-    }
-
-    /// <summary>
-    /// How many items past the head a turn wants published before it takes the next item at its producer's heels, and
-    /// how many it then takes without looking again (see <see cref="TakeNextInTurn"/>). Two items share a cache line of
-    /// the lane's queue, so eight are four lines.
-    /// </summary>
-    private const int LaneTurnGap = 8;
-
-    /// <summary>Most waits of <c>Thread.SpinWait(8)</c> (about 0.3 µs each on the 2-core VM) a turn spends for a gap.</summary>
-    private const int LaneTurnGapWaits = 8;
-
-    /// <summary>
-    /// Takes the lane's next item in a turn, keeping a small distance from a producer that is queueing right now.
-    /// </summary>
-    /// <remarks>
-    /// <para>A turn that runs short items catches up with a producer that feeds the lane from another thread: it then
-    /// takes each item just after it was published. Each take reads the slot's cache line and frees the slot, and the
-    /// producer's next write into the same line has to fetch it back, so the two threads pass one line back and forth
-    /// for every item or two. So when the next
-    /// item is there but the item <see cref="LaneTurnGap"/> positions further is not yet, the turn waits a moment (at
-    /// most <see cref="LaneTurnGapWaits"/> short spins, about 2.5 µs here) for the producer to get that far ahead, and
-    /// then takes the next <see cref="LaneTurnGap"/> items without looking again, whether the gap came or not: lines
-    /// the producer has finished with (as it does, without waiting, when the gap is already there). It stops waiting after the first spin in which no new item was published (a
-    /// burst of a few items, not a producer at work). The looks read slots near the head (never the queue's tail), and
-    /// spinning touches nothing shared.</para>
-    /// <para>The cost: an item that waits behind fewer than <see cref="LaneTurnGap"/> others in a running turn may start
-    /// up to one spin (about 0.3 µs here) later when nothing more is being queued, and up to about 2.5 µs later while a
-    /// producer is, at most once per <see cref="LaneTurnGap"/> items. An empty queue is not waited on here (the turn's
-    /// <see cref="WaitBrieflyInTurn"/> polls for a next item as before), so a lane fed item by item with pauses between
-    /// them takes each as soon as it is seen, and the turn-ending checks still run after every item.</para>
-    /// </remarks>
-    [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    private static bool TakeNextInTurn(Lane lane, ref int unwatched, out WorkItemEntry item)
-    {
-        if (unwatched > 0)
-        {
-            unwatched--;
-        }
-        else if (lane.IsPublishedAhead(0))
-        {
-            // With the gap already there (a backlog), the next items are lines the producer has finished with too:
-            // one look per LaneTurnGap items, not one per item.
-            if (!lane.IsPublishedAhead(LaneTurnGap))
-            {
-                lane.WaitForGap(LaneTurnGap, LaneTurnGapWaits);
-            }
-            unwatched = LaneTurnGap - 1;
-        }
-        return lane.TryTakeNextInTurn(out item);
     }
 
     /// <summary>Spins of a lane turn that found the lane's queue empty before it gives the slot back.</summary>
@@ -160,20 +110,4 @@ internal sealed partial class Worker
         item = default;
         return false;
     }
-}
-
-/// <summary>
-/// A worker as the lane set's dispatch sees it (see <see cref="ILaneTaker"/>): a struct, so that the set's generic
-/// methods are compiled for it and call the worker directly.
-/// </summary>
-internal readonly struct LaneTaker(Worker worker) : ILaneTaker
-{
-    /// <inheritdoc/>
-    public bool SeesNoPoolWork => worker.HasNoLocalWork && worker.Scheduler.GlobalQueueIsEmpty;
-
-    /// <inheritdoc/>
-    public bool TryTakeDefault(out WorkItemEntry item) => worker.TryTakeDefault(out item);
-
-    /// <inheritdoc/>
-    public void EnterLane(Lane lane) => worker.EnterLane(lane);
 }

@@ -30,42 +30,8 @@ namespace Spindle.Scheduling;
 /// </remarks>
 internal sealed partial class Worker : IWaitPacer, IBlockingRegionOwner
 {
-    /// <summary>
-    /// The most local items a worker runs between looks at the global queue (and at its own oldest item): short items
-    /// are looked past this many at a time, so the look's clock read costs a fraction of a nanosecond per item.
-    /// </summary>
-    internal const int FairnessInterval = 61;
-
-    /// <summary>
-    /// How much work (in Stopwatch ticks) a busy worker does between looks at the global queue: 100 µs. The number of
-    /// items between looks adapts to it (see <see cref="LookOutside"/>), so an item queued from outside while every
-    /// worker runs local work waits about this long, plus the rest of the items in progress, whatever their length.
-    /// </summary>
-    internal static readonly long FairnessLookTicks = Stopwatch.Frequency / 10_000;
-
-    /// <summary>How long the oldest item of a worker's local ring may wait, untouched, before its owner takes it.</summary>
-    internal const int OldestLocalAgeMs = 20;
-
     /// <summary>How many items of a lane turn run between looks at the clock, the timer deadline and the thread target.</summary>
     private const int LaneTurnCheckInterval = 16;
-
-    /// <summary>Most items a worker takes from the global queue at once.</summary>
-    internal const int GlobalBatchSize = 32;
-
-    /// <summary>
-    /// Most short spins (about 0.3 µs each) a worker waits, before it takes a batch from the global queue, for a
-    /// producer it has caught up with to get a whole batch ahead (see <see cref="GlobalQueue.TryDequeueBatch"/>): a
-    /// consumer at the producer's heels takes each item just after it was written, and the two threads pass the queue's
-    /// cache lines back and forth for every item or two.
-    /// </summary>
-    /// <remarks>
-    /// Measured with outside batches of 1,000 <c>Run</c> items (<c>task-run</c>) on 2 cores, two sets of 30 interleaved
-    /// runs of each: medians of 5.44M and 5.37M items/s without the wait, 6.28M and 5.73M with it.
-    /// </remarks>
-    internal const int GlobalTakeGapWaits = 3;
-
-    /// <summary>How many of a worker's takes from the global queue one watch of a peer lasts (see <see cref="TakeShared"/>).</summary>
-    internal const int PeerWatchTakes = 16;
 
     [ThreadStatic]
     private static Worker? t_current;
@@ -117,11 +83,6 @@ internal sealed partial class Worker : IWaitPacer, IBlockingRegionOwner
     /// <summary>The worker has finished its work and runs its stop hook (see the field's comment); owner only.</summary>
     public bool IsExiting => _life.Exiting;
 
-    /// <summary>Thieves and the scheduler: the LIFO slot's item, if any (a snapshot).</summary>
-    public object? PeekLifoSlot() => Volatile.Read(ref _local.LifoSlot.Value);
-
-    /// <summary>Owner only: whether its LIFO slot holds an item (a plain read of its own field is current).</summary>
-    public bool HoldsLifoItem => _local.LifoSlot.Value is not null;
 
     public Worker(IPoolHost pool, WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, IWorkerThreads threads,
         IWorkerTimers timers, ItemRunner runner, int id)

@@ -25,31 +25,6 @@ internal readonly struct WorkerServices(
     public readonly LaneSet Lanes = scheduler.Lanes;
 }
 
-/// <summary>A worker's local queue: the ring, the LIFO slot, the buffer of a global batch, and the ring's age watch.</summary>
-internal struct WorkerLocalQueue(WorkStealingRing ring)
-{
-    /// <summary>The ring: the owner pushes and pops at its top, thieves steal at its bottom (see <see cref="WorkStealingRing"/>).</summary>
-    public readonly WorkStealingRing Ring = ring;
-
-    // The LIFO slot (Go's runnext): the newest IWorkItem this worker queued to itself without an ExecutionContext,
-    // the item it will most likely run next. Protocol: only the owner stores a non-null value (a release store when the
-    // slot is empty, an exchange when it displaces an older item into the ring); the owner and thieves take the value
-    // with a CAS to null, so exactly one of them gets it. The value is a whole item (an IWorkItem has no separate
-    // state), so a thief whose CAS succeeds after the owner took the object and queued the same object again has simply
-    // taken that newer queueing: no ABA hazard. Taking it costs one CAS and no copy, against a fence, index arithmetic
-    // and a three-reference copy for the ring.
-    public PaddedReference LifoSlot;
-
-    /// <summary>Owner only: the buffer a batch from the global queue is taken into.</summary>
-    public readonly WorkItemEntry[] Batch = new WorkItemEntry[Worker.GlobalBatchSize];
-
-    /// <summary>Owner only: the ring's top index at the last fairness look (-1: none), and when it was first seen.</summary>
-    public long BottomTop = -1;
-
-    /// <summary>Owner only: when <see cref="BottomTop"/> was first seen.</summary>
-    public long BottomSince;
-}
-
 /// <summary>What other components ask of a worker: flags and marks they set and the worker clears (see Worker.Requests.cs).</summary>
 internal struct WorkerRequests()
 {
@@ -94,17 +69,6 @@ internal struct WorkerPacing()
 
     /// <summary>The pacing of timer work (see Worker.CheckTimers).</summary>
     public TimerPacer Timers = TimerPacer.Create();
-}
-
-/// <summary>
-/// The watch of one peer at a time (owner only, see Worker.TakeShared): takes from the global queue left in the
-/// current watch, the watched peer, and its started count when the watch began.
-/// </summary>
-internal struct PeerWatch()
-{
-    public int Countdown = Worker.PeerWatchTakes;
-    public Worker? Peer;
-    public long PeerStarted;
 }
 
 /// <summary>A worker's thread and lifetime: set once by the creating thread before the thread starts (see Worker.Attach), then the exit mark.</summary>
