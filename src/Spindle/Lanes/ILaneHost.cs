@@ -1,3 +1,4 @@
+using System.Diagnostics.Metrics;
 using Spindle.Queues;
 
 namespace Spindle.Lanes;
@@ -15,8 +16,11 @@ internal interface ILaneHost
     /// <summary>Whether the pool's shutdown cancels queued work.</summary>
     bool IsCancelling { get; }
 
-    /// <summary>Whether a listener records queue waits (a lane's enqueue then asks <see cref="SampleWaitIfDue"/>).</summary>
-    bool IsSamplingWaits { get; }
+    /// <summary>
+    /// The queue-wait histogram: while a listener has it enabled, a lane's enqueue asks <see cref="SampleWaitIfDue"/>. A
+    /// lane reads its <see cref="Instrument.Enabled"/> on every enqueue, so it keeps the instrument, not a call to make.
+    /// </summary>
+    Instrument WaitInstrument { get; }
 
     /// <summary>The lane of the item the calling thread runs (a worker's or the relief thread's); null elsewhere.</summary>
     Lane? LaneOfCurrentThread { get; }

@@ -1,6 +1,7 @@
 using System;
 using System.Collections.Generic;
 using System.Diagnostics;
+using System.Diagnostics.Metrics;
 using System.Runtime.CompilerServices;
 using System.Runtime.InteropServices;
 using System.Threading;
@@ -79,6 +80,7 @@ internal sealed partial class Lane
     private readonly GlobalQueue _queue = new();
     private readonly LaneSet _set;
     private readonly ILaneHost _host;
+    private readonly Instrument _waitInstrument; // the pool's queue-wait histogram: Enabled is read on every enqueue
     private readonly SemaphoreSlim? _room;
     private readonly object _lock = new();
     private readonly TaskCompletionSource _stoppedSource = new(TaskCreationOptions.RunContinuationsAsynchronously);
@@ -108,6 +110,7 @@ internal sealed partial class Lane
     {
         _set = set;
         _host = host;
+        _waitInstrument = host.WaitInstrument;
         Options = options;
         ClassIndex = options.Priority switch
         {
@@ -208,7 +211,7 @@ internal sealed partial class Lane
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public EnqueueStatus TryEnqueue(in WorkItemEntry entry, bool mayWaitForRoom, CancellationToken cancellationToken = default)
     {
-        if (_host.IsSamplingWaits)
+        if (_waitInstrument.Enabled)
         {
             return TryEnqueueCore(_host.SampleWaitIfDue(entry, this), mayWaitForRoom, cancellationToken);
         }

@@ -10,20 +10,11 @@ namespace Spindle.Scheduling;
 /// </summary>
 internal interface IWorkerThreads
 {
-    /// <summary>The live workers (a snapshot array; replaced, never changed in place).</summary>
-    Worker[] Workers { get; }
-
-    /// <summary>Workers created and not yet exited.</summary>
-    int ThreadCount { get; }
+    /// <summary>The workers, their count and the target (read without calls; changed only by the controller).</summary>
+    WorkerRoster Roster { get; }
 
     /// <summary>The thread count below which idle workers do not retire.</summary>
     int MinThreads { get; }
-
-    /// <summary>Whether fewer threads run than the target (a racy snapshot).</summary>
-    bool IsBelowTarget { get; }
-
-    /// <summary>Whether more threads run than the target (a racy snapshot): the surplus retires after its item.</summary>
-    bool IsAboveTarget { get; }
 
     /// <summary>Whether shutdown's drain still waits for items that promised to run (timers mid-fire, long items).</summary>
     bool HasDrainHolds { get; }

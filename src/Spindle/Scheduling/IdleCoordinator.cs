@@ -83,6 +83,7 @@ internal sealed class IdleCoordinator
     // Set once by Connect, before any thread of the pool exists.
     private Scheduler _scheduler = null!;
     private IWorkerThreads _threads = null!;
+    private WorkerRoster _roster = null!;
     private IStallWatch _monitor = null!;
     private IOutsideRelief _relief = null!;
 
@@ -98,6 +99,7 @@ internal sealed class IdleCoordinator
     {
         _scheduler = scheduler;
         _threads = threads;
+        _roster = threads.Roster;
         _monitor = monitor;
         _relief = relief;
     }
@@ -150,7 +152,7 @@ internal sealed class IdleCoordinator
         if (_idle.Count == 0)
         {
             // Nobody to wake: maybe the pool has not reached its thread target yet.
-            return _threads.IsBelowTarget && _threads.TryAddWorker(ThreadInjectionReason.Demand);
+            return _roster.IsBelowTarget && _threads.TryAddWorker(ThreadInjectionReason.Demand);
         }
         if (Interlocked.CompareExchange(ref _searching.Value, 1, 0) != 0)
         {
@@ -244,7 +246,7 @@ internal sealed class IdleCoordinator
         while (true)
         {
             int searching = Volatile.Read(ref _searching.Value);
-            int active = _threads.ThreadCount - _idle.Count;
+            int active = _roster.Count - _idle.Count;
             if (searching >= Math.Max(MinSearchers, (active + 1) / 2))
             {
                 return false;
@@ -262,7 +264,7 @@ internal sealed class IdleCoordinator
     /// </summary>
     private int SpinAttemptsForFreeCores()
     {
-        int running = _threads.ThreadCount - _idle.Count - 1; // other non-parked workers
+        int running = _roster.Count - _idle.Count - 1; // other non-parked workers
         int free = Environment.ProcessorCount - Math.Max(running, 0);
         if (free <= 0 || _maxSpinAttempts <= 0)
         {
@@ -285,7 +287,7 @@ internal sealed class IdleCoordinator
         {
             return false;
         }
-        if (_threads.IsAboveTarget && _threads.TryRetire(self, ThreadInjectionReason.RetiredSurplus))
+        if (_roster.IsAboveTarget && _threads.TryRetire(self, ThreadInjectionReason.RetiredSurplus))
         {
             return false;
         }
@@ -303,7 +305,7 @@ internal sealed class IdleCoordinator
         long parkedAt = Stopwatch.GetTimestamp();
         while (true)
         {
-            int timeout = _idleTimeoutMs != Timeout.Infinite && _threads.ThreadCount > _threads.MinThreads
+            int timeout = _idleTimeoutMs != Timeout.Infinite && _roster.Count > _threads.MinThreads
                 ? _idleTimeoutMs
                 : Timeout.Infinite;
             if (self.Blocker.Wait(timeout))
@@ -348,7 +350,7 @@ internal sealed class IdleCoordinator
         // when every worker is parked: then no worker can be between an unfenced push and its read (a worker woken
         // after our count runs only after its waker's pop, which follows our push and count in the lock's order, so its
         // later push-and-read sees us parked and wakes us).
-        if (_threads.ThreadCount - _idle.Count > 0)
+        if (_roster.Count - _idle.Count > 0)
         {
             Interlocked.MemoryBarrierProcessWide();
         }

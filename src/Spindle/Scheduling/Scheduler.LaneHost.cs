@@ -1,3 +1,4 @@
+using System.Diagnostics.Metrics;
 using System.Runtime.CompilerServices;
 using Spindle.Lanes;
 using Spindle.Queues;
@@ -9,7 +10,7 @@ namespace Spindle.Scheduling;
 // owns the state or the decision.
 internal sealed partial class Scheduler : ILaneHost
 {
-    bool ILaneHost.IsSamplingWaits => _metrics.WaitEnabled;
+    Instrument ILaneHost.WaitInstrument => _metrics.WaitInstrument;
 
     Lane? ILaneHost.LaneOfCurrentThread => Worker.LaneOfCurrentThread;
 

@@ -35,7 +35,7 @@ internal sealed partial class Scheduler
             }
         }
         Lanes.CancelQueuedNow();
-        foreach (Worker worker in _threads.Workers)
+        foreach (Worker worker in _roster.Workers)
         {
             while (worker.Ring.TrySteal(out WorkItemEntry entry))
             {

@@ -43,6 +43,7 @@ internal sealed partial class Scheduler
 
     // Set once by Connect, before any thread of the pool exists.
     private IWorkerThreads _threads = null!;
+    private WorkerRoster _roster = null!;
     private IStallWatch _monitor = null!;
     private PoolMetrics _metrics = null!;
 
@@ -67,6 +68,7 @@ internal sealed partial class Scheduler
     public void Connect(IWorkerThreads threads, IStallWatch monitor, IOutsideRelief relief)
     {
         _threads = threads;
+        _roster = threads.Roster;
         _monitor = monitor;
         Relief = relief;
     }
@@ -178,7 +180,7 @@ internal sealed partial class Scheduler
             {
                 _idle.WakeWorkerIfNeeded(); // does nothing while someone searches
             }
-            else if (_idle.SearchingCount == 0 && _threads.IsBelowTarget)
+            else if (_idle.SearchingCount == 0 && _roster.IsBelowTarget)
             {
                 _monitor.OpenDeferral(worker);
             }
@@ -306,7 +308,7 @@ internal sealed partial class Scheduler
         {
             return true;
         }
-        Worker[] workers = _threads.Workers;
+        Worker[] workers = _roster.Workers;
         int count = workers.Length;
         if (count > 1)
         {
@@ -350,7 +352,7 @@ internal sealed partial class Scheduler
         {
             return true;
         }
-        foreach (Worker worker in _threads.Workers)
+        foreach (Worker worker in _roster.Workers)
         {
             if (!worker.HasNoLocalWork)
             {
@@ -374,7 +376,7 @@ internal sealed partial class Scheduler
                 text.Append("; lane ").Append(lane.DescribeState());
             }
         }
-        foreach (Worker worker in _threads.Workers)
+        foreach (Worker worker in _roster.Workers)
         {
             text.Append("; worker #").Append(worker.Id).Append(": started ").Append(worker.StartedCount)
                 .Append(", woken as searcher ").Append(worker.IsWokenAsSearcher).Append(", exiting ").Append(worker.IsExiting)
@@ -390,7 +392,7 @@ internal sealed partial class Scheduler
         get
         {
             long pending = _globalQueue.Count + Urgent.Count + Lanes.QueuedCount;
-            foreach (Worker worker in _threads.Workers)
+            foreach (Worker worker in _roster.Workers)
             {
                 pending += worker.Ring.Count + (worker.PeekLifoSlot() is null ? 0 : 1);
             }
@@ -402,7 +404,7 @@ internal sealed partial class Scheduler
     public void VisitQueuedStates(Action<object?> visit, object callback)
     {
         _globalQueue.VisitStates(callback, visit);
-        foreach (Worker worker in _threads.Workers)
+        foreach (Worker worker in _roster.Workers)
         {
             worker.Ring.VisitStates(callback, visit);
             if (worker.PeekLifoSlot() is object slotItem)

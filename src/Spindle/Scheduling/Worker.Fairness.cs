@@ -106,7 +106,7 @@ internal sealed partial class Worker
     [MethodImpl(MethodImplOptions.NoInlining)]
     private bool TryStealFromStranded(out WorkItemEntry item)
     {
-        foreach (Worker victim in Threads.Workers)
+        foreach (Worker victim in _services.Roster.Workers)
         {
             if (victim == this || !victim._requests.Stranded || victim.HasNoLocalWork || !victim.MayStealFrom())
             {

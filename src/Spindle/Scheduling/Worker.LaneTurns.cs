@@ -52,7 +52,7 @@ internal sealed partial class Worker
                 {
                     CheckTimers();
                 }
-                if (Threads.IsAboveTarget || _services.Lanes.IsLowerWorkWaiting(lane, new LaneTaker(this)))
+                if (_services.Roster.IsAboveTarget || _services.Lanes.IsLowerWorkWaiting(lane, new LaneTaker(this)))
                 {
                     long now = LaneClock.Now;
                     if (wantedSince == 0)

@@ -23,7 +23,7 @@ internal sealed partial class Worker
     [MethodImpl(MethodImplOptions.NoInlining)]
     private bool EndPeerWatch(out WorkItemEntry item)
     {
-        if (_peerWatch.TryEnd(this, Threads.Workers, Ring, out item))
+        if (_peerWatch.TryEnd(this, _services.Roster.Workers, Ring, out item))
         {
             _counts.CountPeerWatchSteal();
             return true;

@@ -190,6 +190,7 @@ internal sealed partial class Worker : IWaitPacer, IBlockingRegionOwner
     {
         Scheduler scheduler = Scheduler;
         IWorkerThreads threads = Threads;
+        WorkerRoster roster = _services.Roster;
         for (int budget = BusySpellItems; budget > 0; budget--)
         {
             // A worker woken by an enqueue was counted as a searcher by its waker: it must go through the search, which
@@ -224,7 +225,7 @@ internal sealed partial class Worker : IWaitPacer, IBlockingRegionOwner
             }
             // Above the target (a blocking region ended, a starvation episode is over, the maximum was lowered): the
             // surplus retires as soon as its local queues are empty. Two plain loads per item.
-            if (threads.IsAboveTarget && threads.TryRetire(this, ThreadInjectionReason.RetiredSurplus))
+            if (roster.IsAboveTarget && threads.TryRetire(this, ThreadInjectionReason.RetiredSurplus))
             {
                 return BusySpellEnd.Exit;
             }

@@ -23,6 +23,7 @@ internal readonly struct WorkerServices(
     public readonly ItemRunner Runner = runner;
     public readonly UrgentQueue Urgent = scheduler.Urgent;
     public readonly LaneSet Lanes = scheduler.Lanes;
+    public readonly WorkerRoster Roster = threads.Roster;
 }
 
 /// <summary>What other components ask of a worker: flags and marks they set and the worker clears (see Worker.Requests.cs).</summary>

@@ -40,6 +40,7 @@ namespace Spindle.Tasks;
 internal sealed class TaskBridge
 {
     private ITaskTarget _target = null!;
+    private SynchronizationContext? _context;
 
     public TaskBridge(IPoolHost pool, Scheduler scheduler, ThreadController threads, DedicatedThreads dedicated, Lane? lane = null)
     {
@@ -140,7 +141,9 @@ internal sealed class TaskBridge
     public DedicatedThreads Dedicated { get; }
 
     /// <summary>The target's synchronization context, which Run items install while the caller's delegate runs.</summary>
-    public SynchronizationContext SynchronizationContext => _target.SynchronizationContext;
+    /// <remarks>Kept after the first ask (the target publishes its one context once, by CAS), so that a Run item reads a
+    /// field instead of calling the target; a race only reads the same object twice.</remarks>
+    public SynchronizationContext SynchronizationContext => _context ??= _target.SynchronizationContext;
 
     /// <summary>Whether the pool has stopped (continuations then run elsewhere).</summary>
     public bool HasStopped => Threads.HasStopped;

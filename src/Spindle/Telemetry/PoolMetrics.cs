@@ -167,6 +167,9 @@ internal sealed class PoolMetrics : IDisposable
             tags: null, advice);
     }
 
+    /// <summary>The queue-wait histogram (a lane keeps it to read <see cref="Instrument.Enabled"/> on every enqueue).</summary>
+    public Instrument WaitInstrument => _wait;
+
     /// <summary>Whether a listener wants the queue-wait histogram (checked on every enqueue: two dependent loads).</summary>
     public bool WaitEnabled
     {

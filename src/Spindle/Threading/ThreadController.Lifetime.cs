@@ -121,7 +121,7 @@ internal sealed partial class ThreadController
     private bool TryStopLocked()
     {
         Debug.Assert(_lock.IsHeldByCurrentThread);
-        if (_stopped || !_scheduler.IsShutdownStarted || _threadCount != 0 || Volatile.Read(ref _drainHolds) != 0)
+        if (_stopped || !_scheduler.IsShutdownStarted || _roster.Count != 0 || Volatile.Read(ref _drainHolds) != 0)
         {
             return false;
         }
@@ -153,7 +153,7 @@ internal sealed partial class ThreadController
     {
         while (!_stoppedSource.Task.Wait(10))
         {
-            if (Volatile.Read(ref _threadCount) == 0 && _scheduler.HasLeftovers)
+            if (_roster.Count == 0 && _scheduler.HasLeftovers)
             {
                 _scheduler.SweepLeftovers();
             }
@@ -179,7 +179,7 @@ internal sealed partial class ThreadController
             catch (TimeoutException)
             {
                 intervalMs = Math.Min(intervalMs * 2, 160);
-                if (Volatile.Read(ref _threadCount) == 0 && _scheduler.HasLeftovers)
+                if (_roster.Count == 0 && _scheduler.HasLeftovers)
                 {
                     _scheduler.SweepLeftovers();
                     intervalMs = 10; // what it ran may queue more (an async chain's next step): look again soon
@@ -267,7 +267,7 @@ internal sealed partial class ThreadController
     private bool RefusesWhileWindingDownLocked(ThreadInjectionReason reason)
     {
         Debug.Assert(_lock.IsHeldByCurrentThread);
-        return _windingDown && ((reason == ThreadInjectionReason.Demand && _threadCount != 0) || _leavingWorkers.Count != 0);
+        return _windingDown && ((reason == ThreadInjectionReason.Demand && _roster.Count != 0) || _leavingWorkers.Count != 0);
     }
 
     // Under _lock. _windingDown: set once, by the first worker that exits a shutting-down pool for lack of work.
@@ -297,7 +297,7 @@ internal sealed partial class ThreadController
     {
         lock (_lock)
         {
-            Debug.Assert(!_stopped || _workers.Length == 0, "A stopped pool lists no worker.");
+            Debug.Assert(!_stopped || _roster.Workers.Length == 0, "A stopped pool lists no worker.");
             return [.. _retiredThreads];
         }
     }

@@ -54,7 +54,7 @@ internal sealed partial class ThreadController
             return;
         }
         _monitor.EnsureMonitor();
-        if (!_monitor.HasThread && (Timer.ActiveCount > 0 || Volatile.Read(ref _threadCount) == 0))
+        if (!_monitor.HasThread && (Timer.ActiveCount > 0 || _roster.Count == 0))
         {
             ScheduleBuiltInRetry();
         }

@@ -56,7 +56,7 @@ internal sealed partial class ThreadController
     {
         lock (_lock)
         {
-            int held = Math.Max(0, _threadCount - BaseTargetLocked());
+            int held = Math.Max(0, _roster.Count - BaseTargetLocked());
             if (held < _starvationBoost)
             {
                 _starvationBoost = held;
@@ -72,7 +72,7 @@ internal sealed partial class ThreadController
         {
             _starvationBoost -= (_starvationBoost + 1) / 2;
             RecomputeTargetLocked();
-            return _threadCount - _threadTarget;
+            return _roster.Count - _roster.Target;
         }
     }
 }

@@ -15,7 +15,7 @@ namespace Spindle.Threading;
 /// the thread target; blocking regions; and the pool's lifetime (drain holds and the stop, in ThreadController.Lifetime.cs).
 /// </summary>
 /// <remarks>
-/// <para>The pool aims for <see cref="_threadTarget"/> runnable workers:
+/// <para>The pool aims for <see cref="WorkerRoster.Target"/> runnable workers:
 /// <c>target = min(MaxThreads, max(MinThreads, ProcessorCount) + blocking + boost)</c>, where <c>blocking</c> counts
 /// workers inside a blocking region (each lends its place to a replacement) and <c>boost</c> counts threads the stall
 /// monitor asked for because work waited while every worker was stuck (it decays once the queues are empty or the cores
@@ -51,8 +51,7 @@ internal sealed partial class ThreadController : IWorkerThreads
     private readonly ThreadStarts _starts;
     private StallMonitor _monitor = null!; // set once by Connect, before any thread of the pool exists
 
-    private Worker[] _workers = [];     // copy-on-write under _lock; read lock-free by stealers and counters
-    private int _threadCount;           // written under _lock (Volatile), read anywhere
+    private readonly WorkerRoster _roster = new(); // the workers, their count and the target: changed under _lock
     private int _nextWorkerId;
     private long _exitedWorkersCompleted; // written under _lock (Interlocked: read lock-free)
     private long _exitedWorkersSteals;    // the same, for the telemetry counts
@@ -65,7 +64,6 @@ internal sealed partial class ThreadController : IWorkerThreads
     private int _blockingCount;
     private int _starvationBoost;
     private long _rampProgressMark; // see RampProgressMark
-    private volatile int _threadTarget;
     // Retired workers that may still be running their stop hook; shutdown joins them.
     private readonly List<Thread> _retiredThreads = [];
     private readonly long[] _injectionCounts = new long[(int)ThreadInjectionReason.RetiredSurplus + 1];
@@ -98,25 +96,28 @@ internal sealed partial class ThreadController : IWorkerThreads
     public string DescribeMonitor() => _monitor.Describe();
 
     /// <summary>The workers (a snapshot of the copy-on-write list: read it once per use).</summary>
-    public Worker[] Workers => Volatile.Read(ref _workers);
+    public Worker[] Workers => _roster.Workers;
 
-    public int ThreadCount => Volatile.Read(ref _threadCount);
+    /// <summary>The workers, their count and the target, for the scheduling layer's lock-free reads.</summary>
+    public WorkerRoster Roster => _roster;
+
+    public int ThreadCount => _roster.Count;
 
     public int MinThreads => Volatile.Read(ref _minThreads);
 
     public int MaxThreads => Volatile.Read(ref _maxThreads);
 
-    public int ThreadTarget => _threadTarget;
+    public int ThreadTarget => _roster.Target;
 
     public int BlockingCount => Volatile.Read(ref _blockingCount);
 
     public int StarvationBoost => Volatile.Read(ref _starvationBoost);
 
-    /// <summary>Whether the pool has more threads than it aims for (two plain loads; checked after every item).</summary>
-    public bool IsAboveTarget => Volatile.Read(ref _threadCount) > _threadTarget;
+    /// <summary>Whether the pool has more threads than it aims for (see <see cref="WorkerRoster.IsAboveTarget"/>).</summary>
+    public bool IsAboveTarget => _roster.IsAboveTarget;
 
     /// <summary>Whether the pool has fewer threads than it aims for.</summary>
-    public bool IsBelowTarget => Volatile.Read(ref _threadCount) < _threadTarget;
+    public bool IsBelowTarget => _roster.IsBelowTarget;
 
     /// <summary>Items completed by workers, those that exited included (a snapshot).</summary>
     public long WorkerCompletedCount => SumOverWorkers(ref _exitedWorkersCompleted, static worker => worker.CompletedCount);
@@ -170,7 +171,7 @@ internal sealed partial class ThreadController : IWorkerThreads
         Debug.Assert(_lock.IsHeldByCurrentThread);
         Debug.Assert(_blockingCount >= 0 && _starvationBoost >= 0 && _minThreads <= _maxThreads);
         long target = (long)BaseTargetLocked() + _starvationBoost;
-        _threadTarget = (int)Math.Min(_maxThreads, target);
+        _roster.SetTargetLocked((int)Math.Min(_maxThreads, target));
     }
 
     /// <summary>Changes the limits (validated by the caller); throws when the pool is shutting down. See <see cref="WorkerPool.SetThreadLimits"/>.</summary>
@@ -188,7 +189,7 @@ internal sealed partial class ThreadController : IWorkerThreads
             _maxThreads = maxThreads;
             RecomputeTargetLocked();
         }
-        while (Volatile.Read(ref _threadCount) < minThreads && TryAddWorker(ThreadInjectionReason.MinimumRaised))
+        while (_roster.Count < minThreads && TryAddWorker(ThreadInjectionReason.MinimumRaised))
         {
         }
         if (lowered)
@@ -228,7 +229,7 @@ internal sealed partial class ThreadController : IWorkerThreads
             // During the drain a worker may still be needed (a continuation arriving when every worker had exited or
             // retired), though not to replace one that is leaving (RefusesWhileWindingDownLocked); once the pool
             // has stopped, never.
-            if (_threadCount >= Math.Min(_threadTarget + aboveTarget, _maxThreads) || _stopped || InBackoffLocked()
+            if (_roster.Count >= Math.Min(_roster.Target + aboveTarget, _maxThreads) || _stopped || InBackoffLocked()
                 || RefusesWhileWindingDownLocked(reason))
             {
                 return false;
@@ -250,12 +251,7 @@ internal sealed partial class ThreadController : IWorkerThreads
                 worker.Attach(thread!, reason);
                 _idle.CountNewWorkerAsSearcher(worker);
                 // Listed before it starts, so that whatever it does first (including exiting) finds itself in the list.
-                Worker[] current = _workers;
-                var next = new Worker[current.Length + 1];
-                Array.Copy(current, next, current.Length);
-                next[^1] = worker;
-                Volatile.Write(ref _workers, next);
-                Volatile.Write(ref _threadCount, _threadCount + 1);
+                _roster.AddLocked(worker);
                 Record(reason); // before the thread runs anything, so that whoever sees its work done sees the reason
             }
         }
@@ -359,8 +355,8 @@ internal sealed partial class ThreadController : IWorkerThreads
         Debug.Assert(reason is ThreadInjectionReason.RetiredSurplus or ThreadInjectionReason.RetiredIdle);
         lock (_lock)
         {
-            int floor = reason == ThreadInjectionReason.RetiredIdle ? _minThreads : _threadTarget;
-            if (_threadCount <= floor || _scheduler.IsShutdownStarted || !worker.HasNoLocalWork)
+            int floor = reason == ThreadInjectionReason.RetiredIdle ? _minThreads : _roster.Target;
+            if (_roster.Count <= floor || _scheduler.IsShutdownStarted || !worker.HasNoLocalWork)
             {
                 return false;
             }
@@ -386,7 +382,7 @@ internal sealed partial class ThreadController : IWorkerThreads
         lock (_lock)
         {
             _leavingWorkers.Remove(worker);
-            if (Array.IndexOf(_workers, worker) >= 0)
+            if (Array.IndexOf(_roster.Workers, worker) >= 0)
             {
                 RemoveWorkerLocked(worker);
                 if (_scheduler.IsShutdownStarted)
@@ -440,13 +436,6 @@ internal sealed partial class ThreadController : IWorkerThreads
     {
         Debug.Assert(_lock.IsHeldByCurrentThread);
         Debug.Assert(worker.HasNoLocalWork, "A worker leaves only with an empty ring and LIFO slot.");
-        Worker[] current = _workers;
-        int index = Array.IndexOf(current, worker);
-        Debug.Assert(index >= 0);
-        var next = new Worker[current.Length - 1];
-        Array.Copy(current, 0, next, 0, index);
-        Array.Copy(current, index + 1, next, index, current.Length - index - 1);
-        Volatile.Write(ref _workers, next);
-        Volatile.Write(ref _threadCount, _threadCount - 1);
+        _roster.RemoveLocked(worker);
     }
 }
