@@ -75,6 +75,9 @@ public sealed class SpindleTransportOptions
     /// </summary>
     public bool BindWithoutPoolDriver { get; set; }
 
+    /// <summary>A pool given to <c>UseSpindle</c> itself (not resolved by name), or <see langword="null"/>.</summary>
+    internal WorkerPool? OwnPool { get; set; }
+
     private static long? ValidateLimit(long? value)
     {
         if (value is long limit)

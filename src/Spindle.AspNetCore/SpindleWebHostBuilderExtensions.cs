@@ -69,6 +69,28 @@ public static class SpindleWebHostBuilderExtensions
         });
     }
 
+    /// <summary>
+    /// Runs Kestrel's connections on <paramref name="pool"/>, a pool the caller created and owns: the host neither
+    /// drains nor disposes it, so it must outlive the host (dispose it after the host has stopped).
+    /// </summary>
+    /// <param name="builder">The web host builder (<c>WebApplicationBuilder.WebHost</c>).</param>
+    /// <param name="pool">The pool.</param>
+    /// <param name="configure">Sets the transport's options, or <see langword="null"/> for the defaults.</param>
+    /// <returns><paramref name="builder"/>, for chaining.</returns>
+    /// <exception cref="ArgumentNullException"><paramref name="builder"/> or <paramref name="pool"/> is null.</exception>
+    /// <exception cref="InvalidOperationException"><c>UseSpindle</c> was already called.</exception>
+    public static IWebHostBuilder UseSpindle(this IWebHostBuilder builder, WorkerPool pool, Action<SpindleTransportOptions>? configure = null)
+    {
+        ArgumentNullException.ThrowIfNull(builder);
+        ArgumentNullException.ThrowIfNull(pool);
+        return builder.ConfigureServices(services =>
+        {
+            ThrowIfRegistered(services);
+            services.AddOptions<SpindleTransportOptions>().Configure(options => options.OwnPool = pool);
+            Register(services, pool.Name, configure);
+        });
+    }
+
     private static void ThrowIfRegistered(IServiceCollection services)
     {
         foreach (ServiceDescriptor descriptor in services)

@@ -136,4 +136,22 @@ public sealed class TransportRequestTests
 
         Assert.Equal("web", await client.GetStringAsync("/"));
     }
+
+    [Fact]
+    public async Task UseSpindle_WithAPoolOfTheCaller_RunsOnItAndLeavesItRunning()
+    {
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = "mine" });
+        TestServer server = await TestServer.StartAsync(
+            builder => builder.WebHost.UseSpindle(pool),
+            static app => app.MapGet("/", static () => WorkerPool.Current?.Name ?? "not on a pool"));
+        using (HttpClient client = server.CreateClient())
+        {
+            Assert.Equal("mine", await client.GetStringAsync("/"));
+        }
+
+        await server.DisposeAsync();
+
+        Assert.False(pool.IsShutdownStarted);
+        Assert.Equal(42, await pool.Run(static () => 42));
+    }
 }

@@ -77,6 +77,10 @@ internal sealed class SpindleTransportFactory : IConnectionListenerFactory, ICon
 
     private WorkerPool ResolvePool()
     {
+        if (_options.OwnPool is WorkerPool own)
+        {
+            return own;
+        }
         string name = _options.PoolName;
         IWorkerPoolProvider? provider = _services.GetService<IWorkerPoolProvider>();
         try
