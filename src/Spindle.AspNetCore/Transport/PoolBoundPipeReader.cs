@@ -237,11 +237,12 @@ internal sealed class PoolBoundPipeReader : PipeReader, IValueTaskSource<ReadRes
         }
         else
         {
-            ExecutionContext.Run(context, static s => ((StrongBox)s!).Run(), new StrongBox(continuation, state));
+            ExecutionContext.Run(context, static s => ((PendingContinuation)s!).Run(), new PendingContinuation(continuation, state));
         }
     }
 
-    private sealed class StrongBox(Action<object?> continuation, object? state)
+    /// <summary>A continuation and its state, to run in a captured execution context (the awaiter asked for its flow).</summary>
+    private sealed class PendingContinuation(Action<object?> continuation, object? state)
     {
         public void Run() => continuation(state);
     }
