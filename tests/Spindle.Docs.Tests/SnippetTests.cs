@@ -118,7 +118,7 @@ public sealed class SnippetTests
     {
         // The extraction itself works: the README's example and the pages with code are found.
         Assert.NotEmpty(Extract("README.md"));
-        foreach (string page in new[] { "tasks", "lanes", "timers-and-waits", "sockets", "operating", "actors" })
+        foreach (string page in new[] { "tasks", "lanes", "timers-and-waits", "sockets", "aspnetcore", "operating", "actors" })
         {
             Assert.NotEmpty(Extract($"docs/{page}.md"));
         }

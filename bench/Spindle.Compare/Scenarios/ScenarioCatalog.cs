@@ -27,6 +27,7 @@ internal static class ScenarioCatalog
         new ActorsScenario(),
         new SocketEchoScenario(),
         new IsolationScenario(),
+        new HttpScenario(),
         new RegisteredWaitsScenario(),
         new TimersScenario(),
         new PriorityScenario(),

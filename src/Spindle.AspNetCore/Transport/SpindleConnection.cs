@@ -1,0 +1,222 @@
+using System;
+using System.Buffers;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.IO.Pipelines;
+using System.Net;
+using System.Net.Sockets;
+using System.Threading;
+using System.Threading.Tasks;
+using Microsoft.AspNetCore.Connections;
+using Microsoft.AspNetCore.Connections.Features;
+using Microsoft.AspNetCore.Http.Features;
+using Spindle.IO;
+
+namespace Spindle.AspNetCore.Transport;
+
+/// <summary>
+/// One accepted connection: a <see cref="PoolSocket"/> between two pipes, and the connection features Kestrel and
+/// middleware read (id, transport, items, lifetime, endpoints, memory pool, socket).
+/// </summary>
+/// <remarks>
+/// <para>Who owns what. The receive loop alone writes the input pipe and receives from the socket; the send loop alone
+/// reads the output pipe and sends to the socket; Kestrel (or the connection middleware) owns the other ends, exposed
+/// as <see cref="Transport"/>. So the socket never has more than one receive and one send pending, as
+/// <see cref="PoolSocket"/> requires. Code after the application's awaits on the pipes resumes on the pool (its
+/// <see cref="WorkerPool.PipeScheduler"/>); the loops resume inline: after a socket operation on the worker that
+/// completed it, after a pipe wait on the thread that released it, which is a pool worker or Kestrel's own.</para>
+/// <para>Closing. <see cref="CloseSocket"/> shuts the socket down and disposes it exactly once (a CAS on
+/// <c>_socketClosed</c>), from whichever comes first: the end of the send loop (the application completed its output,
+/// or a send failed), <see cref="Abort(ConnectionAbortedException)"/>, or <see cref="DisposeAsync"/>. It also cancels
+/// the input pipe's pending flush, and abort cancels the output pipe's pending read, so that every point where a loop
+/// can wait (a socket operation, a flush held by back-pressure, a read of the output) ends: each loop then completes
+/// its pipe end, with the first abort reason if there is one (<c>_shutdownReason</c>, set once by CAS). The end of the
+/// receive loop (the peer's FIN, a reset, or the close) fires <see cref="ConnectionClosed"/> once, from a work item
+/// of the pool, so that the token's callbacks do not run inside the loop. <see cref="DisposeAsync"/> completes the
+/// application's ends, closes the socket and waits for both loops.</para>
+/// </remarks>
+internal sealed partial class SpindleConnection : ConnectionContext, IConnectionIdFeature, IConnectionTransportFeature,
+    IConnectionItemsFeature, IConnectionLifetimeFeature, IConnectionEndPointFeature, IMemoryPoolFeature, IConnectionSocketFeature
+{
+    /// <summary>The smallest block a receive asks the memory pool for, as Kestrel's own transports.</summary>
+    private const int MaxSegmentSize = 4096;
+
+    private static readonly Action<SpindleConnection> s_fireClosed = static connection => connection.CancelClosedToken();
+
+    private readonly PoolSocket _socket;
+    private readonly WorkerPool _pool;
+    private readonly MemoryPool<byte> _memory;
+    private readonly Pipe _input;  // the receive loop writes, the application reads
+    private readonly Pipe _output; // the application writes, the send loop reads
+    private readonly DuplexPipe _application;
+    private readonly int _minimumAllocation;
+    private readonly FeatureCollection _features = new();
+    // Never disposed: it has no timer, and nothing reads its wait handle, so there is nothing to release; disposing it
+    // could race the work item that cancels it.
+    private readonly CancellationTokenSource _closed = new();
+    private IDuplexPipe _transport;
+    private IDictionary<object, object?>? _items;
+    private string? _connectionId;
+    private EndPoint? _localEndPoint;
+    private EndPoint? _remoteEndPoint;
+    private CancellationToken _closedToken;
+    private ConnectionAbortedException? _shutdownReason;
+    private int _socketClosed;
+    private int _closedFired;
+    private int _disposed;
+    private Task _receiving = Task.CompletedTask;
+    private Task _sending = Task.CompletedTask;
+
+    public SpindleConnection(PoolSocket socket, MemoryPool<byte> memory, SpindleTransportOptions options)
+    {
+        _socket = socket;
+        _pool = socket.Pool;
+        _memory = memory;
+        int segment = memory.MaxBufferSize is > 0 and < MaxSegmentSize ? memory.MaxBufferSize : MaxSegmentSize;
+        _minimumAllocation = segment / 2;
+        PipeScheduler application = _pool.PipeScheduler;
+        long maxRead = options.MaxReadBufferSize ?? 0;
+        long maxWrite = options.MaxWriteBufferSize ?? 0;
+        _input = new Pipe(new PipeOptions(memory, readerScheduler: application, writerScheduler: PipeScheduler.Inline,
+            pauseWriterThreshold: maxRead, resumeWriterThreshold: maxRead / 2, minimumSegmentSize: segment, useSynchronizationContext: false));
+        _output = new Pipe(new PipeOptions(memory, readerScheduler: PipeScheduler.Inline, writerScheduler: application,
+            pauseWriterThreshold: maxWrite, resumeWriterThreshold: maxWrite / 2, minimumSegmentSize: segment, useSynchronizationContext: false));
+        _application = new DuplexPipe(new PoolBoundPipeReader(_input.Reader, _pool), _output.Writer);
+        _transport = _application;
+        _closedToken = _closed.Token;
+        _localEndPoint = socket.Socket.LocalEndPoint;
+        _remoteEndPoint = socket.Socket.RemoteEndPoint;
+
+        _features.Set<IConnectionIdFeature>(this);
+        _features.Set<IConnectionTransportFeature>(this);
+        _features.Set<IConnectionItemsFeature>(this);
+        _features.Set<IConnectionLifetimeFeature>(this);
+        _features.Set<IConnectionEndPointFeature>(this);
+        _features.Set<IMemoryPoolFeature>(this);
+        _features.Set<IConnectionSocketFeature>(this);
+    }
+
+    /// <inheritdoc/>
+    public override string ConnectionId
+    {
+        get => _connectionId ??= ConnectionIds.Next();
+        set => _connectionId = value;
+    }
+
+    /// <inheritdoc/>
+    public override IFeatureCollection Features => _features;
+
+    /// <inheritdoc/>
+    public override IDictionary<object, object?> Items
+    {
+        get => _items ??= new Dictionary<object, object?>();
+        set => _items = value;
+    }
+
+    /// <inheritdoc/>
+    public override IDuplexPipe Transport
+    {
+        get => _transport;
+        set => _transport = value;
+    }
+
+    /// <inheritdoc/>
+    public override CancellationToken ConnectionClosed
+    {
+        get => _closedToken;
+        set => _closedToken = value;
+    }
+
+    /// <inheritdoc/>
+    public override EndPoint? LocalEndPoint
+    {
+        get => _localEndPoint;
+        set => _localEndPoint = value;
+    }
+
+    /// <inheritdoc/>
+    public override EndPoint? RemoteEndPoint
+    {
+        get => _remoteEndPoint;
+        set => _remoteEndPoint = value;
+    }
+
+    /// <inheritdoc/>
+    public MemoryPool<byte> MemoryPool => _memory;
+
+    /// <inheritdoc/>
+    public Socket Socket => _socket.Socket;
+
+    /// <summary>Starts the receive and send loops (once, right after the accept).</summary>
+    public void Start()
+    {
+        Debug.Assert(_receiving.IsCompleted && _sending.IsCompleted, "started once");
+        _receiving = ReceiveLoopAsync();
+        _sending = SendLoopAsync();
+    }
+
+    /// <inheritdoc/>
+    public override void Abort(ConnectionAbortedException abortReason)
+    {
+        Interlocked.CompareExchange(ref _shutdownReason, abortReason ?? new ConnectionAbortedException(), null);
+        CloseSocket();
+        // After the close, so that the send loop's catch sees the abort's reason rather than a bare cancellation.
+        _output.Reader.CancelPendingRead();
+    }
+
+    /// <inheritdoc/>
+    public override async ValueTask DisposeAsync()
+    {
+        if (Interlocked.Exchange(ref _disposed, 1) != 0)
+        {
+            return;
+        }
+        // The application's ends: Kestrel is done with them (connection middleware may have replaced Transport).
+        _application.Input.Complete();
+        _application.Output.Complete();
+        // A send loop blocked by a peer that reads nothing would keep the connection forever: close it now; the send
+        // loop's normal end has already closed it otherwise.
+        CloseSocket();
+        await _sending.ConfigureAwait(false);
+        await _receiving.ConfigureAwait(false);
+        Debug.Assert(Volatile.Read(ref _socketClosed) == 1, "both loops ended, so the socket is closed");
+        await base.DisposeAsync().ConfigureAwait(false);
+    }
+
+    /// <summary>Shuts the socket down and disposes it, once; see the remarks.</summary>
+    private void CloseSocket()
+    {
+        if (Interlocked.Exchange(ref _socketClosed, 1) != 0)
+        {
+            return;
+        }
+        try
+        {
+            _socket.Socket.Shutdown(SocketShutdown.Both); // a FIN to the peer rather than a reset, where the kernel can
+        }
+        catch (Exception e) when (e is SocketException or ObjectDisposedException)
+        {
+            // Already reset or closed by the peer: the disposal below is all that is left.
+        }
+        _socket.Dispose();
+        _input.Writer.CancelPendingFlush();
+    }
+
+    /// <summary>Fires <see cref="ConnectionClosed"/> once, from a work item of the pool (never refused, even while it stops).</summary>
+    private void FireConnectionClosed()
+    {
+        if (Interlocked.Exchange(ref _closedFired, 1) == 0)
+        {
+            _pool.UnsafeQueueContinuation(s_fireClosed, this, preferLocal: false);
+        }
+    }
+
+    private void CancelClosedToken() => _closed.Cancel();
+
+    private sealed class DuplexPipe(PipeReader input, PipeWriter output) : IDuplexPipe
+    {
+        public PipeReader Input { get; } = input;
+
+        public PipeWriter Output { get; } = output;
+    }
+}
