@@ -8,9 +8,6 @@ using System.Threading;
 using System.Threading.Tasks;
 using Spindle.Primitives;
 using Spindle.Queues;
-using Spindle.Scheduling;
-using Spindle.Telemetry;
-using Spindle.Threading;
 
 namespace Spindle.Lanes;
 

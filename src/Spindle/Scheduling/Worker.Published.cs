@@ -36,9 +36,6 @@ internal sealed partial class Worker
 
     public bool IsCurrentThread => ReferenceEquals(t_current, this);
 
-    /// <summary>Owner only: the completed count without a volatile read.</summary>
-    public long CompletedCountByOwner => _record.CompletedByOwner;
-
     public ref Backoff Backoff => ref _backoff;
 
     /// <summary>Items this worker has started; one ahead of <see cref="CompletedCount"/> while it runs one (see the remarks).</summary>

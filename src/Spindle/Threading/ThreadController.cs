@@ -113,12 +113,6 @@ internal sealed partial class ThreadController : IWorkerThreads
 
     public int StarvationBoost => Volatile.Read(ref _starvationBoost);
 
-    /// <summary>Whether the pool has more threads than it aims for (see <see cref="WorkerRoster.IsAboveTarget"/>).</summary>
-    public bool IsAboveTarget => _roster.IsAboveTarget;
-
-    /// <summary>Whether the pool has fewer threads than it aims for.</summary>
-    public bool IsBelowTarget => _roster.IsBelowTarget;
-
     /// <summary>Items completed by workers, those that exited included (a snapshot).</summary>
     public long WorkerCompletedCount => SumOverWorkers(ref _exitedWorkersCompleted, static worker => worker.CompletedCount);
 
@@ -320,7 +314,7 @@ internal sealed partial class ThreadController : IWorkerThreads
         {
             case ThreadInjectionReason.Starvation:
                 // Not once an item has completed since the monitor's injection: the stall is over, the ramp with it.
-                if (IsBelowTarget && _idle.IdleCount == 0 && _scheduler.AnyWorkVisible()
+                if (_roster.IsBelowTarget && _idle.IdleCount == 0 && _scheduler.AnyWorkVisible()
                     && WorkerProgressCount == RampProgressMark)
                 {
                     TryAddWorker(ThreadInjectionReason.Starvation);
