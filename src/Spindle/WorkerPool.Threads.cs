@@ -41,7 +41,7 @@ public sealed partial class WorkerPool
             long sum = 0;
             foreach (Scheduling.Worker worker in _threads.Workers)
             {
-                sum += worker.PeerWatchStealCount;
+                sum += worker.Counts.PeerWatchSteals;
             }
             return sum;
         }
@@ -54,7 +54,7 @@ public sealed partial class WorkerPool
     internal string DescribeInjectionState() => _threads.DescribeMonitor();
 
     /// <summary>For diagnostics: what each work source the workers read shows now.</summary>
-    internal string DescribeVisibleWork() => _scheduler.DescribeVisibleWork();
+    internal string DescribeVisibleWork() => _scheduler.Sources.DescribeVisibleWork();
 
     /// <summary>
     /// Changes the pool's minimum and maximum thread counts while it runs. Raising the minimum starts threads at once;

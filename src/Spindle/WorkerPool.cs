@@ -167,7 +167,7 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
     /// The number of accepted items that have not started yet. A snapshot: exact when no thread is queueing or
     /// dispatching, approximate while the pool is busy.
     /// </summary>
-    public long PendingWorkItemCount => _scheduler.PendingCount;
+    public long PendingWorkItemCount => _scheduler.Sources.PendingCount;
 
     /// <summary>The number of items that have finished running (normally or by throwing) on this pool.</summary>
     public long CompletedWorkItemCount => _threads.WorkerCompletedCount + _dedicated.CompletedCount + _scheduler.Relief.CompletedCount + _runner.LeftoversCompleted;

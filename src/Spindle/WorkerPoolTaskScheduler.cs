@@ -125,14 +125,14 @@ public sealed class WorkerPoolTaskScheduler : TaskScheduler, IShutdownAware
     private void ExecuteQueued(object? task)
     {
         // For the stuck-item detector, which names a task of this scheduler by the task: every entry's callback is this.
-        Worker? worker = Worker.EnterOwnedItem(task!);
+        Worker? worker = OwnedItems.Enter(task!);
         try
         {
             TryExecuteTask((Task)task!);
         }
         finally
         {
-            Worker.ExitOwnedItem(worker);
+            OwnedItems.Exit(worker);
         }
     }
 }

@@ -318,7 +318,7 @@ public sealed class RegisteredWait : IShutdownAware, Queues.ICallbackWrapper
             if (!_registry.IsShutdownStarted && TryEnterCallback())
             {
                 // For the stuck-item detector: every firing's callback is s_run.
-                Worker? worker = Worker.EnterOwnedItem(this);
+                Worker? worker = OwnedItems.Enter(this);
                 RegisteredWait? outer = t_runningCallbackOf;
                 t_runningCallbackOf = this;
                 try
@@ -328,7 +328,7 @@ public sealed class RegisteredWait : IShutdownAware, Queues.ICallbackWrapper
                 finally
                 {
                     t_runningCallbackOf = outer;
-                    Worker.ExitOwnedItem(worker);
+                    OwnedItems.Exit(worker);
                     ExitCallback();
                 }
             }

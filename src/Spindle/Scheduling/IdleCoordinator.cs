@@ -164,7 +164,7 @@ internal sealed class IdleCoordinator
             Interlocked.Decrement(ref _searching.Value);
             return false;
         }
-        worker.MarkWokenAsSearcher();
+        worker.Requests.MarkWokenAsSearcher();
         worker.Blocker.Signal();
         return true;
     }
@@ -175,7 +175,7 @@ internal sealed class IdleCoordinator
     /// </summary>
     public void CountNewWorkerAsSearcher(Worker worker)
     {
-        worker.MarkWokenAsSearcher();
+        worker.Requests.MarkWokenAsSearcher();
         Interlocked.Increment(ref _searching.Value);
     }
 
@@ -185,10 +185,10 @@ internal sealed class IdleCoordinator
     /// <summary>Looks for work in the global queue and in other workers' rings, spinning with backoff between looks.</summary>
     public bool Search(Worker self, out WorkItemEntry item)
     {
-        bool counted = self.IsWokenAsSearcher;
+        bool counted = self.Requests.WokenAsSearcher;
         if (counted)
         {
-            self.ClearWokenAsSearcher();
+            self.Requests.ClearWokenAsSearcher();
         }
         else if (!TryBeginSearching())
         {
@@ -203,15 +203,15 @@ internal sealed class IdleCoordinator
         int attempts = SpinAttemptsForFreeCores();
         // Past the spin, the yields: more of them while work comes in back-to-back bursts (see BurstTracker).
         int yields = self.Bursts.InBackToBackBursts(self.StartedCount) ? _yieldAttempts + _burstYieldAttempts : _yieldAttempts;
-        Scheduler scheduler = _scheduler;
+        WorkSources sources = _scheduler.Sources;
         for (int attempt = 0; ; attempt++)
         {
             if ((checkOwnWork && (self.TryTakeLifoSlot(out item) || self.Ring.TryPop(out item)))
-                || scheduler.TryStealOrTakeGlobal(self, out item))
+                || sources.TakeForSearcher(self, out item))
             {
                 int left = Interlocked.Decrement(ref _searching.Value);
                 Debug.Assert(left >= 0);
-                if (left == 0 && scheduler.AnyWorkVisible())
+                if (left == 0 && sources.AnyWorkVisible())
                 {
                     WakeWorkerIfNeeded(); // the last searcher to find work brings in one more
                 }
@@ -360,7 +360,7 @@ internal sealed class IdleCoordinator
         }
         // A shutting-down pool with a drain hold out parks its idle workers like a running one (continuations may still
         // come); once the holds are gone it wakes them all, and this look (after the push, a full fence) sees the count.
-        if ((_scheduler.AnyWorkVisible() || (_scheduler.IsShutdownStarted && !_threads.HasDrainHolds)) && _idle.TryRemove(self))
+        if ((_scheduler.Sources.AnyWorkVisible() || (_scheduler.IsShutdownStarted && !_threads.HasDrainHolds)) && _idle.TryRemove(self))
         {
             return false;
         }

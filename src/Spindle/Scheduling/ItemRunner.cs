@@ -12,8 +12,8 @@ using Spindle.Telemetry;
 namespace Spindle.Scheduling;
 
 /// <summary>
-/// The one place that runs an item: on a worker, on a dedicated thread, and (at shutdown) on a foreign thread or on the
-/// built-in pool. It owns the ExecutionContext switch, the exception policy, the shutdown-cancellation decision and
+/// The one place that runs an item: on any pool thread through one wrapper (<see cref="Run"/>), and (at shutdown) on a
+/// foreign thread or on the built-in pool. It owns the ExecutionContext switch, the exception policy, the shutdown-cancellation decision and
 /// the counters those produce.
 /// </summary>
 /// <remarks>
@@ -84,22 +84,47 @@ internal sealed class ItemRunner
     }
 
     /// <summary>
-    /// <see cref="RunOnPoolThread"/> on a thread that times every item for the run-time histogram while a listener has
-    /// it enabled: a dedicated thread or the relief thread. Their items are few and usually long (the very items an
-    /// operator looks for in the histogram), so two clock reads each cost nothing that matters, where a worker's stream
-    /// of short items needs its pacer.
+    /// The per-item wrapper of every pool thread (a worker, the relief thread, a dedicated thread): publishes the item in
+    /// the thread's <paramref name="record"/> (its callback, then the started count), runs it (<see cref="RunOnPoolThread"/>),
+    /// timed for the run-time histogram as <paramref name="lane"/>'s when <paramref name="pacer"/> picks it, counts it
+    /// completed and puts back what it changed on the thread. A worker's pacer samples its stream of short items
+    /// (<see cref="SamplePacer"/>); the other threads' items are few and usually long (the very items an operator looks
+    /// for in the histogram), and their pacers pick every item (<see cref="SamplePacer.EveryItem"/>).
     /// </summary>
-    public void RunTimedOnPoolThread(ref WorkItemEntry item, Lanes.Lane? lane = null)
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    public void Run(ref RunningItemRecord record, ref SamplePacer pacer, ref WorkItemEntry item, ref PoolThreadState threadState, Lanes.Lane? lane)
     {
-        Telemetry.PoolMetrics metrics = _pool.Metrics;
-        if (!metrics.DurationEnabled)
+        record.Begin(item.Callback);
+        if (--pacer.Countdown <= 0)
+        {
+            RunSampled(ref pacer, ref item, lane);
+        }
+        else
         {
             RunOnPoolThread(ref item);
-            return;
         }
-        long start = Stopwatch.GetTimestamp();
+        record.End();
+        threadState.Reset();
+    }
+
+    /// <summary>An item the pacer picked: timed for the run-time histogram if a listener wants it.</summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private void RunSampled(ref SamplePacer pacer, ref WorkItemEntry item, Lanes.Lane? lane)
+    {
+        PoolMetrics metrics = _pool.Metrics;
+        bool timed = metrics.DurationEnabled;
+        long start = timed ? Stopwatch.GetTimestamp() : 0;
         RunOnPoolThread(ref item);
-        metrics.RecordDuration(start, Stopwatch.GetTimestamp(), lane);
+        if (timed)
+        {
+            long end = Stopwatch.GetTimestamp();
+            metrics.RecordDuration(start, end, lane);
+            pacer.Sampled(end);
+        }
+        else
+        {
+            pacer.Idle();
+        }
     }
 
     /// <summary>Runs a worker hook (start, stop), applying the exception policy to what it throws.</summary>

@@ -13,7 +13,7 @@ internal readonly struct LaneTaker(Worker worker) : ILaneTaker
     public bool SeesNoPoolWork => worker.HasNoLocalWork && worker.Scheduler.GlobalQueueIsEmpty;
 
     /// <inheritdoc/>
-    public bool TryTakeDefault(out WorkItemEntry item) => worker.TryTakeDefault(out item);
+    public bool TryTakeDefault(out WorkItemEntry item) => worker.Sources.TakePoolQueue(worker, out item);
 
     /// <inheritdoc/>
     public void EnterLane(Lane lane) => worker.EnterLane(lane);

@@ -7,7 +7,7 @@ namespace Spindle.Scheduling;
 /// A worker's pacing of its looks outside its own queues (owner only): how many dispatches of the pool's queue until the
 /// next look, and how many lane items until the next timing of them, both fitted to the length of the items so that a
 /// look comes about every <see cref="FairnessLookTicks"/> of work; and whether the worker's items are long
-/// enough for the relief thread to count it as being in long items (see <see cref="Worker.LookOutside"/>).
+/// enough for the relief thread to count it as being in long items (see <see cref="Worker.TryBeginLook"/>).
 /// </summary>
 internal struct LookPacer
 {

@@ -14,67 +14,20 @@ internal sealed partial class Scheduler
 {
     /// <summary>
     /// Shutdown with <see cref="ShutdownMode.CancelPending"/> has begun: cancels, now, every queued entry this thread can
-    /// reach, instead of leaving each to be cancelled when a worker gets to it (which a worker blocked in a long item
-    /// may not do for a long time). Takes the global queue's entries and, as a thief, every worker's ring and LIFO slot;
-    /// asks each entry's owner (<see cref="ItemRunner.MustRunDespiteCancel(in WorkItemEntry)"/>, which counts what it cancels), and queues
-    /// the entries that must run anyway (continuations, firings) again. Entries workers take meanwhile are decided by
-    /// them, as always: each entry is taken by exactly one party.
+    /// reach (<see cref="WorkSources.CancelQueued"/>), instead of leaving each to be cancelled when a worker gets to it
+    /// (which a worker blocked in a long item may not do for a long time), and queues the entries that must run anyway
+    /// (continuations, firings) again.
     /// </summary>
     public void CancelQueuedNow()
     {
         Debug.Assert(IsCancelling);
-        Span<WorkItemEntry> batch = new WorkItemEntry[WorkerLocalQueue.GlobalBatchSize];
-        List<WorkItemEntry>? mustRun = null;
-        int taken;
-        while ((taken = _globalQueue.TryDequeueBatch(batch)) > 0)
-        {
-            for (int i = 0; i < taken; i++)
-            {
-                Decide(batch[i], ref mustRun);
-                batch[i] = default;
-            }
-        }
-        Lanes.CancelQueuedNow();
-        foreach (Worker worker in _roster.Workers)
-        {
-            while (worker.Ring.TrySteal(out WorkItemEntry entry))
-            {
-                Decide(entry, ref mustRun);
-            }
-            if (worker.TryTakeLifoSlot(out WorkItemEntry next))
-            {
-                Decide(next, ref mustRun);
-            }
-        }
-        if (mustRun is not null)
+        if (Sources.CancelQueued(_runner) is { } mustRun)
         {
             foreach (WorkItemEntry entry in mustRun)
             {
                 EnqueueContinuation(entry, preferLocal: false);
             }
         }
-
-        void Decide(in WorkItemEntry entry, ref List<WorkItemEntry>? keep)
-        {
-            if (_runner.MustRunDespiteCancel(entry))
-            {
-                (keep ??= []).Add(entry);
-            }
-        }
-    }
-
-    /// <summary>Whether anything is left in the queues that outlive the workers (fired timers, the global queue).</summary>
-    public bool HasLeftovers => Urgent.MayBeWaiting || !_globalQueue.IsEmpty || Lanes.HasLeftovers;
-
-    /// <summary>Takes a batch of what is left in the queues a worker would look at outside its own ring: fired timers first, then the global queue.</summary>
-    private int TakeLeftovers(Span<WorkItemEntry> batch)
-    {
-        int taken = 0;
-        while (taken < batch.Length && Urgent.TryTake(out batch[taken]))
-        {
-            taken++;
-        }
-        return taken != 0 ? taken : _globalQueue.TryDequeueBatch(batch);
     }
 
     /// <summary>After the stop, by a thread that is not the pool's: every leftover runs on the built-in ThreadPool.</summary>
@@ -83,14 +36,14 @@ internal sealed partial class Scheduler
         Span<WorkItemEntry> batch = new WorkItemEntry[WorkerLocalQueue.GlobalBatchSize];
         while (true)
         {
-            int taken = TakeLeftovers(batch);
+            int taken = Sources.TakeLeftovers(batch, out WorkItemEntry laneItem, out Lane? lane);
             if (taken == 0)
             {
-                if (Lanes.TryTakeLeftover(out WorkItemEntry laneItem, out Lane? lane))
+                if (lane is not null)
                 {
                     // After the stop a lane's leftovers run as the pool's do, through the lane's cap if it has one (the
                     // lane has already dropped those a cancelling shutdown cancels).
-                    lane!.RunLeftoverElsewhere(laneItem);
+                    lane.RunLeftoverElsewhere(laneItem);
                     continue;
                 }
                 return;
@@ -123,15 +76,15 @@ internal sealed partial class Scheduler
         Span<WorkItemEntry> batch = new WorkItemEntry[WorkerLocalQueue.GlobalBatchSize];
         ExceptionDispatchInfo? firstUnhandled = null;
         var spinner = new SpinWait();
-        while (HasLeftovers)
+        while (Sources.HasLeftovers)
         {
-            int taken = TakeLeftovers(batch);
+            int taken = Sources.TakeLeftovers(batch, out WorkItemEntry laneItem, out Lane? lane);
             if (taken == 0)
             {
-                if (Lanes.TryTakeLeftover(out WorkItemEntry laneItem, out Lane? lane))
+                if (lane is not null)
                 {
                     bool handled = _runner.RunOnForeignThread(laneItem, out Exception? thrown, countCompleted: true);
-                    lane!.OnLeftoverDone();
+                    lane.OnLeftoverDone();
                     if (!handled && firstUnhandled is null)
                     {
                         firstUnhandled = ExceptionDispatchInfo.Capture(thrown!);

@@ -51,14 +51,17 @@ internal sealed partial class Scheduler
     {
         _idle = idle;
         _runner = runner;
-        Lanes = new LaneSet(this, laneStarvationIntervalMs);
+        Sources = new WorkSources(_globalQueue, new UrgentQueue(), new LaneSet(this, laneStarvationIntervalMs));
     }
 
-    /// <summary>The pool's lanes besides its own queue, and the dispatch rule between them.</summary>
-    public LaneSet Lanes { get; }
+    /// <summary>The pool's work sources and the orders over them: the dispatch policy (see <see cref="WorkSources"/>).</summary>
+    public WorkSources Sources { get; }
 
-    /// <summary>Fired timers, looked at before any other queue.</summary>
-    public UrgentQueue Urgent { get; } = new();
+    /// <summary>The pool's lanes besides its own queue (one of the <see cref="Sources"/>).</summary>
+    public LaneSet Lanes => Sources.Lanes;
+
+    /// <summary>Fired timers, looked at before any other queue (one of the <see cref="Sources"/>).</summary>
+    public UrgentQueue Urgent => Sources.Urgent;
 
     /// <summary>The pool's instruments (set once, in the pool's constructor, before any item is queued).</summary>
     public void ConnectMetrics(PoolMetrics metrics) => _metrics = metrics;
@@ -69,6 +72,7 @@ internal sealed partial class Scheduler
     {
         _threads = threads;
         _roster = threads.Roster;
+        Sources.Connect(_roster);
         _monitor = monitor;
         Relief = relief;
     }
@@ -262,13 +266,6 @@ internal sealed partial class Scheduler
     /// <summary>A mark of the global queue's consumers' progress (see <see cref="GlobalQueue.HeadMark"/>).</summary>
     public GlobalQueue.Mark GlobalHeadMark => _globalQueue.HeadMark;
 
-    /// <summary>Whether the global queue holds nothing right now.</summary>
-    public bool IsGlobalQueueEmpty => _globalQueue.IsEmpty;
-
-    /// <summary>Takes up to <paramref name="destination"/>'s length from the global queue, oldest first.</summary>
-    [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    public int TryDequeueGlobalBatch(Span<WorkItemEntry> destination, int gapWaits = 0) => _globalQueue.TryDequeueBatch(destination, gapWaits);
-
     /// <summary>
     /// Hands fired timers in, ahead of all ordinary work. Returns false, having taken nothing, once the pool has stopped
     /// (the caller then runs them elsewhere). The caller wakes workers for them with <see cref="WakeForUrgent"/>,
@@ -286,132 +283,5 @@ internal sealed partial class Scheduler
             _idle.WakeWorkerIfNeeded();
         }
         _monitor.EnsureMonitorIfNoneIdle();
-    }
-
-    /// <summary>
-    /// A thief's look, for a searching worker: fired timers, then the global queue, then the other workers' rings and
-    /// LIFO slots, starting at a random victim.
-    /// </summary>
-    public bool TryStealOrTakeGlobal(Worker self, out WorkItemEntry item)
-    {
-        if (Urgent.MayBeWaiting && Urgent.TryTake(out item))
-        {
-            self.NoteTimerCallback();
-            return true;
-        }
-        bool lanesReady = Lanes.AnyReady;
-        if (lanesReady && Lanes.TryTakeForSearcher(new LaneTaker(self), LaneSet.HighClass, LaneSet.NormalClass, out item))
-        {
-            return true;
-        }
-        if (self.TryTakeGlobalBatch(out item))
-        {
-            return true;
-        }
-        Worker[] workers = _roster.Workers;
-        int count = workers.Length;
-        if (count > 1)
-        {
-            int start = (int)((uint)self.Backoff.SpinCount(Backoff.MaxExponent) % (uint)count);
-            for (int i = 0; i < count; i++)
-            {
-                Worker victim = workers[(start + i) % count];
-                if (victim == self)
-                {
-                    continue;
-                }
-                if (victim.HasNoLocalWork || !victim.MayStealFrom())
-                {
-                    continue;
-                }
-                if ((!victim.Ring.IsEmpty && victim.Ring.StealHalfInto(self.Ring, out item) > 0) || victim.TryTakeLifoSlot(out item))
-                {
-                    self.CountSteal();
-                    return true;
-                }
-            }
-        }
-        if (lanesReady && Lanes.TryTakeForSearcher(new LaneTaker(self), LaneSet.LowClass, LaneSet.LowClass, out item))
-        {
-            return true;
-        }
-        item = default;
-        return false;
-    }
-
-    /// <summary>Whether any queue of the pool holds an item right now.</summary>
-    public bool AnyWorkVisible() => Urgent.MayBeWaiting || AnyWorkVisibleBesidesTimers();
-
-    /// <summary>
-    /// Whether any queue but the fired timers' holds an item right now: accepted work and its continuations. A
-    /// shutting-down pool stops once this is false and no drain hold is out (see ThreadController.TryExitForShutdown).
-    /// </summary>
-    public bool AnyWorkVisibleBesidesTimers()
-    {
-        if (!_globalQueue.IsEmpty || Lanes.AnyRunnable())
-        {
-            return true;
-        }
-        foreach (Worker worker in _roster.Workers)
-        {
-            if (!worker.HasNoLocalWork)
-            {
-                return true;
-            }
-        }
-        return false;
-    }
-
-    /// <summary>For diagnostics: what each source that <see cref="AnyWorkVisible"/> reads shows (a snapshot).</summary>
-    public string DescribeVisibleWork()
-    {
-        var text = new System.Text.StringBuilder();
-        text.Append("global empty ").Append(_globalQueue.IsEmpty).Append(" (count ").Append(_globalQueue.Count)
-            .Append("), urgent may be waiting ").Append(Urgent.MayBeWaiting).Append(", lanes ready ").Append(Lanes.AnyReady)
-            .Append(", runnable ").Append(Lanes.AnyRunnable());
-        foreach (Lane lane in Lanes.All)
-        {
-            if (lane.HasRunnableWork || lane.QueuedCount != 0)
-            {
-                text.Append("; lane ").Append(lane.DescribeState());
-            }
-        }
-        foreach (Worker worker in _roster.Workers)
-        {
-            text.Append("; worker #").Append(worker.Id).Append(": started ").Append(worker.StartedCount)
-                .Append(", woken as searcher ").Append(worker.IsWokenAsSearcher).Append(", exiting ").Append(worker.IsExiting)
-                .Append(", stranded ").Append(worker.IsStranded).Append(", ring ").Append(worker.Ring.Count)
-                .Append(", local work ").Append(!worker.HasNoLocalWork);
-        }
-        return text.ToString();
-    }
-
-    /// <summary>Accepted items that have not started (a snapshot: exact only while nobody queues or dispatches).</summary>
-    public long PendingCount
-    {
-        get
-        {
-            long pending = _globalQueue.Count + Urgent.Count + Lanes.QueuedCount;
-            foreach (Worker worker in _roster.Workers)
-            {
-                pending += worker.Ring.Count + (worker.PeekLifoSlot() is null ? 0 : 1);
-            }
-            return pending;
-        }
-    }
-
-    /// <summary>Debugger support for the task scheduler: visits the states of queued entries whose callback is <paramref name="callback"/>.</summary>
-    public void VisitQueuedStates(Action<object?> visit, object callback)
-    {
-        _globalQueue.VisitStates(callback, visit);
-        foreach (Worker worker in _roster.Workers)
-        {
-            worker.Ring.VisitStates(callback, visit);
-            if (worker.PeekLifoSlot() is object slotItem)
-            {
-                // The LIFO slot holds only work items: a task gets there inside a queue-wait sample.
-                new WorkItemEntry(slotItem, WorkItemEntry.WorkItemMarker, null).VisitStateIf(callback, visit);
-            }
-        }
     }
 }

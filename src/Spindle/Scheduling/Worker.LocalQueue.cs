@@ -7,17 +7,19 @@ namespace Spindle.Scheduling;
 internal sealed partial class Worker
 {
     /// <summary>
-    /// Owner only, with its own queues empty: takes a batch from the global queue, unless the watch of a peer shows that
-    /// peer stalled with items in its ring (see <see cref="PeerWatch"/>); then it takes half of those instead.
+    /// Owner only, with its own queues empty, before it takes from the global queue: counts the take down the watch of a
+    /// peer, and at the watch's end takes half of the peer's ring if the peer has stalled with items in it (see
+    /// <see cref="PeerWatch"/>).
     /// </summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    private bool TakeShared(out WorkItemEntry item)
+    public bool TryTakeFromWatchedPeer(out WorkItemEntry item)
     {
-        if (_peerWatch.CountTake() && EndPeerWatch(out item))
+        if (_peerWatch.CountTake())
         {
-            return true;
+            return EndPeerWatch(out item);
         }
-        return TryTakeGlobalBatch(out item);
+        item = default;
+        return false;
     }
 
     [MethodImpl(MethodImplOptions.NoInlining)]
@@ -26,6 +28,20 @@ internal sealed partial class Worker
         if (_peerWatch.TryEnd(this, _services.Roster.Workers, Ring, out item))
         {
             _counts.CountPeerWatchSteal();
+            return true;
+        }
+        return false;
+    }
+
+    /// <summary>Owner only: takes its ring's oldest item once it has aged (see <see cref="WorkerLocalQueue.TakeAgedBottom"/>).</summary>
+    public bool TakeAgedBottom(out WorkItemEntry item) => _local.TakeAgedBottom(out item);
+
+    /// <summary>Owner only, at a look while local work waits: one item of the global queue, no batch (noted by its look pacer).</summary>
+    public bool TryTakeOneGlobal(out WorkItemEntry item)
+    {
+        if (_local.TryTakeOneGlobal(_services.Sources, out item))
+        {
+            _pacing.Looks.TookOutside();
             return true;
         }
         return false;
@@ -57,16 +73,13 @@ internal sealed partial class Worker
     /// <summary>Owner only: takes a batch from the global queue into its ring (see <see cref="WorkerLocalQueue.TryTakeGlobalBatch"/>).</summary>
     public bool TryTakeGlobalBatch(out WorkItemEntry item)
     {
-        if (!_local.TryTakeGlobalBatch(Scheduler, out item, out bool full))
+        if (!_local.TryTakeGlobalBatch(_services.Sources, out item, out bool full))
         {
             return false;
         }
-        if (_requests.LookOutside)
-        {
-            // Outside work reached this worker by another path (its search, or its own queues running dry): the
-            // request is met. Kept, it would send the next dispatch outside again, ahead of the worker's local items.
-            _requests.LookOutside = false;
-        }
+        // Outside work reached this worker by another path (its search, or its own queues running dry): a requested
+        // look is met. Kept, it would send the next dispatch outside again, ahead of the worker's local items.
+        Requests.ClearLookOutside();
         if (full)
         {
             // A full batch: the global queue may hold more, and others can steal the rest of this batch. A partial

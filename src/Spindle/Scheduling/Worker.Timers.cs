@@ -8,24 +8,10 @@ namespace Spindle.Scheduling;
 internal sealed partial class Worker
 {
     /// <summary>
-    /// Owner only, while fired timers may be waiting: takes the next timer callback, or, when this worker's run of them
-    /// has lasted its turn (<see cref="TimerPacer.UrgentGoesFirst"/>), an ordinary item first if there is one. False when neither
-    /// was there (the caller goes on to its ordinary queues, which may have filled since).
+    /// Owner only, while fired timers may be waiting: whether the next timer callback goes ahead of ordinary items, false
+    /// once this worker's run of them has lasted its turn (see <see cref="TimerPacer.UrgentGoesFirst"/>).
     /// </summary>
-    [MethodImpl(MethodImplOptions.NoInlining)]
-    private bool TryTakeWhileTimersWait(out WorkItemEntry item)
-    {
-        if (!_pacing.Timers.UrgentGoesFirst(_record.CompletedByOwner) && (_services.Lanes.AnyReady ? _services.Lanes.TryTakeByPriority(new LaneTaker(this), out item) : TryTakeDefault(out item)))
-        {
-            return true;
-        }
-        if (_services.Urgent.TryTake(out item))
-        {
-            NoteTimerCallback();
-            return true;
-        }
-        return false;
-    }
+    public bool UrgentGoesFirst() => _pacing.Timers.UrgentGoesFirst(_record.CompletedByOwner);
 
     /// <summary>The worker is about to run a timer callback: look at the deadline again right after it.</summary>
     public void NoteTimerCallback() => _pacing.Timers.NoteCallback(_record.CompletedByOwner);

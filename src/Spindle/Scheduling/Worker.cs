@@ -14,21 +14,22 @@ namespace Spindle.Scheduling;
 
 /// <summary>One worker thread: its local queues, its blocker, its counters and its dispatch loop.</summary>
 /// <remarks>
+/// <para>What the worker takes next is not decided here: <see cref="WorkSources"/> holds the orders over the pool's
+/// sources (the worker's, the searcher's, a lane turn's); the worker supplies what only it knows (its look interval, its
+/// peer watch, its timer streak) through owner-only methods. The loop here runs what the order hands it, keeps its duties
+/// between items (timer checks, retiring when surplus) and parks through the idle coordinator.</para>
 /// <para>Only this worker writes its fields; its state is grouped by concern into parts it owns: what it runs
 /// (<see cref="RunningItemRecord"/>, read by the stuck-item detector and by thieves), its counts
 /// (<see cref="WorkerCounters"/>), the pacing of its looks outside (<see cref="LookPacer"/>) and of its timer work
 /// (<see cref="TimerPacer"/>), its local queue (the owner end of <see cref="Ring"/> and the LIFO slot; thieves take
-/// through the ring's and the slot's own protocols). Other components change what concerns them through its methods
-/// (<c>Worker.Requests.cs</c>): the idle coordinator hands over the searching count (<see cref="MarkWokenAsSearcher"/>),
-/// the stall monitor asks for looks outside, marks stranded work and closes deferrals, the lane set names the lane of
-/// the item it hands out, the thread controller attaches the thread and counts blocking regions. The stuck-item
-/// detector and the idle coordinator keep their per-worker records in objects the worker holds for them
-/// (<see cref="StuckWatch"/>, <see cref="Bursts"/>).</para>
-/// <para>The library's items whose queued callback is shared by many items (Run items, timer and wait firings, scheduler
-/// tasks) publish themselves while they run (<see cref="EnterOwnedItem"/>), so that the detector can name the caller's
-/// delegate; they clear it when they return.</para>
+/// through the ring's and the slot's own protocols). What other components decide about it lives in objects it holds
+/// for them, each changed only through its own methods: the searcher hand-over and the stall monitor's requests, marks
+/// and deferrals (<see cref="Requests"/>), the blocking regions the thread controller counts (<see cref="Regions"/>),
+/// the stuck-item detector's watch (<see cref="StuckWatch"/>) and the idle coordinator's record of its parks
+/// (<see cref="Bursts"/>). The lane set names the lane of the item it hands out (<see cref="EnterLane"/>); the thread
+/// controller attaches the thread (<see cref="Attach"/>).</para>
 /// </remarks>
-internal sealed partial class Worker : IWaitPacer, IBlockingRegionOwner
+internal sealed partial class Worker : IWaitPacer
 {
     /// <summary>How many items of a lane turn run between looks at the clock, the timer deadline and the thread target.</summary>
     private const int LaneTurnCheckInterval = 16;
@@ -38,7 +39,6 @@ internal sealed partial class Worker : IWaitPacer, IBlockingRegionOwner
 
     private readonly WorkerServices _services;
     private WorkerLocalQueue _local;
-    private WorkerRequests _requests = new();
     private WorkerPacing _pacing = new();
     private PeerWatch _peerWatch = new();
     private WorkerLife _life;
@@ -54,6 +54,12 @@ internal sealed partial class Worker : IWaitPacer, IBlockingRegionOwner
     /// <summary>What the worker parks on; the idle coordinator signals it.</summary>
     public readonly ThreadBlocker Blocker;
 
+    /// <summary>What the idle coordinator and the stall monitor ask of this worker (see <see cref="WorkerRequests"/>).</summary>
+    public readonly WorkerRequests Requests = new();
+
+    /// <summary>The blocking regions open on this worker's thread (see <see cref="WorkerRegions"/>).</summary>
+    public readonly WorkerRegions Regions;
+
     /// <summary>The stuck-item detector's record of this worker (the detector's timer thread only).</summary>
     public readonly StuckWatch StuckWatch = new();
 
@@ -65,6 +71,9 @@ internal sealed partial class Worker : IWaitPacer, IBlockingRegionOwner
 
     /// <summary>The pool's scheduler.</summary>
     public Scheduler Scheduler => _services.Scheduler;
+
+    /// <summary>The pool's work sources and the orders over them.</summary>
+    public WorkSources Sources => _services.Sources;
 
     /// <summary>The pool's thread controller.</summary>
     public IWorkerThreads Threads => _services.Threads;
@@ -92,6 +101,7 @@ internal sealed partial class Worker : IWaitPacer, IBlockingRegionOwner
         _local = new WorkerLocalQueue(options.LocalQueueCapacity is int capacity ? new WorkStealingRing(capacity) : new WorkStealingRing());
         Blocker = options.BlockerKind is BlockerKind kind ? ThreadBlocker.Create(kind) : ThreadBlocker.Create();
         _backoff = new Backoff((uint)HashCode.Combine(id, pool));
+        Regions = new WorkerRegions(this, threads);
     }
 
     /// <summary>The worker running on the calling thread, or null on any other thread.</summary>
@@ -100,7 +110,7 @@ internal sealed partial class Worker : IWaitPacer, IBlockingRegionOwner
     public void Main()
     {
         t_current = this;
-        BlockingRegion.SetThreadOwner(this);
+        BlockingRegion.SetThreadOwner(Regions);
         DefaultContext.OnPoolThreadStarted();
         var threadState = new PoolThreadState(_services.Options.UseBackgroundThreads);
         try
@@ -189,13 +199,14 @@ internal sealed partial class Worker : IWaitPacer, IBlockingRegionOwner
     private BusySpellEnd RunBusySpell(ref PoolThreadState threadState)
     {
         Scheduler scheduler = Scheduler;
+        WorkSources sources = _services.Sources;
         IWorkerThreads threads = Threads;
         WorkerRoster roster = _services.Roster;
         for (int budget = BusySpellItems; budget > 0; budget--)
         {
             // A worker woken by an enqueue was counted as a searcher by its waker: it must go through the search, which
-            // ends that count. Its ring is empty (it parked that way), so skipping TryTakeWork loses nothing.
-            if ((_requests.WokenAsSearcher || !TryTakeWork(out WorkItemEntry item)) && !_services.Idle.Search(this, out item))
+            // ends that count. Its ring is empty (it parked that way), so skipping the worker's order loses nothing.
+            if ((Requests.WokenAsSearcher || !sources.TakeForWorker(this, out WorkItemEntry item)) && !_services.Idle.Search(this, out item))
             {
                 return BusySpellEnd.NoWork;
             }
@@ -233,70 +244,14 @@ internal sealed partial class Worker : IWaitPacer, IBlockingRegionOwner
         return BusySpellEnd.Budget;
     }
 
+    /// <summary>Runs one item through the pool threads' wrapper (see <see cref="ItemRunner.Run"/>); closes the regions it left open.</summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     private void RunItem(ref WorkItemEntry item, ref PoolThreadState threadState)
     {
-        _record.Begin(item.Callback); // published for the stuck-item detector and thieves (see RunningItemRecord)
-        if (--_pacing.Duration.Countdown <= 0)
-        {
-            RunSampledItem(ref item);
-        }
-        else
-        {
-            _services.Runner.RunOnPoolThread(ref item);
-        }
-        _record.End();
-        if (_scope.RegionDepth != 0)
+        _services.Runner.Run(ref _record, ref _pacing.Duration, ref item, ref threadState, _scope.Lane);
+        if (Regions.AnyOpen)
         {
             Threads.CloseAbandonedRegion(this);
         }
-        threadState.Reset();
     }
-
-    /// <summary>An item the pacer chose: timed for the run-time histogram if a listener wants it (see <see cref="SamplePacer"/>).</summary>
-    [MethodImpl(MethodImplOptions.NoInlining)]
-    private void RunSampledItem(ref WorkItemEntry item)
-    {
-        PoolMetrics metrics = Pool.Metrics;
-        bool timed = metrics.DurationEnabled;
-        long start = timed ? Stopwatch.GetTimestamp() : 0;
-        _services.Runner.RunOnPoolThread(ref item);
-        if (timed)
-        {
-            long end = Stopwatch.GetTimestamp();
-            metrics.RecordDuration(start, end, _scope.Lane);
-            _pacing.Duration.Sampled(end);
-        }
-        else
-        {
-            _pacing.Duration.Idle();
-        }
-    }
-
-    [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    private bool TryTakeWork(out WorkItemEntry item)
-    {
-        // Timer callbacks first: one load of a line written only when timers fire.
-        if (_services.Urgent.MayBeWaiting && TryTakeWhileTimersWait(out item))
-        {
-            return true;
-        }
-        if (_services.Lanes.AnyReady)
-        {
-            return _services.Lanes.TryTakeByPriority(new LaneTaker(this), out item);
-        }
-        return TryTakeDefault(out item);
-    }
-
-    /// <summary>Owner only: takes the next item of the pool's own queue (the default lane): local first, the global queue with fairness.</summary>
-    [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    public bool TryTakeDefault(out WorkItemEntry item)
-    {
-        if ((--_pacing.Looks.Countdown <= 0 || _requests.LookOutside) && LookOutside(out item))
-        {
-            return true;
-        }
-        return TryTakeLifoSlot(out item) || Ring.TryPop(out item) || TakeShared(out item);
-    }
-
 }

@@ -122,11 +122,11 @@ internal struct WorkerLocalQueue(WorkStealingRing ring)
     /// (where they can be stolen). <paramref name="full"/>: the batch was as large as it could be (the global queue may
     /// hold more, and others can steal the rest).
     /// </summary>
-    public readonly bool TryTakeGlobalBatch(Scheduler scheduler, out WorkItemEntry item, out bool full)
+    public readonly bool TryTakeGlobalBatch(WorkSources sources, out WorkItemEntry item, out bool full)
     {
         int room = Ring.Capacity - Ring.Count;
         int want = Math.Min(_batch.Length, room + 1);
-        int taken = scheduler.TryDequeueGlobalBatch(_batch.AsSpan(0, want), GlobalTakeGapWaits);
+        int taken = sources.TakeGlobal(_batch.AsSpan(0, want), GlobalTakeGapWaits);
         full = taken == want && taken > 1;
         if (taken == 0)
         {
@@ -144,9 +144,9 @@ internal struct WorkerLocalQueue(WorkStealingRing ring)
     }
 
     /// <summary>Owner only: takes one item from the global queue (a look outside while local work waits: no batch).</summary>
-    public readonly bool TryTakeOneGlobal(Scheduler scheduler, out WorkItemEntry item)
+    public readonly bool TryTakeOneGlobal(WorkSources sources, out WorkItemEntry item)
     {
-        if (scheduler.TryDequeueGlobalBatch(_batch.AsSpan(0, 1)) != 0)
+        if (sources.TakeGlobal(_batch.AsSpan(0, 1)) != 0)
         {
             item = _batch[0];
             _batch[0] = default;

@@ -21,39 +21,10 @@ internal readonly struct WorkerServices(
     public readonly IWorkerThreads Threads = threads;
     public readonly IWorkerTimers Timers = timers;
     public readonly ItemRunner Runner = runner;
+    public readonly WorkSources Sources = scheduler.Sources;
     public readonly UrgentQueue Urgent = scheduler.Urgent;
     public readonly LaneSet Lanes = scheduler.Lanes;
     public readonly WorkerRoster Roster = threads.Roster;
-}
-
-/// <summary>What other components ask of a worker: flags and marks they set and the worker clears (see Worker.Requests.cs).</summary>
-internal struct WorkerRequests()
-{
-    // Set by a waker (the idle coordinator, before it signals the blocker) when it counted this worker in the searching
-    // count on its behalf; cleared by this worker's search. See Worker.MarkWokenAsSearcher.
-    public volatile bool WokenAsSearcher;
-
-    // The stall monitor's deferral protocol (see Worker.OpenDeferral): this worker's completed count when it queued a
-    // lone local item without waking anyone; the monitor clears it (CAS, TryCloseDeferral) once the count has moved on,
-    // or wakes a helper if it has not within a tick. -1: nothing deferred.
-    public long DeferredAt = -1;
-
-    // Set by the stall monitor when it finds outside work waiting in the global queue while no worker is parked; cleared
-    // by this worker at its next look outside (LookOutside) or when it takes outside work any other way
-    // (TryTakeGlobalBatch). The look comes at its next dispatch of the pool's own queue whatever its item count says,
-    // so a look interval learned from short items cannot hold outside work behind dozens of long ones: the wait is
-    // bounded by two of the monitor's ticks plus the item in progress. A lost race (the monitor sets the flag just after
-    // a look cleared it) costs one early look, never a missed one.
-    public volatile bool LookOutside;
-
-    // Set by the stall monitor when this worker has held local work (its LIFO slot or ring) for StrandedAfterMs without
-    // completing an item: it is blocked or running a long item, and the work it queued to itself waits for it. Other
-    // workers that keep feeding themselves never run out of work and so never steal on their own (the pool is at its
-    // thread target and nobody is parked, so the queueing woke nobody); the monitor therefore also asks every worker to
-    // look outside, and a requested look steals from a stranded worker (LookOutside). Cleared by the monitor once the
-    // worker completes an item or its local queues are empty (see Worker.MarkStranded); the monitor keeps its own
-    // record of how long it has seen the worker so.
-    public volatile bool Stranded;
 }
 
 /// <summary>A worker's pacing countdowns (owner only): telemetry samples, looks outside, timer work.</summary>
@@ -89,7 +60,4 @@ internal struct ItemScope
     // The lane whose item the worker is running (or has just taken), null for the pool's own queue. Set when the lane
     // set hands out a lane item (EnterLane), cleared after the item; read by other threads only as a snapshot.
     public Lane? Lane;
-
-    // On this thread only: nesting depth of blocking regions (the thread controller counts the outermost ones).
-    public int RegionDepth;
 }

@@ -58,7 +58,7 @@ internal sealed class ActionRunItem : TaskCompletionSource, IShutdownAware, ICal
     {
         Action? action = _action; // dropped once it has returned (kept meanwhile for ICallbackWrapper)
         Debug.Assert(action is not null, "A queued entry is taken once: by a worker or by shutdown, never both.");
-        Worker? worker = Worker.EnterOwnedItem(this); // for the stuck-item detector: every Run shares its callback
+        Worker? worker = OwnedItems.Enter(this); // for the stuck-item detector: every Run shares its callback
         SynchronizationContext? previous = SynchronizationContext.Current;
         SynchronizationContext.SetSynchronizationContext(_bridge.SynchronizationContext);
         try
@@ -77,7 +77,7 @@ internal sealed class ActionRunItem : TaskCompletionSource, IShutdownAware, ICal
         finally
         {
             _action = null;
-            Worker.ExitOwnedItem(worker);
+            OwnedItems.Exit(worker);
             SynchronizationContext.SetSynchronizationContext(previous);
         }
     }

@@ -117,7 +117,7 @@ internal sealed class RunWorkItem<TResult> : TaskCompletionSource<TResult>, IShu
         }
         _registration.Unregister();
         Delegate work = _work!; // dropped once it has returned (kept meanwhile for ICallbackWrapper)
-        Worker? worker = Worker.EnterOwnedItem(this); // for the stuck-item detector: its callback is shared by every Run
+        Worker? worker = OwnedItems.Enter(this); // for the stuck-item detector: its callback is shared by every Run
         SynchronizationContext? previous = SynchronizationContext.Current;
         SynchronizationContext.SetSynchronizationContext(_bridge.SynchronizationContext);
         try
@@ -150,7 +150,7 @@ internal sealed class RunWorkItem<TResult> : TaskCompletionSource<TResult>, IShu
         finally
         {
             _work = null;
-            Worker.ExitOwnedItem(worker);
+            OwnedItems.Exit(worker);
             SynchronizationContext.SetSynchronizationContext(previous);
         }
     }

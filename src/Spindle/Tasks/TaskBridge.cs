@@ -101,7 +101,7 @@ internal sealed class TaskBridge
     {
         if (Lane is null)
         {
-            Scheduler.VisitQueuedStates(visit, callback);
+            Scheduler.Sources.VisitQueuedStates(visit, callback);
         }
         else
         {

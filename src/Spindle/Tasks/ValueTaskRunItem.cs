@@ -150,7 +150,7 @@ internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IVa
         }
         ReleaseTokenShare();
         Delegate work = _work!; // dropped once it has returned (kept meanwhile for ICallbackWrapper)
-        Worker? worker = Worker.EnterOwnedItem(this); // for the stuck-item detector: its callback is shared by every run
+        Worker? worker = OwnedItems.Enter(this); // for the stuck-item detector: its callback is shared by every run
         SynchronizationContext? previous = SynchronizationContext.Current;
         SynchronizationContext.SetSynchronizationContext(_bridge!.SynchronizationContext);
         TResult result = default!;
@@ -171,7 +171,7 @@ internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IVa
             failure = exception;
         }
         _work = null;
-        Worker.ExitOwnedItem(worker);
+        OwnedItems.Exit(worker);
         SynchronizationContext.SetSynchronizationContext(previous);
         if (failure is null)
         {

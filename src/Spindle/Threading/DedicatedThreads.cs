@@ -199,6 +199,8 @@ internal sealed class DedicatedThreads
         public readonly ThreadBlocker Blocker = owner._options.BlockerKind is BlockerKind kind ? ThreadBlocker.Create(kind) : ThreadBlocker.Create();
         public Thread? Thread;
         public WorkItemEntry Item = first; // handed over under the owner's lock, read by this thread after the signal
+        private RunningItemRecord _record;  // this thread's, as a worker's (see ItemRunner.Run)
+        private SamplePacer _timing = SamplePacer.EveryItem(); // its items are long: each is timed
 
         public void Main()
         {
@@ -213,14 +215,14 @@ internal sealed class DedicatedThreads
                 {
                     try
                     {
-                        runner.RunTimedOnPoolThread(ref item);
+                        runner.Run(ref _record, ref _timing, ref item, ref threadState, lane: null);
                     }
                     finally
                     {
                         Interlocked.Increment(ref owner._completed);
-                        threadState.Reset(); // undo what the item may have changed, as a worker does between items
                         owner._threads.ReleaseDrainHold();
                     }
+                    _record.DropCallback(); // a waiting dedicated thread keeps no item alive
                 }
             }
             finally

@@ -14,7 +14,7 @@ namespace Spindle.Threading;
 internal sealed partial class OutsideRelief
 {
     /// <summary>
-    /// Takes the next item (<see cref="TryTakeNext"/>) and runs it under a drain hold. Returns false when there was none
+    /// Takes the next item (<see cref="WorkSources.TakeForRelief"/>) and runs it under a drain hold. Returns false when there was none
     /// or the pool is shutting down (the workers drain the queues then); <paramref name="mark"/> is the takers' progress
     /// right after the take, so that the caller can tell whether a worker took queued work while the item ran.
     /// </summary>
@@ -31,7 +31,8 @@ internal sealed partial class OutsideRelief
             {
                 return false;
             }
-            if (!TryTakeNext(out WorkItemEntry item, out Lane? lane))
+            // The relief's order (see WorkSources.TakeForRelief): High lanes, the oldest outside item, other lanes.
+            if (!_scheduler.Sources.TakeForRelief(_one, out WorkItemEntry item, out Lane? lane))
             {
                 return false;
             }
@@ -52,36 +53,6 @@ internal sealed partial class OutsideRelief
         {
             _threads.ReleaseDrainHold();
         }
-    }
-
-    /// <summary>
-    /// The next item this thread may take (see the remarks): a High lane's, then the oldest of the pool's queue, then a
-    /// Normal or Low lane's; <paramref name="lane"/> is the lane it came from (null for the pool's queue), whose slot it
-    /// holds.
-    /// </summary>
-    private bool TryTakeNext(out WorkItemEntry item, out Lane? lane)
-    {
-        LaneSet lanes = _scheduler.Lanes;
-        bool lanesReady = lanes.AnyReady;
-        if (lanesReady && lanes.TryTakeForRelief(LaneSet.HighClass, LaneSet.HighClass, out item, out lane))
-        {
-            return true;
-        }
-        Span<WorkItemEntry> one = _one;
-        if (_scheduler.TryDequeueGlobalBatch(one) != 0)
-        {
-            item = one[0];
-            one[0] = default;
-            lane = null;
-            return true;
-        }
-        if (lanesReady)
-        {
-            return lanes.TryTakeForRelief(LaneSet.NormalClass, LaneSet.LowClass, out item, out lane);
-        }
-        item = default;
-        lane = null;
-        return false;
     }
 
     /// <summary>
@@ -119,18 +90,9 @@ internal sealed partial class OutsideRelief
     /// <summary>Runs an item, published for the stuck-item detector (see the remarks); timed as <paramref name="lane"/>'s.</summary>
     private void RunPublished(ref WorkItemEntry item, ref PoolThreadState threadState, Lane? lane)
     {
-        _record.Begin(item.Callback); // published for the stuck-item detector, as on a worker
-        try
-        {
-            _runner.RunTimedOnPoolThread(ref item, lane);
-        }
-        finally
-        {
-            // The relief thread keeps no item alive between items: it is idle more often than not.
-            _record.ExitOwner();
-            _record.DropCallback();
-            _record.End();
-            threadState.Reset();
-        }
+        _runner.Run(ref _record, ref _timing, ref item, ref threadState, lane); // published as on a worker, every item timed
+        // The relief thread keeps no item alive between items: it is idle more often than not.
+        _record.ExitOwner();
+        _record.DropCallback();
     }
 }

@@ -102,6 +102,7 @@ internal sealed partial class OutsideRelief : IOutsideRelief
     private bool _released;
     private bool _creationFailed;
     private RunningItemRecord _record;   // this thread writes it (see the remarks)
+    private SamplePacer _timing = SamplePacer.EveryItem(); // this thread's: its items are few and long, each is timed
     private Lane? _runningLane;          // this thread, while it runs an item of a lane (read by anyone)
     private readonly WorkItemEntry[] _one = new WorkItemEntry[1]; // this thread's take buffer
 
@@ -133,7 +134,7 @@ internal sealed partial class OutsideRelief : IOutsideRelief
     private Progress ReadProgress() => new(_scheduler.GlobalHeadMark, _scheduler.Lanes.TakenMark);
 
     /// <summary>Whether the pool's queue is empty and no lane has an item a slot is free for (a snapshot).</summary>
-    private bool NothingToRelieve => _scheduler.IsGlobalQueueEmpty && !_scheduler.Lanes.AnyRunnable();
+    private bool NothingToRelieve => _scheduler.GlobalQueueIsEmpty && !_scheduler.Lanes.AnyRunnable();
 
     /// <summary>Items the relief thread has run to completion.</summary>
     public long CompletedCount => _record.CompletedCount;

@@ -18,7 +18,7 @@ internal sealed partial class StallMonitor
 {
     /// <summary>
     /// Outside work has waited in the global queue for a tick and no worker is parked: every worker looks at the global
-    /// queue at its next dispatch (see <see cref="Worker.RequestLookOutside"/>), so outside work waits at most about
+    /// queue at its next dispatch (see <see cref="WorkerRequests.RequestLookOutside"/>), so outside work waits at most about
     /// two ticks plus the items in progress, even behind long local items that a worker's look interval has not adapted
     /// to yet.
     /// </summary>
@@ -26,7 +26,7 @@ internal sealed partial class StallMonitor
     {
         foreach (Worker worker in _threads.Workers)
         {
-            worker.RequestLookOutside();
+            worker.Requests.RequestLookOutside();
         }
     }
 
@@ -39,7 +39,7 @@ internal sealed partial class StallMonitor
 
     /// <summary>
     /// Marks the workers that have held local work for <see cref="StrandedAfterMs"/> without completing an item (see
-    /// <see cref="Worker.IsStranded"/>) and clears the mark of those that completed one or have none left. Returns whether
+    /// <see cref="WorkerRequests.Stranded"/>) and clears the mark of those that completed one or have none left. Returns whether
     /// some worker is marked: its work waits for it while the others keep busy with their own, and when nobody is parked
     /// (the caller's condition for acting on it) no wake-up or deferral will bring anyone to it, so the caller asks for
     /// looks at every tick until the mark clears (a look takes one item). Monitor thread only.
@@ -54,7 +54,7 @@ internal sealed partial class StallMonitor
             if (worker.HasNoLocalWork)
             {
                 watch.StrandCount = -1;
-                worker.MarkStranded(false);
+                worker.Requests.MarkStranded(false);
                 continue;
             }
             long completed = worker.CompletedCount;
@@ -62,12 +62,12 @@ internal sealed partial class StallMonitor
             {
                 watch.StrandCount = completed;
                 watch.StrandSince = now;
-                worker.MarkStranded(false);
+                worker.Requests.MarkStranded(false);
                 continue;
             }
             if (Stopwatch.GetElapsedTime(watch.StrandSince, now).TotalMilliseconds >= StrandedAfterMs)
             {
-                worker.MarkStranded(true);
+                worker.Requests.MarkStranded(true);
                 marked = true;
             }
         }
@@ -81,7 +81,7 @@ internal sealed partial class StallMonitor
         bool open = false;
         foreach (Worker worker in _threads.Workers)
         {
-            long deferredAt = worker.DeferredAt;
+            long deferredAt = worker.Requests.DeferredAt;
             if (deferredAt < 0)
             {
                 continue;
@@ -90,13 +90,13 @@ internal sealed partial class StallMonitor
             if (worker.CompletedCount > deferredAt || worker.HasNoLocalWork)
             {
                 // The item that deferred has returned, or the queued item was taken: nothing to rescue.
-                worker.TryCloseDeferral(deferredAt);
+                worker.Requests.TryCloseDeferral(deferredAt);
                 watch.SeenDeferral = -1;
                 continue;
             }
             if (watch.SeenDeferral == deferredAt)
             {
-                worker.TryCloseDeferral(deferredAt);
+                worker.Requests.TryCloseDeferral(deferredAt);
                 watch.SeenDeferral = -1;
                 _idle.WakeWorkerIfNeeded();
                 continue;
@@ -111,7 +111,7 @@ internal sealed partial class StallMonitor
     {
         foreach (Worker worker in _threads.Workers)
         {
-            if (worker.DeferredAt >= 0)
+            if (worker.Requests.DeferredAt >= 0)
             {
                 return true;
             }
@@ -122,7 +122,7 @@ internal sealed partial class StallMonitor
     /// <summary>The monitor's own record of one worker (monitor thread only).</summary>
     private sealed class WorkerWatch
     {
-        /// <summary>The worker's deferral (<see cref="Worker.DeferredAt"/>) as the previous tick saw it; -1: none.</summary>
+        /// <summary>The worker's deferral (<see cref="WorkerRequests.DeferredAt"/>) as the previous tick saw it; -1: none.</summary>
         public long SeenDeferral = -1;
 
         /// <summary>The completed count last seen with local work present (-1: none), and when it was first seen.</summary>

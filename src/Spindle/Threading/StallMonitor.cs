@@ -134,7 +134,7 @@ internal sealed partial class StallMonitor : IStallWatch
     /// <summary>Diagnostics for tests: the controller's state in one line.</summary>
     public string Describe() =>
         $"threads {_threads.ThreadCount}, target {_threads.ThreadTarget}, idle {_idle.IdleCount}, searching {_idle.SearchingCount}, " +
-        $"pending {_scheduler.PendingCount}, drain holds {_threads.DrainHoldCount}, stopped {_threads.HasStopped}, boost {_threads.StarvationBoost}, blocking {_threads.BlockingCount}, " +
+        $"pending {_scheduler.Sources.PendingCount}, drain holds {_threads.DrainHoldCount}, stopped {_threads.HasStopped}, boost {_threads.StarvationBoost}, blocking {_threads.BlockingCount}, " +
         $"monitor armed {_monitorArmed}, monitor alive {Volatile.Read(ref _monitorThread)?.IsAlive}, starvation injections " +
         $"{_threads.GetInjectionCount(ThreadInjectionReason.Starvation)}, creation failures {_threads.GetInjectionCount(ThreadInjectionReason.CreationFailed)}";
 
@@ -292,7 +292,7 @@ internal sealed partial class StallMonitor : IStallWatch
 
         int threads = _threads.ThreadCount;
         int idle = _idle.IdleCount;
-        bool pending = _scheduler.AnyWorkVisible();
+        bool pending = _scheduler.Sources.AnyWorkVisible();
         // Outside work seen waiting at two ticks running (so it has waited at least a tick, not just arrived): every
         // worker looks outside at its next dispatch.
         bool outsideWaiting = idle == 0 && pending && !_scheduler.GlobalQueueIsEmpty;
@@ -395,7 +395,7 @@ internal sealed partial class StallMonitor : IStallWatch
 
     private void InjectForStarvation(int threads, double stalledMs, bool saturated)
     {
-        long waiting = _scheduler.PendingCount;
+        long waiting = _scheduler.Sources.PendingCount;
         // Cores idle: the workers are blocked, so a thread per waiting item (up to the maximum) is what ends the stall,
         // and adding them all at once costs no CPU-bound throughput. Cores busy: ramp 1, 2, 4 ... (see the remarks).
         long wanted = saturated ? _ramp : waiting;

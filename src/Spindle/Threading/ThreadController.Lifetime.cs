@@ -153,7 +153,7 @@ internal sealed partial class ThreadController
     {
         while (!_stoppedSource.Task.Wait(10))
         {
-            if (_roster.Count == 0 && _scheduler.HasLeftovers)
+            if (_roster.Count == 0 && _scheduler.Sources.HasLeftovers)
             {
                 _scheduler.SweepLeftovers();
             }
@@ -179,7 +179,7 @@ internal sealed partial class ThreadController
             catch (TimeoutException)
             {
                 intervalMs = Math.Min(intervalMs * 2, 160);
-                if (_roster.Count == 0 && _scheduler.HasLeftovers)
+                if (_roster.Count == 0 && _scheduler.Sources.HasLeftovers)
                 {
                     _scheduler.SweepLeftovers();
                     intervalMs = 10; // what it ran may queue more (an async chain's next step): look again soon
@@ -212,7 +212,7 @@ internal sealed partial class ThreadController
         if (stopped)
         {
             OnStopped();
-            if (_scheduler.HasLeftovers)
+            if (_scheduler.Sources.HasLeftovers)
             {
                 // No worker was left to run these (thread creation failed) and this thread is not the pool's: hand them on.
                 _scheduler.RedirectLeftovers();
@@ -235,7 +235,7 @@ internal sealed partial class ThreadController
     public bool TryExitForShutdown(Worker worker)
     {
         Debug.Assert(worker.IsCurrentThread);
-        if (Volatile.Read(ref _drainHolds) != 0 || _scheduler.AnyWorkVisibleBesidesTimers())
+        if (Volatile.Read(ref _drainHolds) != 0 || _scheduler.Sources.AnyWorkVisibleBesidesTimers())
         {
             return false;
         }

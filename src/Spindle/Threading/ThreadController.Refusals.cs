@@ -84,7 +84,7 @@ internal sealed partial class ThreadController
     private void RetryFromBuiltInTimer()
     {
         Interlocked.Exchange(ref _builtInRetry, null)?.Dispose();
-        if (_scheduler.IsShutdownStarted || !_scheduler.AnyWorkVisible())
+        if (_scheduler.IsShutdownStarted || !_scheduler.Sources.AnyWorkVisible())
         {
             return;
         }
@@ -109,7 +109,7 @@ internal sealed partial class ThreadController
         {
             return;
         }
-        if (_scheduler.AnyWorkVisible() && !_scheduler.IsShutdownStarted)
+        if (_scheduler.Sources.AnyWorkVisible() && !_scheduler.IsShutdownStarted)
         {
             if (_idle.IdleCount != 0)
             {

@@ -17,7 +17,7 @@ internal sealed partial class ThreadController
     public void EnterBlockingRegion(Worker worker)
     {
         Debug.Assert(worker.IsCurrentThread);
-        if (!worker.EnterRegion())
+        if (!worker.Regions.Enter())
         {
             return; // nested: only the outermost region counts
         }
@@ -27,7 +27,7 @@ internal sealed partial class ThreadController
             RecomputeTargetLocked();
         }
         // Waiting work gets a worker now: a parked one if any, otherwise a new thread in the place this one lends.
-        if (_scheduler.AnyWorkVisible())
+        if (_scheduler.Sources.AnyWorkVisible())
         {
             if (_idle.IdleCount == 0 && _idle.SearchingCount == 0)
             {
@@ -44,7 +44,7 @@ internal sealed partial class ThreadController
     public void ExitBlockingRegion(Worker worker)
     {
         Debug.Assert(worker.IsCurrentThread);
-        if (!worker.ExitRegion())
+        if (!worker.Regions.Exit())
         {
             return;
         }
@@ -65,7 +65,7 @@ internal sealed partial class ThreadController
     /// <summary>The item returned inside a blocking region it never disposed: close it, so the target comes back down.</summary>
     public void CloseAbandonedRegion(Worker worker)
     {
-        if (worker.CloseRegions())
+        if (worker.Regions.CloseAll())
         {
             LeaveOutermostRegion();
         }

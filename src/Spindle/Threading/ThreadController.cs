@@ -124,13 +124,13 @@ internal sealed partial class ThreadController : IWorkerThreads
     /// <remarks>One pass over the workers; both exited counts are read before the list, as in <see cref="SumOverWorkers"/>.</remarks>
     public long WorkerProgressCount =>
         Interlocked.Read(ref _exitedWorkersCompleted)
-        + SumOverWorkers(ref _exitedWorkersInlineRuns, static worker => worker.CompletedCount + worker.InlineRunCount);
+        + SumOverWorkers(ref _exitedWorkersInlineRuns, static worker => worker.CompletedCount + worker.Counts.InlineRuns);
 
     /// <summary>Steals by workers, those that exited included (a snapshot).</summary>
-    public long WorkerStealCount => SumOverWorkers(ref _exitedWorkersSteals, static worker => worker.StealCount);
+    public long WorkerStealCount => SumOverWorkers(ref _exitedWorkersSteals, static worker => worker.Counts.Steals);
 
     /// <summary>Parks by workers, those that exited included (a snapshot).</summary>
-    public long WorkerParkCount => SumOverWorkers(ref _exitedWorkersParks, static worker => worker.ParkCount);
+    public long WorkerParkCount => SumOverWorkers(ref _exitedWorkersParks, static worker => worker.Counts.Parks);
 
     /// <summary>A per-worker count over the pool's life: what exited workers left in <paramref name="exited"/> plus the live ones'.</summary>
     private long SumOverWorkers(ref long exited, Func<Worker, long> read)
@@ -314,7 +314,7 @@ internal sealed partial class ThreadController : IWorkerThreads
         {
             case ThreadInjectionReason.Starvation:
                 // Not once an item has completed since the monitor's injection: the stall is over, the ramp with it.
-                if (_roster.IsBelowTarget && _idle.IdleCount == 0 && _scheduler.AnyWorkVisible()
+                if (_roster.IsBelowTarget && _idle.IdleCount == 0 && _scheduler.Sources.AnyWorkVisible()
                     && WorkerProgressCount == RampProgressMark)
                 {
                     TryAddWorker(ThreadInjectionReason.Starvation);
@@ -325,7 +325,7 @@ internal sealed partial class ThreadController : IWorkerThreads
                 {
                     // Items nobody is about to take: workers that have started but not yet taken an item (this one
                     // included) count as searchers and will each take one.
-                    if (_idle.IdleCount != 0 || _scheduler.PendingCount <= _idle.SearchingCount
+                    if (_idle.IdleCount != 0 || _scheduler.Sources.PendingCount <= _idle.SearchingCount
                         || !TryAddWorker(ThreadInjectionReason.BlockingRegion, aboveTarget: BlockingCount))
                     {
                         break;
@@ -409,7 +409,7 @@ internal sealed partial class ThreadController : IWorkerThreads
     private void LookAgainAfterLeaving()
     {
         Interlocked.MemoryBarrier();
-        if (_scheduler.AnyWorkVisible())
+        if (_scheduler.Sources.AnyWorkVisible())
         {
             _idle.WakeWorkerIfNeeded();
         }
@@ -420,9 +420,9 @@ internal sealed partial class ThreadController : IWorkerThreads
         // Completed count first, then the list: a reader summing both may briefly count this worker twice, never zero
         // times, and the completed count is documented as a snapshot.
         Interlocked.Add(ref _exitedWorkersCompleted, worker.CompletedCount);
-        Interlocked.Add(ref _exitedWorkersSteals, worker.StealCount);
-        Interlocked.Add(ref _exitedWorkersParks, worker.ParkCount);
-        Interlocked.Add(ref _exitedWorkersInlineRuns, worker.InlineRunCount);
+        Interlocked.Add(ref _exitedWorkersSteals, worker.Counts.Steals);
+        Interlocked.Add(ref _exitedWorkersParks, worker.Counts.Parks);
+        Interlocked.Add(ref _exitedWorkersInlineRuns, worker.Counts.InlineRuns);
         DropFromListLocked(worker);
     }
 

@@ -320,7 +320,7 @@ internal sealed partial class PoolTimer : TimerNode, ITimer, IShutdownAware, Que
                 return; // disposed: a firing that had not started does nothing
             }
         }
-        Worker? worker = Worker.EnterOwnedItem(this); // for the stuck-item detector: every firing's callback is s_fire
+        Worker? worker = OwnedItems.Enter(this); // for the stuck-item detector: every firing's callback is s_fire
         try
         {
             object callback = Volatile.Read(ref _callback);
@@ -328,7 +328,7 @@ internal sealed partial class PoolTimer : TimerNode, ITimer, IShutdownAware, Que
         }
         finally
         {
-            Worker.ExitOwnedItem(worker);
+            OwnedItems.Exit(worker);
             EndCallback();
         }
     }
