@@ -206,8 +206,7 @@ internal sealed class IdleCoordinator
         WorkSources sources = _scheduler.Sources;
         for (int attempt = 0; ; attempt++)
         {
-            if ((checkOwnWork && (self.TryTakeLifoSlot(out item) || self.Ring.TryPop(out item)))
-                || sources.TakeForSearcher(self, out item))
+            if (sources.TakeForSearcher(self, checkOwnWork, out item))
             {
                 int left = Interlocked.Decrement(ref _searching.Value);
                 Debug.Assert(left >= 0);

@@ -28,7 +28,7 @@ namespace Spindle.Scheduling;
 /// timed look outside when due, then LIFO slot, ring, a stalled watched peer, global batch;</item>
 /// <item><b>look</b> (<see cref="TakeForLook"/>), the fairness part of the worker's order: a stranded peer (when the
 /// stall monitor asked), the aged bottom of its own ring, then one global item (or a batch, with nothing local);</item>
-/// <item><b>searcher</b> (<see cref="TakeForSearcher"/>): urgent, High and Normal lanes, global batch, peers, Low lanes;</item>
+/// <item><b>searcher</b> (<see cref="TakeForSearcher"/>): its own slot and ring once after a wake, urgent, High and Normal lanes, global batch, peers, Low lanes;</item>
 /// <item><b>relief</b> (<see cref="TakeForRelief"/>): High lanes, one global item, Normal and Low lanes (never a
 /// worker's local queue: the relief thread runs outside work that waits for a free worker);</item>
 /// <item><b>drain</b> (<see cref="TakeLeftovers"/>, after the workers): urgent, global, then the lanes' leftovers;</item>
@@ -156,11 +156,16 @@ internal sealed partial class WorkSources
     }
 
     /// <summary>
-    /// A searching worker's order: urgent, the High and Normal lanes, a global batch, the other workers' rings and LIFO
-    /// slots (from a random victim), then the Low lanes.
+    /// A searching worker's order: its own LIFO slot and ring when <paramref name="ownFirst"/> (a worker woken as a
+    /// searcher skipped them), urgent, the High and Normal lanes, a global batch, the other workers' rings and LIFO slots
+    /// (from a random victim), then the Low lanes.
     /// </summary>
-    public bool TakeForSearcher(Worker self, out WorkItemEntry item)
+    public bool TakeForSearcher(Worker self, bool ownFirst, out WorkItemEntry item)
     {
+        if (ownFirst && (self.TryTakeLifoSlot(out item) || self.Ring.TryPop(out item)))
+        {
+            return true;
+        }
         if (Urgent.MayBeWaiting && Urgent.TryTake(out item))
         {
             self.NoteTimerCallback();
