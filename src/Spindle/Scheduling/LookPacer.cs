@@ -19,7 +19,7 @@ internal struct LookPacer
 
     /// <summary>
     /// How much work (in Stopwatch ticks) a busy worker does between looks at the global queue: 100 µs. The number of
-    /// items between looks adapts to it (see <c>Worker.LookOutside</c>), so an item queued from outside while every
+    /// items between looks adapts to it (see <c>Worker.TryBeginLook</c>), so an item queued from outside while every
     /// worker runs local work waits about this long, plus the rest of the items in progress, whatever their length.
     /// </summary>
     internal static readonly long FairnessLookTicks = Stopwatch.Frequency / 10_000;

@@ -28,7 +28,10 @@ namespace Spindle.Scheduling;
 /// timed look outside when due, then LIFO slot, ring, a stalled watched peer, global batch;</item>
 /// <item><b>look</b> (<see cref="TakeForLook"/>), the fairness part of the worker's order: a stranded peer (when the
 /// stall monitor asked), the aged bottom of its own ring, then one global item (or a batch, with nothing local);</item>
-/// <item><b>searcher</b> (<see cref="TakeForSearcher"/>): its own slot and ring once after a wake, urgent, High and Normal lanes, global batch, peers, Low lanes;</item>
+/// <item><b>searcher</b> (<see cref="TakeForSearcher"/>): its own slot and ring once after a wake, urgent, High and
+/// Normal lanes, global batch, peers, Low lanes;</item>
+/// <item><b>lane turn</b> (<see cref="TakeNextInTurn"/>, <c>WorkSources.Turns.cs</c>): the same lane's next item while
+/// nothing else competes for the worker;</item>
 /// <item><b>relief</b> (<see cref="TakeForRelief"/>): High lanes, one global item, Normal and Low lanes (never a
 /// worker's local queue: the relief thread runs outside work that waits for a free worker);</item>
 /// <item><b>drain</b> (<see cref="TakeLeftovers"/>, after the workers): urgent, global, then the lanes' leftovers;</item>

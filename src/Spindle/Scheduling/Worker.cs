@@ -31,7 +31,7 @@ namespace Spindle.Scheduling;
 /// </remarks>
 internal sealed partial class Worker : IWaitPacer
 {
-    /// <summary>How many items of a lane turn run between looks at the clock, the timer deadline and the thread target.</summary>
+    /// <summary>How many items of a lane turn run between looks at the timer deadline.</summary>
     private const int LaneTurnCheckInterval = 16;
 
     [ThreadStatic]

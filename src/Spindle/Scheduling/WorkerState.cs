@@ -36,7 +36,7 @@ internal struct WorkerPacing()
     /// <summary>The pace of this worker's enqueues sampled for the queue-wait histogram (see Worker.ShouldSampleWait).</summary>
     public SamplePacer Wait;
 
-    /// <summary>The pacing of looks outside (see Worker.LookOutside).</summary>
+    /// <summary>The pacing of looks outside (see Worker.TryBeginLook and WorkSources.TakeForLook).</summary>
     public LookPacer Looks = LookPacer.Create();
 
     /// <summary>The pacing of timer work (see Worker.CheckTimers).</summary>
