@@ -22,7 +22,6 @@ internal readonly struct WorkerServices(
     public readonly IWorkerTimers Timers = timers;
     public readonly ItemRunner Runner = runner;
     public readonly WorkSources Sources = scheduler.Sources;
-    public readonly UrgentQueue Urgent = scheduler.Urgent;
     public readonly LaneSet Lanes = scheduler.Lanes;
     public readonly WorkerRoster Roster = threads.Roster;
 }
