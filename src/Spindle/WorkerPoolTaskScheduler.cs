@@ -100,7 +100,7 @@ public sealed class WorkerPoolTaskScheduler : TaskScheduler, IShutdownAware
         {
             return false;
         }
-        Worker.Current?.CountInlineRun(); // progress for the stall monitor (a dedicated thread is not a worker)
+        Worker.Current?.Counts.CountInlineRun(); // progress for the stall monitor (a dedicated thread is not a worker)
         return true;
     }
 

@@ -32,10 +32,10 @@ internal interface ILaneHost
     void RunElsewhere(in WorkItemEntry entry);
 
     /// <summary>
-    /// The one cancel-or-run decision for a queued entry of <paramref name="lane"/> that a shutdown would cancel: true
-    /// when its owner says it must run anyway. <paramref name="byPool"/>: the pool's shutdown cancels (not only the lane's).
+    /// The pool's one cancel-or-run decision for an entry of <paramref name="lane"/> that has not started: true when a
+    /// cancelling shutdown (the lane's or the pool's) drops it instead of running it, counted and its owner told.
     /// </summary>
-    bool MustRunDespiteCancel(in WorkItemEntry entry, Lane lane, bool byPool);
+    bool CancelsInstead(in WorkItemEntry entry, Lane lane);
 
     /// <summary>
     /// The calling thread's wait pacer chooses whether this enqueue is sampled: returns the entry to queue (a wrapper

@@ -157,7 +157,7 @@ internal sealed partial class Lane
             while (_queue.TryDequeueBatch(MemoryMarshal.CreateSpan(ref entry, 1)) != 0)
             {
                 OnDequeued();
-                if (_host.MustRunDespiteCancel(entry, this, byPool: _host.IsCancelling))
+                if (!_host.CancelsInstead(entry, this))
                 {
                     (mustRun ??= []).Add(entry);
                 }
@@ -261,12 +261,8 @@ internal sealed partial class Lane
         }
     }
 
-    /// <summary>
-    /// The one cancel-or-run decision for an entry taken outside a worker's dispatch (leftovers, the after-stop drive):
-    /// true when a cancelling shutdown drops it (its owner has been told, and the count kept).
-    /// </summary>
-    private bool IsDroppedByCancel(in WorkItemEntry entry) =>
-        IsCancelling && !_host.MustRunDespiteCancel(entry, this, byPool: _host.IsCancelling);
+    /// <summary>An entry taken outside a worker's dispatch (leftovers, the after-stop drive): whether a cancelling shutdown drops it (see <see cref="ILaneHost.CancelsInstead"/>).</summary>
+    private bool IsDroppedByCancel(in WorkItemEntry entry) => _host.CancelsInstead(entry, this);
 
     /// <summary>A leftover taken with <see cref="TryTakeLeftover"/> has run on the sweeping thread: counts it and gives back its slot.</summary>
     public void OnLeftoverDone()

@@ -11,7 +11,7 @@ namespace Spindle.Parking;
 /// shifted by 0 and spun a huge random count. Here the range is computed with a 64-bit multiply instead of a shift by a
 /// variable amount, and attempt 0 is an explicit empty range.
 /// </remarks>
-internal struct Backoff
+internal sealed class Backoff
 {
     /// <summary>Largest exponent; attempt counts above it spin in the same range as this one.</summary>
     public const int MaxExponent = 10;

@@ -202,7 +202,7 @@ internal sealed class IdleCoordinator
         bool checkOwnWork = counted;
         int attempts = SpinAttemptsForFreeCores();
         // Past the spin, the yields: more of them while work comes in back-to-back bursts (see BurstTracker).
-        int yields = self.Bursts.InBackToBackBursts(self.StartedCount) ? _yieldAttempts + _burstYieldAttempts : _yieldAttempts;
+        int yields = self.Bursts.InBackToBackBursts(self.Record.StartedCount) ? _yieldAttempts + _burstYieldAttempts : _yieldAttempts;
         WorkSources sources = _scheduler.Sources;
         for (int attempt = 0; ; attempt++)
         {
@@ -280,8 +280,8 @@ internal sealed class IdleCoordinator
     /// </summary>
     public bool Park(Worker self)
     {
-        Debug.Assert(self.HasNoLocalWork, "A worker parks only with an empty ring and LIFO slot.");
-        self.Ring.ReleaseTakenSlots(); // an idle worker must not keep stolen items' state alive
+        Debug.Assert(self.Local.IsEmpty, "A worker parks only with an empty ring and LIFO slot.");
+        self.Local.Ring.ReleaseTakenSlots(); // an idle worker must not keep stolen items' state alive
         if (_scheduler.IsShutdownStarted && _threads.TryExitForShutdown(self))
         {
             return false;
@@ -300,7 +300,7 @@ internal sealed class IdleCoordinator
             _monitor.EnsureMonitorIfNoneIdle();
             return true;
         }
-        self.CountPark();
+        self.Counts.CountPark();
         long parkedAt = Stopwatch.GetTimestamp();
         while (true)
         {
@@ -329,7 +329,7 @@ internal sealed class IdleCoordinator
                 return true;
             }
         }
-        self.Bursts.NoteWoken(Stopwatch.GetTimestamp() - parkedAt, self.StartedCount);
+        self.Bursts.NoteWoken(Stopwatch.GetTimestamp() - parkedAt, self.Record.StartedCount);
         _monitor.EnsureMonitorIfNoneIdle(); // this worker is busy again: if nobody is left parked, the monitor must watch
         return true;
     }

@@ -92,7 +92,7 @@ internal sealed class ItemRunner
     /// for in the histogram), and their pacers pick every item (<see cref="SamplePacer.EveryItem"/>).
     /// </summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    public void Run(ref RunningItemRecord record, ref SamplePacer pacer, ref WorkItemEntry item, ref PoolThreadState threadState, Lanes.Lane? lane)
+    public void Run(RunningItemRecord record, ref SamplePacer pacer, ref WorkItemEntry item, ref PoolThreadState threadState, Lanes.Lane? lane)
     {
         record.Begin(item.Callback);
         if (--pacer.Countdown <= 0)
@@ -158,27 +158,20 @@ internal sealed class ItemRunner
     }
 
     /// <summary>
-    /// Shutdown with <see cref="ShutdownMode.CancelPending"/> meets an entry that has not started: asks the entry's
-    /// owner (<see cref="IShutdownAware"/>) what to do, counts what it cancelled, and returns whether the entry must run
-    /// anyway. An entry without an owner is a plain work item: dropped and counted.
+    /// The one cancel-or-run decision, for an entry that has not started and that a thread has taken (a worker's
+    /// dispatch, a lane turn, the relief thread, the drain, the cancel sweeps): true when a cancelling shutdown drops it
+    /// instead of running it. An entry of <paramref name="lane"/> is cancelled while the lane cancels (its own shutdown
+    /// or the pool's), any other entry while the pool does (<paramref name="poolCancelling"/>). Its owner
+    /// (<see cref="IShutdownAware"/>) is asked first and may keep it (a continuation that must run, a firing); an entry
+    /// without an owner is a plain work item: dropped. What is dropped is counted by the pool when the pool's shutdown
+    /// drops it, and by its lane.
     /// </summary>
-    [MethodImpl(MethodImplOptions.NoInlining)] // the cold path of the dispatch loop: kept out of it
-    public bool MustRunDespiteCancel(in WorkItemEntry item)
-    {
-        ShutdownOutcome outcome = item.FindShutdownOwner()?.OnCancelPending() ?? ShutdownOutcome.Cancelled;
-        if (outcome == ShutdownOutcome.Cancelled)
-        {
-            Interlocked.Increment(ref _cancelledCount);
-        }
-        return outcome == ShutdownOutcome.Run;
-    }
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    public bool CancelsInstead(in WorkItemEntry item, Lanes.Lane? lane, bool poolCancelling) =>
+        (lane is null ? poolCancelling : lane.IsCancelling) && !MustRunDespiteCancel(item, lane, poolCancelling);
 
-    /// <summary>
-    /// Like <see cref="MustRunDespiteCancel(in WorkItemEntry)"/> for an item of <paramref name="lane"/>: counted by the
-    /// lane, and by the pool too when the pool's shutdown is what cancels it (a lane's own shutdown is not the pool's).
-    /// </summary>
-    [MethodImpl(MethodImplOptions.NoInlining)]
-    public bool MustRunDespiteCancel(in WorkItemEntry item, Lanes.Lane lane, bool byPool)
+    [MethodImpl(MethodImplOptions.NoInlining)] // the cold path of the dispatch loop: kept out of it
+    private bool MustRunDespiteCancel(in WorkItemEntry item, Lanes.Lane? lane, bool byPool)
     {
         ShutdownOutcome outcome = item.FindShutdownOwner()?.OnCancelPending() ?? ShutdownOutcome.Cancelled;
         if (outcome == ShutdownOutcome.Cancelled)
@@ -187,7 +180,7 @@ internal sealed class ItemRunner
             {
                 Interlocked.Increment(ref _cancelledCount);
             }
-            lane.CountCancelled();
+            lane?.CountCancelled();
         }
         return outcome == ShutdownOutcome.Run;
     }

@@ -10,10 +10,10 @@ namespace Spindle.Scheduling;
 internal readonly struct LaneTaker(Worker worker) : ILaneTaker
 {
     /// <inheritdoc/>
-    public bool SeesNoPoolWork => worker.HasNoLocalWork && worker.Scheduler.GlobalQueueIsEmpty;
+    public bool SeesNoPoolWork => worker.Local.IsEmpty && worker.Scheduler.GlobalQueueIsEmpty;
 
     /// <inheritdoc/>
-    public bool TryTakeDefault(out WorkItemEntry item) => worker.Sources.TakePoolQueue(worker, out item);
+    public bool TryTakeDefault(out WorkItemEntry item) => worker.Scheduler.Sources.TakePoolQueue(worker, out item);
 
     /// <inheritdoc/>
     public void EnterLane(Lane lane) => worker.EnterLane(lane);

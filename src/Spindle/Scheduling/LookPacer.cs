@@ -78,10 +78,10 @@ internal struct LookPacer
     }
 
     /// <summary>
-    /// A look at <paramref name="now"/>: sets the dispatches until the next one. Returns whether the worker enters or
-    /// leaves the relief's count of long-item workers (<paramref name="counted"/>: whether it is in it now).
+    /// A look at <paramref name="now"/>: sets the dispatches until the next one, and enters or leaves
+    /// <paramref name="relief"/>'s count of long-item workers by the items' length.
     /// </summary>
-    public bool Look(long now, out bool counted)
+    public void Look(long now, IOutsideRelief relief)
     {
         _tookOutside = false;
         long elapsed = now - _lastLook;
@@ -100,7 +100,10 @@ internal struct LookPacer
         _interval = interval;
         Countdown = interval;
         _lastLook = now;
-        return NoteItemLength(longItems, out counted);
+        if (NoteItemLength(longItems, out bool counted))
+        {
+            relief.NoteLongItems(counted);
+        }
     }
 
     /// <summary>The look returned an outside item.</summary>
@@ -118,26 +121,30 @@ internal struct LookPacer
     }
 
     /// <summary>
-    /// Times the lane items run since the last timing, at <paramref name="now"/>. Returns whether the worker enters or
-    /// leaves the relief's count of long-item workers (<paramref name="counted"/>: whether it is in it now).
+    /// Times the lane items run since the last timing, at <paramref name="now"/>, on an interval of their own fitted like
+    /// the looks' (about one clock read per <see cref="FairnessLookTicks"/> of lane items, at most one per
+    /// <see cref="FairnessInterval"/> items), and enters or leaves <paramref name="relief"/>'s count of long-item workers
+    /// by it. A worker in a turn of a lane's long items never reaches a look of the pool's queue, so without this it
+    /// would never count as being in long items, and an item queued to a lane from outside would wait for its item to
+    /// end while the relief slept.
     /// </summary>
-    public bool TimeLaneItems(long now, out bool counted)
+    public void TimeLaneItems(long now, IOutsideRelief relief)
     {
         long elapsed = now - _lastLaneTiming;
         int interval = _laneInterval;
-        bool changed = false;
-        counted = _counted;
         if (_lastLaneTiming != 0 && elapsed > 0)
         {
             // After a park the first timing only starts the clock, and says nothing of the items.
             long ran = Math.Max(1, interval - LaneCountdown);
             interval = NextInterval(elapsed, ran, ran, interval, out bool longItems);
-            changed = NoteItemLength(longItems, out counted);
+            if (NoteItemLength(longItems, out bool counted))
+            {
+                relief.NoteLongItems(counted);
+            }
         }
         _laneInterval = interval;
         LaneCountdown = interval;
         _lastLaneTiming = now;
-        return changed;
     }
 
     /// <summary>
@@ -151,12 +158,14 @@ internal struct LookPacer
         _laneItemsSinceLook = 0;
     }
 
-    /// <summary>Leaves the relief's count of long-item workers; returns whether the worker was in it.</summary>
-    public bool Leave()
+    /// <summary>Leaves <paramref name="relief"/>'s count of long-item workers, if the worker is in it (it parks, or exits).</summary>
+    public void Leave(IOutsideRelief relief)
     {
-        bool was = _counted;
-        _counted = false;
-        return was;
+        if (_counted)
+        {
+            _counted = false;
+            relief.NoteLongItems(false);
+        }
     }
 
     /// <summary>

@@ -20,7 +20,7 @@ internal static class OwnedItems
         Worker? worker = Worker.Current;
         if (worker is not null)
         {
-            worker.EnterOwner(owner);
+            worker.Record.EnterOwner(owner);
         }
         else
         {
@@ -38,7 +38,7 @@ internal static class OwnedItems
     {
         if (worker is not null)
         {
-            worker.ExitOwner();
+            worker.Record.ExitOwner();
         }
         else
         {

@@ -4,7 +4,7 @@ using Spindle.Queues;
 namespace Spindle.Scheduling;
 
 /// <summary>
-/// A worker's watch of one peer at a time (owner only), embedded in the worker: it takes half of a peer's ring when the
+/// A worker's watch of one peer at a time (owner only: the worker's order in <see cref="WorkSources"/>): it takes half of a peer's ring when the
 /// peer has started nothing for a whole watch while its ring holds items.
 /// </summary>
 /// <remarks>
@@ -15,12 +15,12 @@ namespace Spindle.Scheduling;
 /// slice: round trips of 4-6 ms among round trips of under 1 ms.</para>
 /// <para>The watch costs one read of a peer's started count per <see cref="PeerWatchTakes"/> takes from the
 /// global queue: at the start of a watch the worker notes the peer's count; at its end, a peer that has started nothing
-/// meanwhile while its ring holds items (through <see cref="Worker.MayStealFrom"/>, so a lone item is left to a running
+/// meanwhile while its ring holds items (through <see cref="WorkerLocalQueue.MayStealFrom"/>, so a lone item is left to a running
 /// owner) gives half of them, and stays watched; otherwise the watch moves on to the next worker. Every peer is thus
 /// looked at within <see cref="PeerWatchTakes"/> takes times the number of workers. A peer that runs one long
 /// item loses ring items that waited behind it, which is what a thief would do anyway.</para>
 /// </remarks>
-internal struct PeerWatch()
+internal sealed class PeerWatch
 {
     /// <summary>How many of a worker's takes from the global queue one watch of a peer lasts (see <see cref="PeerWatch"/>).</summary>
     internal const int PeerWatchTakes = 16;
@@ -42,10 +42,10 @@ internal struct PeerWatch()
         _countdown = PeerWatchTakes;
         Worker? peer = _peer;
         if (peer is not null
-            && peer.StartedCount == _peerStarted
-            && !peer.Ring.IsEmpty
-            && peer.MayStealFrom()
-            && peer.Ring.StealHalfInto(into, out item) != 0)
+            && peer.Record.StartedCount == _peerStarted
+            && !peer.Local.Ring.IsEmpty
+            && peer.Local.MayStealFrom()
+            && peer.Local.Ring.StealHalfInto(into, out item) != 0)
         {
             return true;
         }
@@ -60,7 +60,7 @@ internal struct PeerWatch()
             }
         }
         _peer = next;
-        _peerStarted = next is null ? 0 : next.StartedCount;
+        _peerStarted = next is null ? 0 : next.Record.StartedCount;
         item = default;
         return false;
     }

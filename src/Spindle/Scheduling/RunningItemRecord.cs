@@ -22,7 +22,7 @@ namespace Spindle.Scheduling;
 /// The cost per item: one load, one compare and two plain stores of counters; no fence, no clock. The completed count
 /// sits on a cache line of its own, so that a neighbour's fields never share the line written per item.</para>
 /// </remarks>
-internal struct RunningItemRecord
+internal sealed class RunningItemRecord
 {
     private object? _callback;
     private long _started;
@@ -36,7 +36,7 @@ internal struct RunningItemRecord
     public long CompletedCount => Volatile.Read(ref _completed.Value);
 
     /// <summary>The owner's thread only: the completed count without a volatile read.</summary>
-    public readonly long CompletedByOwner => _completed.Value;
+    public long CompletedByOwner => _completed.Value;
 
     /// <summary>The callback of the item the thread runs or last ran (a racy snapshot; see the remarks).</summary>
     public object? Callback => Volatile.Read(ref _callback);

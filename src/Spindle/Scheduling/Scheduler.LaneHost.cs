@@ -25,7 +25,7 @@ internal sealed partial class Scheduler : ILaneHost
 
     void ILaneHost.RunElsewhere(in WorkItemEntry entry) => _runner.RunElsewhere(entry);
 
-    bool ILaneHost.MustRunDespiteCancel(in WorkItemEntry entry, Lane lane, bool byPool) => _runner.MustRunDespiteCancel(entry, lane, byPool);
+    bool ILaneHost.CancelsInstead(in WorkItemEntry entry, Lane lane) => _runner.CancelsInstead(entry, lane, IsCancelling);
 
     void ILaneHost.WakeWorkerForOutsideWork() => _idle.WakeWorkerForOutsideWork();
 

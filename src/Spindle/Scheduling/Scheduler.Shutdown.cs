@@ -50,7 +50,7 @@ internal sealed partial class Scheduler
             }
             for (int i = 0; i < taken; i++)
             {
-                if (!IsCancelling || _runner.MustRunDespiteCancel(batch[i]))
+                if (!_runner.CancelsInstead(batch[i], lane: null, IsCancelling))
                 {
                     _runner.RunElsewhere(batch[i]);
                 }
@@ -96,7 +96,7 @@ internal sealed partial class Scheduler
             }
             for (int i = 0; i < taken; i++)
             {
-                if ((!IsCancelling || _runner.MustRunDespiteCancel(batch[i]))
+                if (!_runner.CancelsInstead(batch[i], lane: null, IsCancelling)
                     && !_runner.RunOnForeignThread(batch[i], out Exception? unhandled, countCompleted: true)
                     && firstUnhandled is null)
                 {

@@ -72,7 +72,7 @@ internal sealed partial class Scheduler
     {
         _threads = threads;
         _roster = threads.Roster;
-        Sources.Connect(_roster);
+        Sources.Connect(_roster, _idle);
         _monitor = monitor;
         Relief = relief;
     }
@@ -162,17 +162,18 @@ internal sealed partial class Scheduler
                 return false;
             }
             bool surplus;
+            WorkerLocalQueue local = worker.Local;
             if (entry.Context is null && ReferenceEquals(entry.State, WorkItemEntry.WorkItemMarker))
             {
-                surplus = worker.PushToLifoSlot(entry.Callback);
+                surplus = local.PushToLifoSlot(entry.Callback, this);
             }
             else
             {
-                if (!worker.Ring.TryPush(entry, out surplus))
+                if (!local.Ring.TryPush(entry, out surplus))
                 {
-                    worker.OverflowToGlobal(entry);
+                    local.OverflowToGlobal(entry, this);
                 }
-                surplus |= worker.HoldsLifoItem; // the owner's own field: a plain read is current
+                surplus |= local.HoldsLifoItem; // the owner's own field: a plain read is current
             }
             // Someone must come for the item unless a searcher is already looking: this worker may run it next, but
             // only once its current item returns, and a forked child whose parent computes on would otherwise wait for

@@ -21,7 +21,12 @@ internal struct TimerPacer
     /// <summary>Items left before the next look at the deadline (the dispatch loop counts it down).</summary>
     public int Countdown;
 
-    /// <summary>The current item is a fired timer's callback (see <see cref="Worker.InTimerCallback"/>).</summary>
+    /// <summary>
+    /// The current item is a fired timer's callback. What it queues (the continuations of the delays it completes) goes
+    /// to the global queue, in firing order, instead of the worker's LIFO ring: a burst of timers would otherwise leave
+    /// its first continuations at the bottom of one ring behind the last ones, and behind whatever the ring's later items
+    /// queue.
+    /// </summary>
     public bool InCallback;
 
     private int _interval;

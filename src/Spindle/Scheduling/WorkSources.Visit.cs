@@ -109,7 +109,7 @@ internal sealed partial class WorkSources
     /// <summary>
     /// Shutdown with <see cref="ShutdownMode.CancelPending"/> has begun: takes every queued entry this thread can reach
     /// (the global queue, each lane's own cancel sweep, every worker's ring and LIFO slot as a thief) and asks
-    /// <paramref name="runner"/> about each (<see cref="ItemRunner.MustRunDespiteCancel(in WorkItemEntry)"/>, which counts
+    /// <paramref name="runner"/> about each (<see cref="ItemRunner.CancelsInstead"/>, which counts
     /// what it cancels). Returns the entries that must run anyway (continuations, firings), null when none. Fired timers
     /// are left: a firing is never cancelled. Entries workers take meanwhile are decided by them: each entry is taken by
     /// exactly one party.
@@ -129,7 +129,7 @@ internal sealed partial class WorkSources
 
         public bool Lanes(LaneSet lanes) => lanes.AnyRunnable();
 
-        public bool Local(Worker worker) => !worker.HasNoLocalWork;
+        public bool Local(Worker worker) => !worker.Local.IsEmpty;
     }
 
     // What outlives the workers: a worker's own queues are left out (its owner drains them before it exits).
@@ -154,7 +154,7 @@ internal sealed partial class WorkSources
 
         public bool Lanes(LaneSet lanes) => Add(lanes.QueuedCount);
 
-        public bool Local(Worker worker) => Add(worker.Ring.Count + (worker.PeekLifoSlot() is null ? 0 : 1));
+        public bool Local(Worker worker) => Add(worker.Local.Ring.Count + (worker.Local.PeekLifoSlot() is null ? 0 : 1));
 
         private bool Add(long count)
         {
@@ -177,8 +177,8 @@ internal sealed partial class WorkSources
 
         public bool Local(Worker worker)
         {
-            worker.Ring.VisitStates(callback, visit);
-            if (worker.PeekLifoSlot() is object slotItem)
+            worker.Local.Ring.VisitStates(callback, visit);
+            if (worker.Local.PeekLifoSlot() is object slotItem)
             {
                 // The LIFO slot holds only work items: a task gets there inside a queue-wait sample.
                 new WorkItemEntry(slotItem, WorkItemEntry.WorkItemMarker, null).VisitStateIf(callback, visit);
@@ -218,10 +218,10 @@ internal sealed partial class WorkSources
 
         public bool Local(Worker worker)
         {
-            text.Append("; worker #").Append(worker.Id).Append(": started ").Append(worker.StartedCount)
+            text.Append("; worker #").Append(worker.Id).Append(": started ").Append(worker.Record.StartedCount)
                 .Append(", woken as searcher ").Append(worker.Requests.WokenAsSearcher).Append(", exiting ").Append(worker.IsExiting)
-                .Append(", stranded ").Append(worker.Requests.Stranded).Append(", ring ").Append(worker.Ring.Count)
-                .Append(", local work ").Append(!worker.HasNoLocalWork);
+                .Append(", stranded ").Append(worker.Requests.Stranded).Append(", ring ").Append(worker.Local.Ring.Count)
+                .Append(", local work ").Append(!worker.Local.IsEmpty);
             return false;
         }
     }
@@ -256,11 +256,11 @@ internal sealed partial class WorkSources
 
         public bool Local(Worker worker)
         {
-            while (worker.Ring.TrySteal(out WorkItemEntry entry))
+            while (worker.Local.Ring.TrySteal(out WorkItemEntry entry))
             {
                 Decide(entry);
             }
-            if (worker.TryTakeLifoSlot(out WorkItemEntry next))
+            if (worker.Local.TryTakeLifoSlot(out WorkItemEntry next))
             {
                 Decide(next);
             }
@@ -269,7 +269,7 @@ internal sealed partial class WorkSources
 
         private void Decide(in WorkItemEntry entry)
         {
-            if (runner.MustRunDespiteCancel(entry))
+            if (!runner.CancelsInstead(entry, lane: null, poolCancelling: true))
             {
                 (MustRun ??= []).Add(entry);
             }

@@ -47,6 +47,7 @@ internal sealed partial class WorkSources
 
     // Set once by Connect, before any thread of the pool exists.
     private WorkerRoster _roster = null!;
+    private IdleCoordinator _idle = null!;
 
     public WorkSources(GlobalQueue global, UrgentQueue urgent, LaneSet lanes)
     {
@@ -61,8 +62,15 @@ internal sealed partial class WorkSources
     /// <summary>The pool's lanes besides its own queue, and the rule between them.</summary>
     public LaneSet Lanes { get; }
 
-    /// <summary>The pool's workers, whose local queues are sources too (set once, before any worker exists).</summary>
-    public void Connect(WorkerRoster roster) => _roster = roster;
+    /// <summary>
+    /// The pool's workers, whose local queues are sources too, and the idle coordinator, which a worker's take of a
+    /// full batch asks to wake a searcher (set once, before any worker exists).
+    /// </summary>
+    public void Connect(WorkerRoster roster, IdleCoordinator idle)
+    {
+        _roster = roster;
+        _idle = idle;
+    }
 
     /// <summary>The worker's order: urgent, then lanes by their rule (the pool's queue among them), else the pool's queue.</summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
@@ -91,10 +99,11 @@ internal sealed partial class WorkSources
         {
             return true;
         }
-        return self.TryTakeLifoSlot(out item)
-            || self.Ring.TryPop(out item)
-            || self.TryTakeFromWatchedPeer(out item)
-            || self.TryTakeGlobalBatch(out item);
+        WorkerLocalQueue local = self.Local;
+        return local.TryTakeLifoSlot(out item)
+            || local.Ring.TryPop(out item)
+            || TakeFromWatchedPeer(self, out item)
+            || TakeGlobalBatch(self, out item);
     }
 
     /// <summary>
@@ -151,11 +160,11 @@ internal sealed partial class WorkSources
             item = default;
             return false;
         }
-        if ((requested && TakeFromStranded(self, out item)) || self.TakeAgedBottom(out item))
+        if ((requested && TakeFromStranded(self, out item)) || self.Local.TakeAgedBottom(out item))
         {
             return true;
         }
-        return self.HasNoLocalWork ? self.TryTakeGlobalBatch(out item) : self.TryTakeOneGlobal(out item);
+        return self.Local.IsEmpty ? TakeGlobalBatch(self, out item) : TakeOneGlobal(self, out item);
     }
 
     /// <summary>
@@ -165,7 +174,7 @@ internal sealed partial class WorkSources
     /// </summary>
     public bool TakeForSearcher(Worker self, bool ownFirst, out WorkItemEntry item)
     {
-        if (ownFirst && (self.TryTakeLifoSlot(out item) || self.Ring.TryPop(out item)))
+        if (ownFirst && (self.Local.TryTakeLifoSlot(out item) || self.Local.Ring.TryPop(out item)))
         {
             return true;
         }
@@ -176,7 +185,7 @@ internal sealed partial class WorkSources
         }
         bool lanesReady = Lanes.AnyReady;
         return (lanesReady && Lanes.TryTakeForSearcher(new LaneTaker(self), LaneSet.HighClass, LaneSet.NormalClass, out item))
-            || self.TryTakeGlobalBatch(out item)
+            || TakeGlobalBatch(self, out item)
             || StealFromPeers(self, out item)
             || (lanesReady && Lanes.TryTakeForSearcher(new LaneTaker(self), LaneSet.LowClass, LaneSet.LowClass, out item));
     }
@@ -249,13 +258,13 @@ internal sealed partial class WorkSources
     {
         foreach (Worker victim in _roster.Workers)
         {
-            if (victim == self || !victim.Requests.Stranded || victim.HasNoLocalWork || !victim.MayStealFrom())
+            if (victim == self || !victim.Requests.Stranded || victim.Local.IsEmpty || !victim.Local.MayStealFrom())
             {
                 continue;
             }
-            if (victim.TryTakeLifoSlot(out item) || (!victim.Ring.IsEmpty && victim.Ring.TrySteal(out item)))
+            if (victim.Local.TryTakeLifoSlot(out item) || (!victim.Local.Ring.IsEmpty && victim.Local.Ring.TrySteal(out item)))
             {
-                self.CountSteal();
+                self.Counts.CountSteal();
                 return true;
             }
         }
@@ -274,18 +283,75 @@ internal sealed partial class WorkSources
             for (int i = 0; i < count; i++)
             {
                 Worker victim = workers[(start + i) % count];
-                if (victim == self || victim.HasNoLocalWork || !victim.MayStealFrom())
+                if (victim == self || victim.Local.IsEmpty || !victim.Local.MayStealFrom())
                 {
                     continue;
                 }
-                if ((!victim.Ring.IsEmpty && victim.Ring.StealHalfInto(self.Ring, out item) > 0) || victim.TryTakeLifoSlot(out item))
+                if ((!victim.Local.Ring.IsEmpty && victim.Local.Ring.StealHalfInto(self.Local.Ring, out item) > 0) || victim.Local.TryTakeLifoSlot(out item))
                 {
-                    self.CountSteal();
+                    self.Counts.CountSteal();
                     return true;
                 }
             }
         }
         item = default;
+        return false;
+    }
+
+    /// <summary>
+    /// The owner, with its own queues empty, before it takes from the global queue: counts the take down its watch of a
+    /// peer, and at the watch's end takes half of the peer's ring if the peer has stalled with items in it (see
+    /// <see cref="PeerWatch"/>).
+    /// </summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private bool TakeFromWatchedPeer(Worker self, out WorkItemEntry item)
+    {
+        if (self.PeerWatch.CountTake())
+        {
+            return EndPeerWatch(self, out item);
+        }
+        item = default;
+        return false;
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private bool EndPeerWatch(Worker self, out WorkItemEntry item)
+    {
+        if (self.PeerWatch.TryEnd(self, _roster.Workers, self.Local.Ring, out item))
+        {
+            self.Counts.CountPeerWatchSteal();
+            return true;
+        }
+        return false;
+    }
+
+    /// <summary>The owner: a batch of the global queue into its ring (see <see cref="WorkerLocalQueue.TryTakeGlobalBatch"/>).</summary>
+    private bool TakeGlobalBatch(Worker self, out WorkItemEntry item)
+    {
+        if (!self.Local.TryTakeGlobalBatch(this, out item, out bool full))
+        {
+            return false;
+        }
+        // Outside work reached the worker by another path (its search, or its own queues running dry): a requested look
+        // is met. Kept, it would send the next dispatch outside again, ahead of the worker's local items.
+        self.Requests.ClearLookOutside();
+        if (full)
+        {
+            // A full batch: the global queue may hold more, and others can steal the rest of this batch. A partial
+            // batch emptied the queue, so this worker alone can run what it took.
+            _idle.WakeWorkerIfNeeded();
+        }
+        return true;
+    }
+
+    /// <summary>The owner, at a look while local work waits: one item of the global queue, no batch (noted by its look pacer).</summary>
+    private bool TakeOneGlobal(Worker self, out WorkItemEntry item)
+    {
+        if (self.Local.TryTakeOneGlobal(this, out item))
+        {
+            self.NoteTookOutside();
+            return true;
+        }
         return false;
     }
 }

@@ -1,4 +1,4 @@
-using System;
+using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using Spindle.Lanes;
 using Spindle.Queues;
@@ -21,7 +21,7 @@ internal sealed partial class Worker
         {
             do
             {
-                if (lane.IsCancelling && !_services.Runner.MustRunDespiteCancel(item, lane, byPool: Scheduler.IsCancelling))
+                if (_services.Runner.CancelsInstead(item, lane, Scheduler.IsCancelling))
                 {
                     item = default;
                 }
@@ -30,11 +30,11 @@ internal sealed partial class Worker
                     RunItem(ref item, ref threadState);
                     turn.Ran++;
 
-                    // Lane items are timed on their own interval (see TimeLaneItems), so a worker whose lane items are
-                    // long enters the relief's count of long-item workers; the pool queue's looks keep theirs.
+                    // Lane items are timed on their own interval (see LookPacer.TimeLaneItems), so a worker whose lane
+                    // items are long enters the relief's count of long-item workers; the pool queue's looks keep theirs.
                     if (_pacing.Looks.CountLaneItem())
                     {
-                        TimeLaneItems();
+                        _pacing.Looks.TimeLaneItems(Stopwatch.GetTimestamp(), Scheduler.Relief);
                     }
                 }
                 // The dispatch loop's duty that a turn keeps: the timer deadline every few items.

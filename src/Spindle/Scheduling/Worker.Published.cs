@@ -1,42 +1,48 @@
-using System;
-using System.Runtime.CompilerServices;
-using Spindle.Parking;
+using System.Diagnostics;
+using System.Threading;
+using Spindle.Lanes;
 
 namespace Spindle.Scheduling;
 
-/// <summary>What a worker publishes about itself: its counts, the item it runs (for the stuck-item detector and thieves).</summary>
+/// <summary>What a worker tells other components about itself (its thread, the lane it runs), and what they ask of it besides its <see cref="Requests"/>.</summary>
 internal sealed partial class Worker
 {
-    public long CompletedCount => _record.CompletedCount;
-
-    /// <summary>This worker's telemetry counts: steals, parks, inline runs (a snapshot of each).</summary>
-    public WorkerCounters Counts => _counts;
-
-    /// <summary>Owner only: a steal succeeded.</summary>
-    public void CountSteal() => _counts.CountSteal();
-
-    /// <summary>Owner only: the worker is about to sleep.</summary>
-    public void CountPark() => _counts.CountPark();
-
-    /// <summary>Owner only: a task ran inline.</summary>
-    public void CountInlineRun() => _counts.CountInlineRun();
-
+    /// <summary>Whether the calling thread is this worker's.</summary>
     public bool IsCurrentThread => ReferenceEquals(t_current, this);
 
-    public ref Backoff Backoff => ref _backoff;
+    /// <summary>This worker's thread (set before it starts).</summary>
+    public Thread? Thread => _life.Thread;
 
-    /// <summary>Items this worker has started; one ahead of <see cref="CompletedCount"/> while it runs one (see the remarks).</summary>
-    public long StartedCount => _record.StartedCount;
+    /// <summary>Why the thread controller added this worker; passed on if it starts the next thread of a ramp.</summary>
+    public ThreadInjectionReason InjectedFor => _life.InjectedFor;
 
-    /// <summary>The callback of the item this worker runs or last ran (a racy snapshot; see the remarks).</summary>
-    public object? RunningCallback => _record.Callback;
+    /// <summary>The creating thread, before the thread starts: the thread that runs <see cref="Main"/>, and why it was added.</summary>
+    public void Attach(Thread thread, ThreadInjectionReason reason)
+    {
+        Debug.Assert(_life.Thread is null);
+        _life.Thread = thread;
+        _life.InjectedFor = reason;
+    }
 
-    /// <summary>The library item running the caller's code on this worker right now, if any (a racy snapshot).</summary>
-    public object? RunningOwner => _record.Owner;
+    /// <summary>
+    /// This worker, on its own thread: it queued a lone local item without waking anyone; the stall monitor watches that
+    /// its completed count moves on (see <see cref="WorkerRequests.OpenDeferral"/>).
+    /// </summary>
+    public void OpenDeferral()
+    {
+        Debug.Assert(IsCurrentThread);
+        Requests.OpenDeferral(Record.CompletedByOwner);
+    }
 
-    /// <summary>This worker's thread: a library item with a shared callback starts the caller's code (see <see cref="OwnedItems"/>).</summary>
-    public void EnterOwner(object owner) => _record.EnterOwner(owner);
+    /// <summary>The lane whose item this worker runs (or has just taken), null for the pool's own queue (a snapshot).</summary>
+    public Lane? CurrentLane => _scope.Lane;
 
-    /// <summary>This worker's thread: the caller's code that <see cref="EnterOwner"/> published has returned.</summary>
-    public void ExitOwner() => _record.ExitOwner();
+    /// <summary>
+    /// The lane whose item the calling thread is running: a worker's (<see cref="CurrentLane"/>) or the relief thread's
+    /// (<see cref="IOutsideRelief.RunningLane"/>); null on other threads and in the pool's own work.
+    /// </summary>
+    public static Lane? LaneOfCurrentThread => t_current?.CurrentLane ?? OutsideReliefThread.Current?.RunningLane;
+
+    /// <summary>The lane set, on this worker's thread: the item it hands out belongs to <paramref name="lane"/>.</summary>
+    public void EnterLane(Lane lane) => _scope.Lane = lane;
 }

@@ -1,8 +1,5 @@
 using System;
-using System.Collections.Generic;
-using System.Diagnostics;
 using System.Runtime.CompilerServices;
-using System.Threading;
 using Spindle.Lanes;
 using Spindle.Parking;
 using Spindle.Primitives;
@@ -12,47 +9,54 @@ using Spindle.Threading;
 
 namespace Spindle.Scheduling;
 
-/// <summary>One worker thread: its local queues, its blocker, its counters and its dispatch loop.</summary>
+/// <summary>One worker thread: its dispatch loop, and the parts of its state it owns.</summary>
 /// <remarks>
-/// <para>What the worker takes next is not decided here: <see cref="WorkSources"/> holds the orders over the pool's
-/// sources (the worker's, the searcher's, a lane turn's); the worker supplies what only it knows (its look interval, its
-/// peer watch, its timer streak) through owner-only methods. The loop here runs what the order hands it, keeps its duties
-/// between items (timer checks, retiring when surplus) and parks through the idle coordinator.</para>
-/// <para>Only this worker writes its fields; its state is grouped by concern into parts it owns: what it runs
-/// (<see cref="RunningItemRecord"/>, read by the stuck-item detector and by thieves), its counts
-/// (<see cref="WorkerCounters"/>), the pacing of its looks outside (<see cref="LookPacer"/>) and of its timer work
-/// (<see cref="TimerPacer"/>), its local queue (the owner end of <see cref="Ring"/> and the LIFO slot; thieves take
-/// through the ring's and the slot's own protocols). What other components decide about it lives in objects it holds
-/// for them, each changed only through its own methods: the searcher hand-over and the stall monitor's requests, marks
-/// and deferrals (<see cref="Requests"/>), the blocking regions the thread controller counts (<see cref="Regions"/>),
-/// the stuck-item detector's watch (<see cref="StuckWatch"/>) and the idle coordinator's record of its parks
-/// (<see cref="Bursts"/>). The lane set names the lane of the item it hands out (<see cref="EnterLane"/>); the thread
-/// controller attaches the thread (<see cref="Attach"/>).</para>
+/// <para>What the worker takes next is decided by <see cref="WorkSources"/>, which holds the orders over the pool's
+/// sources; the worker supplies what only it knows (its look interval, its peer watch, its timer streak) through
+/// owner-only methods. The loop here runs what the order hands it, keeps its duties between items (timer checks,
+/// retiring when surplus) and parks through the idle coordinator.</para>
+/// <para>Its state is grouped by concern, each part changed only through its own methods: its local queue
+/// (<see cref="Local"/>), what it runs (<see cref="RunningItemRecord"/>), its counts (<see cref="Counts"/>), its pacing
+/// (<see cref="WorkerPacing"/>). What other components decide about it lives in objects it holds for them: the idle
+/// coordinator's and the stall monitor's requests (<see cref="Requests"/>, <see cref="Bursts"/>), the thread
+/// controller's blocking regions (<see cref="Regions"/>), the stuck-item detector's watch (<see cref="StuckWatch"/>).</para>
 /// </remarks>
 internal sealed partial class Worker : IWaitPacer
 {
     /// <summary>How many items of a lane turn run between looks at the timer deadline.</summary>
     private const int LaneTurnCheckInterval = 16;
 
+    /// <summary>Items one call of <see cref="RunBusySpell"/> runs at most before it returns.</summary>
+    private const int BusySpellItems = 1024;
+
     [ThreadStatic]
     private static Worker? t_current;
 
     private readonly WorkerServices _services;
-    private WorkerLocalQueue _local;
     private WorkerPacing _pacing = new();
-    private PeerWatch _peerWatch = new();
     private WorkerLife _life;
     private ItemScope _scope;
-    // What this worker runs, for the stuck-item detector and thieves (see RunningItemRecord); its telemetry counts.
-    private RunningItemRecord _record;
-    private WorkerCounters _counts;
-    private Backoff _backoff;
 
     /// <summary>The worker's number in its pool (for names and traces).</summary>
     public readonly int Id;
 
     /// <summary>What the worker parks on; the idle coordinator signals it.</summary>
     public readonly ThreadBlocker Blocker;
+
+    /// <summary>Its ring and LIFO slot: the owner pushes and pops, thieves steal (see <see cref="WorkerLocalQueue"/>).</summary>
+    public readonly WorkerLocalQueue Local;
+
+    /// <summary>What it runs and has run, for the stuck-item detector and thieves (written by this worker, see <see cref="RunningItemRecord"/>).</summary>
+    public readonly RunningItemRecord Record = new();
+
+    /// <summary>Its watch of one peer at a time, for a stall with items queued (owner only: see <see cref="PeerWatch"/>).</summary>
+    public readonly PeerWatch PeerWatch = new();
+
+    /// <summary>Its telemetry counts (written by this worker, read as snapshots).</summary>
+    public readonly WorkerCounters Counts = new();
+
+    /// <summary>Its randomised spins while it searches (this worker's thread only).</summary>
+    public readonly Backoff Backoff;
 
     /// <summary>What the idle coordinator and the stall monitor ask of this worker (see <see cref="WorkerRequests"/>).</summary>
     public readonly WorkerRequests Requests = new();
@@ -66,43 +70,28 @@ internal sealed partial class Worker : IWaitPacer
     /// <summary>The idle coordinator's record of how this worker's parks end (this worker's thread only).</summary>
     public readonly BurstTracker Bursts = new();
 
+    public Worker(IPoolHost pool, WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, IWorkerThreads threads,
+        IWorkerTimers timers, ItemRunner runner, int id)
+    {
+        _services = new WorkerServices(pool, options, scheduler, idle, threads, timers, runner);
+        Id = id;
+        Local = new WorkerLocalQueue(options.LocalQueueCapacity is int capacity ? new WorkStealingRing(capacity) : new WorkStealingRing(), Record);
+        Blocker = options.BlockerKind is BlockerKind kind ? ThreadBlocker.Create(kind) : ThreadBlocker.Create();
+        Backoff = new Backoff((uint)HashCode.Combine(id, pool));
+        Regions = new WorkerRegions(this, threads);
+    }
+
     /// <summary>The pool this worker serves.</summary>
     public IPoolHost Pool => _services.Pool;
 
     /// <summary>The pool's scheduler.</summary>
     public Scheduler Scheduler => _services.Scheduler;
 
-    /// <summary>The pool's work sources and the orders over them.</summary>
-    public WorkSources Sources => _services.Sources;
-
-    /// <summary>The pool's thread controller.</summary>
-    public IWorkerThreads Threads => _services.Threads;
-
-    /// <summary>This worker's ring (thieves steal from its bottom).</summary>
-    public WorkStealingRing Ring => _local.Ring;
-
-    /// <summary>
-    /// Owner only: the current item is a fired timer's callback. What it queues (the continuations of the delays it
-    /// completes) goes to the global queue, in firing order, instead of this worker's LIFO ring: a burst of timers would
-    /// otherwise leave its first continuations at the bottom of one ring behind the last ones, and behind whatever the
-    /// ring's later items queue.
-    /// </summary>
+    /// <summary>Owner only: the current item is a fired timer's callback, whose continuations go to the global queue in firing order (see <see cref="TimerPacer.InCallback"/>).</summary>
     public bool InTimerCallback => _pacing.Timers.InCallback;
 
-    /// <summary>The worker has finished its work and runs its stop hook (see the field's comment); owner only.</summary>
+    /// <summary>The worker has finished its work and runs its stop hook (see <see cref="WorkerLife.Exiting"/>); owner only.</summary>
     public bool IsExiting => _life.Exiting;
-
-
-    public Worker(IPoolHost pool, WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, IWorkerThreads threads,
-        IWorkerTimers timers, ItemRunner runner, int id)
-    {
-        _services = new WorkerServices(pool, options, scheduler, idle, threads, timers, runner);
-        Id = id;
-        _local = new WorkerLocalQueue(options.LocalQueueCapacity is int capacity ? new WorkStealingRing(capacity) : new WorkStealingRing());
-        Blocker = options.BlockerKind is BlockerKind kind ? ThreadBlocker.Create(kind) : ThreadBlocker.Create();
-        _backoff = new Backoff((uint)HashCode.Combine(id, pool));
-        Regions = new WorkerRegions(this, threads);
-    }
 
     /// <summary>The worker running on the calling thread, or null on any other thread.</summary>
     public static Worker? Current => t_current;
@@ -115,15 +104,15 @@ internal sealed partial class Worker : IWaitPacer
         var threadState = new PoolThreadState(_services.Options.UseBackgroundThreads);
         try
         {
-            Threads.ContinueRamp(this);
+            _services.Threads.ContinueRamp(this);
             _services.Runner.RunHook(_services.Options.OnWorkerStarted);
             Dispatch(ref threadState);
         }
         finally
         {
-            _record.DropCallback();
+            Record.DropCallback();
             _life.Exiting = true;
-            LeaveLongItemCount();
+            _pacing.Looks.Leave(Scheduler.Relief);
             try
             {
                 _services.Runner.RunHook(_services.Options.OnWorkerStopping);
@@ -132,7 +121,7 @@ internal sealed partial class Worker : IWaitPacer
             {
                 t_current = null;
                 BlockingRegion.SetThreadOwner(null);
-                Threads.OnWorkerExited(this);
+                _services.Threads.OnWorkerExited(this);
             }
         }
     }
@@ -150,14 +139,14 @@ internal sealed partial class Worker : IWaitPacer
             {
                 return;
             }
-            _record.DropCallback(); // an idle worker keeps no item alive
+            Record.DropCallback(); // an idle worker keeps no item alive
             // A pace set while busy would hold through the idle spell: the first items after it are sampled.
             _pacing.Duration.Rewind();
             _pacing.Wait.Rewind();
             // The next look outside times the work after the wake, not the idle spell (which would cut the interval
             // to one item and cost a clock read per item for the first looks of every busy spell).
             _pacing.Looks.RestartAfterPark();
-            LeaveLongItemCount(); // a parked worker is woken for outside work: the relief need not watch for it
+            _pacing.Looks.Leave(Scheduler.Relief); // a parked worker is woken for outside work: the relief need not watch for it
             if (!_services.Idle.Park(this))
             {
                 return; // shutting down and nothing left to run, or retired
@@ -165,24 +154,8 @@ internal sealed partial class Worker : IWaitPacer
         }
     }
 
-    /// <summary>How <see cref="RunBusySpell"/> ended.</summary>
-    private enum BusySpellEnd
-    {
-        /// <summary>No work was found: the worker parks.</summary>
-        NoWork,
-
-        /// <summary><see cref="BusySpellItems"/> items ran: the caller calls again at once.</summary>
-        Budget,
-
-        /// <summary>
-        /// The worker was above the thread target and retired, or the pool is shutting down and only fired timers are
-        /// left: its thread ends.
-        /// </summary>
-        Exit,
-    }
-
-    /// <summary>Items one call of <see cref="RunBusySpell"/> runs at most before it returns.</summary>
-    private const int BusySpellItems = 1024;
+    /// <summary>How <see cref="RunBusySpell"/> ended: no work found (park), its item budget spent (call again), or the thread ends (retired, or only fired timers left at shutdown).</summary>
+    private enum BusySpellEnd { NoWork, Budget, Exit }
 
     /// <summary>
     /// Runs items until none is found, the thread retires, or <see cref="BusySpellItems"/> have run.
@@ -200,7 +173,7 @@ internal sealed partial class Worker : IWaitPacer
     {
         Scheduler scheduler = Scheduler;
         WorkSources sources = _services.Sources;
-        IWorkerThreads threads = Threads;
+        IWorkerThreads threads = _services.Threads;
         WorkerRoster roster = _services.Roster;
         for (int budget = BusySpellItems; budget > 0; budget--)
         {
@@ -214,7 +187,7 @@ internal sealed partial class Worker : IWaitPacer
             {
                 RunLaneItem(lane, ref item, ref threadState);
             }
-            else if (scheduler.IsCancelling && !_services.Runner.MustRunDespiteCancel(item))
+            else if (_services.Runner.CancelsInstead(item, lane: null, scheduler.IsCancelling))
             {
                 item = default;
             }
@@ -248,10 +221,10 @@ internal sealed partial class Worker : IWaitPacer
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     private void RunItem(ref WorkItemEntry item, ref PoolThreadState threadState)
     {
-        _services.Runner.Run(ref _record, ref _pacing.Duration, ref item, ref threadState, _scope.Lane);
+        _services.Runner.Run(Record, ref _pacing.Duration, ref item, ref threadState, _scope.Lane);
         if (Regions.AnyOpen)
         {
-            Threads.CloseAbandonedRegion(this);
+            _services.Threads.CloseAbandonedRegion(this);
         }
     }
 }

@@ -6,7 +6,7 @@ namespace Spindle.Scheduling;
 /// A worker's telemetry counts: written by the worker only (a release store of the incremented value, no interlocked
 /// operation), read by collections as snapshots.
 /// </summary>
-internal struct WorkerCounters
+internal sealed class WorkerCounters
 {
     private long _steals;
     private long _parks;

@@ -8,11 +8,12 @@ using Spindle.Queues;
 namespace Spindle.Scheduling;
 
 /// <summary>
-/// A worker's local queue, embedded in the worker: the ring, the LIFO slot, the buffer of a global batch, and the age
-/// watch of the ring's bottom. The owner pushes and pops; thieves steal through <see cref="TryTakeLifoSlot"/> and the
-/// ring's own protocol. The worker calls these methods and forwards the ones other components need.
+/// A worker's local queue: the ring, the LIFO slot, the buffer of a global batch, and the age watch of the ring's
+/// bottom. Its owner (the worker's thread) pushes and pops; thieves steal through <see cref="TryTakeLifoSlot"/> and the
+/// ring's own protocol. Each method says who may call it; the work sources' orders and the scheduler's local enqueue
+/// call them on <see cref="Worker.Local"/>.
 /// </summary>
-internal struct WorkerLocalQueue(WorkStealingRing ring)
+internal sealed class WorkerLocalQueue(WorkStealingRing ring, RunningItemRecord record)
 {
     /// <summary>Most items a worker takes from the global queue at once.</summary>
     internal const int GlobalBatchSize = 32;
@@ -44,6 +45,9 @@ internal struct WorkerLocalQueue(WorkStealingRing ring)
     // and a three-reference copy for the ring.
     private PaddedReference _lifoSlot;
 
+    // What the owner runs (its record): a thief asks it before it takes a lone item (see MayStealFrom).
+    private readonly RunningItemRecord _ownerRecord = record;
+
     // Owner only: the buffer a batch from the global queue is taken into.
     private readonly WorkItemEntry[] _batch = new WorkItemEntry[GlobalBatchSize];
 
@@ -52,16 +56,16 @@ internal struct WorkerLocalQueue(WorkStealingRing ring)
     private long _bottomSince;
 
     /// <summary>Thieves and the scheduler: the LIFO slot's item, if any (a snapshot).</summary>
-    public readonly object? PeekLifoSlot() => Volatile.Read(ref Unsafe.AsRef(in _lifoSlot.Value));
+    public object? PeekLifoSlot() => Volatile.Read(ref _lifoSlot.Value);
 
     /// <summary>Owner only: whether its LIFO slot holds an item (a plain read of its own field is current).</summary>
-    public readonly bool HoldsLifoItem => _lifoSlot.Value is not null;
+    public bool HoldsLifoItem => _lifoSlot.Value is not null;
 
     /// <summary>Whether the queue holds no item (ring and LIFO slot; a snapshot).</summary>
-    public readonly bool IsEmpty => PeekLifoSlot() is null && Ring.IsEmpty;
+    public bool IsEmpty => PeekLifoSlot() is null && Ring.IsEmpty;
 
     /// <summary>Items queued (ring and LIFO slot; a snapshot).</summary>
-    public readonly int Count => Ring.Count + (PeekLifoSlot() is null ? 0 : 1);
+    public int Count => Ring.Count + (PeekLifoSlot() is null ? 0 : 1);
 
     /// <summary>Owner or thief: takes the LIFO slot's item.</summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
@@ -104,7 +108,7 @@ internal struct WorkerLocalQueue(WorkStealingRing ring)
     }
 
     /// <summary>Owner only, with its ring full: half of it moves to the global queue, then the item goes in.</summary>
-    public readonly void OverflowToGlobal(in WorkItemEntry entry, Scheduler scheduler)
+    public void OverflowToGlobal(in WorkItemEntry entry, Scheduler scheduler)
     {
         for (int i = Ring.Capacity / 2; i > 0 && Ring.TrySteal(out WorkItemEntry oldest); i--)
         {
@@ -122,7 +126,7 @@ internal struct WorkerLocalQueue(WorkStealingRing ring)
     /// (where they can be stolen). <paramref name="full"/>: the batch was as large as it could be (the global queue may
     /// hold more, and others can steal the rest).
     /// </summary>
-    public readonly bool TryTakeGlobalBatch(WorkSources sources, out WorkItemEntry item, out bool full)
+    public bool TryTakeGlobalBatch(WorkSources sources, out WorkItemEntry item, out bool full)
     {
         int room = Ring.Capacity - Ring.Count;
         int want = Math.Min(_batch.Length, room + 1);
@@ -144,7 +148,7 @@ internal struct WorkerLocalQueue(WorkStealingRing ring)
     }
 
     /// <summary>Owner only: takes one item from the global queue (a look outside while local work waits: no batch).</summary>
-    public readonly bool TryTakeOneGlobal(WorkSources sources, out WorkItemEntry item)
+    public bool TryTakeOneGlobal(WorkSources sources, out WorkItemEntry item)
     {
         if (sources.TakeGlobal(_batch.AsSpan(0, 1)) != 0)
         {
@@ -183,7 +187,7 @@ internal struct WorkerLocalQueue(WorkStealingRing ring)
     }
 
     /// <summary>
-    /// Thief: whether the owner's queued items may be taken now (<paramref name="record"/> is the owner's). An owner that
+    /// Thief: whether the owner's queued items may be taken now. An owner that
     /// is running an item and holds exactly one queued item (in its LIFO slot, or alone in its ring) will most likely run
     /// that item next, within nanoseconds in a chain of short items, and a thief taking it would move the chain from core
     /// to core. Such an item is left to its owner until the owner has started nothing for a grace period
@@ -194,10 +198,10 @@ internal struct WorkerLocalQueue(WorkStealingRing ring)
     /// A heuristic over snapshots of the owner's counts and queues: it decides only when a thief tries, never whether
     /// the take is safe (the ring's and the slot's own protocols do that), so a stale read costs at most a later steal.
     /// </remarks>
-    public readonly bool MayStealFrom(ref RunningItemRecord record)
+    public bool MayStealFrom()
     {
-        long started = record.StartedCount;
-        if (started == record.CompletedCount)
+        long started = _ownerRecord.StartedCount;
+        if (started == _ownerRecord.CompletedCount)
         {
             return true; // between items
         }
@@ -207,7 +211,7 @@ internal struct WorkerLocalQueue(WorkStealingRing ring)
             return queued > 1;
         }
         long deadline = Stopwatch.GetTimestamp() + s_stealGraceTicks;
-        while (record.StartedCount == started)
+        while (_ownerRecord.StartedCount == started)
         {
             if (Stopwatch.GetTimestamp() >= deadline)
             {

@@ -15,7 +15,7 @@ internal sealed class WorkerRequests
 
     // Set by the stall monitor when it finds outside work waiting in the global queue while no worker is parked; cleared
     // by the worker at its next look outside (Worker.TryBeginLook) or when it takes outside work any other way
-    // (Worker.TryTakeGlobalBatch). The look comes at its next dispatch of the pool's own queue whatever its item count
+    // (WorkSources.TakeGlobalBatch). The look comes at its next dispatch of the pool's own queue whatever its item count
     // says, so a look interval learned from short items cannot hold outside work behind dozens of long ones: the wait is
     // bounded by two of the monitor's ticks plus the item in progress. A lost race (the monitor sets the flag just after
     // a look cleared it) costs one early look, never a missed one.

@@ -199,7 +199,7 @@ internal sealed class DedicatedThreads
         public readonly ThreadBlocker Blocker = owner._options.BlockerKind is BlockerKind kind ? ThreadBlocker.Create(kind) : ThreadBlocker.Create();
         public Thread? Thread;
         public WorkItemEntry Item = first; // handed over under the owner's lock, read by this thread after the signal
-        private RunningItemRecord _record;  // this thread's, as a worker's (see ItemRunner.Run)
+        private readonly RunningItemRecord _record = new();  // this thread's, as a worker's (see ItemRunner.Run)
         private SamplePacer _timing = SamplePacer.EveryItem(); // its items are long: each is timed
 
         public void Main()
@@ -215,7 +215,7 @@ internal sealed class DedicatedThreads
                 {
                     try
                     {
-                        runner.Run(ref _record, ref _timing, ref item, ref threadState, lane: null);
+                        runner.Run(_record, ref _timing, ref item, ref threadState, lane: null);
                     }
                     finally
                     {

@@ -42,7 +42,7 @@ internal sealed partial class OutsideRelief
                 RunLaneItem(lane, ref item, ref threadState);
                 return true;
             }
-            if (_scheduler.IsCancelling && !_runner.MustRunDespiteCancel(item))
+            if (_runner.CancelsInstead(item, lane: null, _scheduler.IsCancelling))
             {
                 return true; // shutdown with CancelPending began between the check and the take: cancelled and counted, as a worker does
             }
@@ -67,7 +67,7 @@ internal sealed partial class OutsideRelief
         Volatile.Write(ref _runningLane, lane);
         try
         {
-            if (lane.IsCancelling && !_runner.MustRunDespiteCancel(item, lane, byPool: _scheduler.IsCancelling))
+            if (_runner.CancelsInstead(item, lane, _scheduler.IsCancelling))
             {
                 item = default;
             }
@@ -90,7 +90,7 @@ internal sealed partial class OutsideRelief
     /// <summary>Runs an item, published for the stuck-item detector (see the remarks); timed as <paramref name="lane"/>'s.</summary>
     private void RunPublished(ref WorkItemEntry item, ref PoolThreadState threadState, Lane? lane)
     {
-        _runner.Run(ref _record, ref _timing, ref item, ref threadState, lane); // published as on a worker, every item timed
+        _runner.Run(_record, ref _timing, ref item, ref threadState, lane); // published as on a worker, every item timed
         // The relief thread keeps no item alive between items: it is idle more often than not.
         _record.ExitOwner();
         _record.DropCallback();

@@ -101,7 +101,7 @@ internal sealed partial class OutsideRelief : IOutsideRelief
     private Thread? _thread;
     private bool _released;
     private bool _creationFailed;
-    private RunningItemRecord _record;   // this thread writes it (see the remarks)
+    private readonly RunningItemRecord _record = new();   // this thread writes it (see the remarks)
     private SamplePacer _timing = SamplePacer.EveryItem(); // this thread's: its items are few and long, each is timed
     private Lane? _runningLane;          // this thread, while it runs an item of a lane (read by anyone)
     private readonly WorkItemEntry[] _one = new WorkItemEntry[1]; // this thread's take buffer

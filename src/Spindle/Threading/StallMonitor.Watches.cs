@@ -51,13 +51,13 @@ internal sealed partial class StallMonitor
         foreach (Worker worker in workers)
         {
             WorkerWatch watch = WatchOf(worker);
-            if (worker.HasNoLocalWork)
+            if (worker.Local.IsEmpty)
             {
                 watch.StrandCount = -1;
                 worker.Requests.MarkStranded(false);
                 continue;
             }
-            long completed = worker.CompletedCount;
+            long completed = worker.Record.CompletedCount;
             if (completed != watch.StrandCount)
             {
                 watch.StrandCount = completed;
@@ -87,7 +87,7 @@ internal sealed partial class StallMonitor
                 continue;
             }
             WorkerWatch watch = WatchOf(worker);
-            if (worker.CompletedCount > deferredAt || worker.HasNoLocalWork)
+            if (worker.Record.CompletedCount > deferredAt || worker.Local.IsEmpty)
             {
                 // The item that deferred has returned, or the queued item was taken: nothing to rescue.
                 worker.Requests.TryCloseDeferral(deferredAt);

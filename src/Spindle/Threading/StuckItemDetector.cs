@@ -62,16 +62,16 @@ internal sealed class StuckItemDetector
     {
         foreach (Worker worker in _threads.Workers)
         {
-            long completed = worker.CompletedCount; // first: see the remarks
+            long completed = worker.Record.CompletedCount; // first: see the remarks
             StuckWatch watch = worker.StuckWatch;
-            if (!watch.IsDue(completed, worker.StartedCount, now, _thresholdTicks))
+            if (!watch.IsDue(completed, worker.Record.StartedCount, now, _thresholdTicks))
             {
                 continue;
             }
-            object? callback = worker.RunningCallback;
-            object? owner = worker.RunningOwner;
+            object? callback = worker.Record.Callback;
+            object? owner = worker.Record.Owner;
             Lane? lane = worker.CurrentLane;
-            if (callback is null || worker.CompletedCount != completed)
+            if (callback is null || worker.Record.CompletedCount != completed)
             {
                 continue; // it ended while we looked: not stuck after all (its successor is watched afresh)
             }

@@ -114,7 +114,7 @@ internal sealed partial class ThreadController : IWorkerThreads
     public int StarvationBoost => Volatile.Read(ref _starvationBoost);
 
     /// <summary>Items completed by workers, those that exited included (a snapshot).</summary>
-    public long WorkerCompletedCount => SumOverWorkers(ref _exitedWorkersCompleted, static worker => worker.CompletedCount);
+    public long WorkerCompletedCount => SumOverWorkers(ref _exitedWorkersCompleted, static worker => worker.Record.CompletedCount);
 
     /// <summary>
     /// The stall monitor's measure of progress: items completed plus tasks run inline by workers, those that exited
@@ -124,7 +124,7 @@ internal sealed partial class ThreadController : IWorkerThreads
     /// <remarks>One pass over the workers; both exited counts are read before the list, as in <see cref="SumOverWorkers"/>.</remarks>
     public long WorkerProgressCount =>
         Interlocked.Read(ref _exitedWorkersCompleted)
-        + SumOverWorkers(ref _exitedWorkersInlineRuns, static worker => worker.CompletedCount + worker.Counts.InlineRuns);
+        + SumOverWorkers(ref _exitedWorkersInlineRuns, static worker => worker.Record.CompletedCount + worker.Counts.InlineRuns);
 
     /// <summary>Steals by workers, those that exited included (a snapshot).</summary>
     public long WorkerStealCount => SumOverWorkers(ref _exitedWorkersSteals, static worker => worker.Counts.Steals);
@@ -350,7 +350,7 @@ internal sealed partial class ThreadController : IWorkerThreads
         lock (_lock)
         {
             int floor = reason == ThreadInjectionReason.RetiredIdle ? _minThreads : _roster.Target;
-            if (_roster.Count <= floor || _scheduler.IsShutdownStarted || !worker.HasNoLocalWork)
+            if (_roster.Count <= floor || _scheduler.IsShutdownStarted || !worker.Local.IsEmpty)
             {
                 return false;
             }
@@ -419,7 +419,7 @@ internal sealed partial class ThreadController : IWorkerThreads
     {
         // Completed count first, then the list: a reader summing both may briefly count this worker twice, never zero
         // times, and the completed count is documented as a snapshot.
-        Interlocked.Add(ref _exitedWorkersCompleted, worker.CompletedCount);
+        Interlocked.Add(ref _exitedWorkersCompleted, worker.Record.CompletedCount);
         Interlocked.Add(ref _exitedWorkersSteals, worker.Counts.Steals);
         Interlocked.Add(ref _exitedWorkersParks, worker.Counts.Parks);
         Interlocked.Add(ref _exitedWorkersInlineRuns, worker.Counts.InlineRuns);
@@ -429,7 +429,7 @@ internal sealed partial class ThreadController : IWorkerThreads
     private void DropFromListLocked(Worker worker)
     {
         Debug.Assert(_lock.IsHeldByCurrentThread);
-        Debug.Assert(worker.HasNoLocalWork, "A worker leaves only with an empty ring and LIFO slot.");
+        Debug.Assert(worker.Local.IsEmpty, "A worker leaves only with an empty ring and LIFO slot.");
         _roster.RemoveLocked(worker);
     }
 }
