@@ -22,6 +22,15 @@ internal struct PaddedInt32
     public int Value;
 }
 
+/// <summary>
+/// Two cache lines of nothing: a struct of sequential layout whose fields one thread writes often puts one before and
+/// one after them, so that wherever the struct lands in its owner, the fields other threads read are on other lines.
+/// </summary>
+[StructLayout(LayoutKind.Explicit, Size = 2 * CacheLine.Size)]
+internal struct CacheLinePad
+{
+}
+
 internal static class CacheLine
 {
     /// <summary>Conservative line size: 64 bytes on x64 and most Arm cores, 128 on Apple silicon.</summary>

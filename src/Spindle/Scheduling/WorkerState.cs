@@ -1,3 +1,4 @@
+using System.Runtime.InteropServices;
 using System.Threading;
 using Spindle.Lanes;
 using Spindle.Primitives;
@@ -27,8 +28,16 @@ internal readonly struct WorkerServices(
 }
 
 /// <summary>A worker's pacing countdowns (owner only): telemetry samples, looks outside, timer work.</summary>
+/// <remarks>
+/// The owner counts these down for every item, while other threads read the worker's other fields (a thief its
+/// <see cref="Worker.Local"/> and <see cref="Worker.Record"/>, a waker its blocker, the stall monitor its requests): the
+/// pads keep those reads off the lines these writes invalidate.
+/// </remarks>
+[StructLayout(LayoutKind.Sequential)]
 internal struct WorkerPacing()
 {
+    private CacheLinePad _before;
+
     /// <summary>The pace of the items timed for the run-time histogram.</summary>
     public SamplePacer Duration;
 
@@ -40,6 +49,8 @@ internal struct WorkerPacing()
 
     /// <summary>The pacing of timer work (see Worker.CheckTimers).</summary>
     public TimerPacer Timers = TimerPacer.Create();
+
+    private CacheLinePad _after;
 }
 
 /// <summary>A worker's thread and lifetime: set once by the creating thread before the thread starts (see Worker.Attach), then the exit mark.</summary>
