@@ -311,6 +311,56 @@ public sealed class WorkerPoolContinuationShutdownTests
     }
 
     [Fact]
+    public void ContinuationOfALongRunningItem_InAPoolWithoutWorkers_RunsOnAWorkerNotOnTheDisposingThread()
+    {
+        // The pool's only work runs on a dedicated thread, so the pool has no worker while it drains. The continuation
+        // that item posts is queued before a worker exists; creating that worker is held up here (the factory's second
+        // call: the first made the dedicated thread), so the waiting Dispose looks at the queue meanwhile. It must see
+        // the continuation run on the pool's worker, not run it on its own thread. The hold only gives a wrong Dispose
+        // time to be wrong: a right one passes however the threads are scheduled.
+        int creations = 0;
+        WorkerPool pool = new(new WorkerPoolOptions
+        {
+            Name = nameof(WorkerPoolContinuationShutdownTests),
+            MinThreads = 2,
+            MaxThreads = 2,
+            ExceptionPolicy = UnhandledExceptionPolicy.Report,
+            ThreadFactory = (start, stack) =>
+            {
+                if (Interlocked.Increment(ref creations) == 2)
+                {
+                    Thread.Sleep(100);
+                }
+                return new Thread(start, stack);
+            },
+        });
+        using var release = new ManualResetEventSlim();
+        using var started = new ManualResetEventSlim();
+        WorkerPool? continuationOn = null;
+        using var continued = new ManualResetEventSlim();
+        pool.QueueUserWorkItem(_ =>
+        {
+            started.Set();
+            release.Wait(Waits.MustHappen);
+            pool.SynchronizationContext.Post(_ =>
+            {
+                continuationOn = WorkerPool.Current;
+                continued.Set();
+            }, null);
+        }, (object?)null, WorkItemOptions.LongRunning);
+        Waits.For(started, "the long-running item");
+        Assert.Equal(0, pool.ThreadCount);
+
+        Task dispose = Task.Factory.StartNew(pool.Dispose, TaskCreationOptions.LongRunning);
+        Waits.Until(() => pool.IsShutdownStarted, "shutdown begins");
+        release.Set();
+        Waits.For(continued, "the posted continuation runs");
+        Assert.True(dispose.Wait(Waits.MustHappen), "Dispose returns");
+        Assert.Same(pool, continuationOn);
+        Assert.Equal(0, pool.RedirectedCallbackCount);
+    }
+
+    [Fact]
     public void DisposeFromInsideAWorkItem_WithAnAsyncRunItemPending_StopsOnceItsTaskCompletes()
     {
         WorkerPool pool = NewPool();

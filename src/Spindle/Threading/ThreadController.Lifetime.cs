@@ -146,23 +146,45 @@ internal sealed partial class ThreadController
     }
 
     /// <summary>
-    /// Waits for the stop. While waiting, runs whatever sits in the queues when no worker exists to run it (the pool
-    /// could not start one: thread creation failing), so that a drain hold waiting on such an item cannot wait forever.
+    /// Waits for the stop. While waiting, sees that whatever sits in the queues with no worker to run it runs (see
+    /// <see cref="RunLeftoversWithoutWorkers"/>), so that a drain hold waiting on such an item cannot wait forever.
     /// </summary>
     public void WaitUntilStopped()
     {
         while (!_stoppedSource.Task.Wait(10))
         {
-            if (_roster.Count == 0 && _scheduler.Sources.HasLeftovers)
-            {
-                _scheduler.SweepLeftovers();
-            }
+            RunLeftoversWithoutWorkers();
         }
     }
 
     /// <summary>
+    /// A waiting shutdown call's look: when work is queued and the pool has no worker, starts one for it, and runs the
+    /// work on the calling thread only when the pool cannot (thread creation failing, or backing off after a failure).
+    /// Returns whether it found such work.
+    /// </summary>
+    /// <remarks>
+    /// A pool starts its workers on demand, so a pool whose only work was a long-running item has none while it drains.
+    /// A continuation that item posts is queued first and starts a worker just after (the enqueue's wake): a look that
+    /// fell between the two and ran the continuation here ran it off the pool's threads, where
+    /// <c>WorkerPool.Current</c> is null. Asking for a worker first keeps it on the pool; the count is read again
+    /// after a refusal, because the refusal may mean that the enqueue's own worker got there first.
+    /// </remarks>
+    private bool RunLeftoversWithoutWorkers()
+    {
+        if (_roster.Count != 0 || !_scheduler.Sources.HasLeftovers)
+        {
+            return false;
+        }
+        if (!TryAddWorker(ThreadInjectionReason.Demand) && _roster.Count == 0)
+        {
+            _scheduler.SweepLeftovers();
+        }
+        return true;
+    }
+
+    /// <summary>
     /// Like <see cref="WaitUntilStopped"/> without blocking a thread: completes when the pool has stopped, or is
-    /// cancelled by <paramref name="cancellationToken"/>. Looks for leftovers no worker exists to run after 10 ms, and
+    /// cancelled by <paramref name="cancellationToken"/>. Looks for work no worker exists to run after 10 ms, and
     /// then at intervals that double up to 160 ms, so that a wait for an item that never ends (a host that gave up on
     /// it finishes its shutdown in the background) costs a few looks a second, not a hundred.
     /// </summary>
@@ -179,10 +201,9 @@ internal sealed partial class ThreadController
             catch (TimeoutException)
             {
                 intervalMs = Math.Min(intervalMs * 2, 160);
-                if (_roster.Count == 0 && _scheduler.Sources.HasLeftovers)
+                if (RunLeftoversWithoutWorkers())
                 {
-                    _scheduler.SweepLeftovers();
-                    intervalMs = 10; // what it ran may queue more (an async chain's next step): look again soon
+                    intervalMs = 10; // what ran may queue more (an async chain's next step): look again soon
                 }
             }
         }
