@@ -31,13 +31,49 @@ public sealed class WorkerPoolContinuationShutdownTests
         InsidePool,
     }
 
-    private static WorkerPool NewPool() => new(new WorkerPoolOptions
+    private static WorkerPool NewPool(Func<ThreadStart, int, Thread>? threadFactory = null) => new(new WorkerPoolOptions
     {
         Name = nameof(WorkerPoolContinuationShutdownTests),
         MinThreads = 2,
         MaxThreads = 2,
         ExceptionPolicy = UnhandledExceptionPolicy.Report,
+        ThreadFactory = threadFactory,
     });
+
+    /// <summary>
+    /// A long-running item that, once <see cref="Release"/> is set, posts a continuation to its pool's context and
+    /// records the pool current where the continuation ran. Constructed, the item has started.
+    /// </summary>
+    private sealed class LongRunningPoster : IDisposable
+    {
+        public readonly ManualResetEventSlim Release = new();
+        public readonly ManualResetEventSlim Continued = new();
+        public WorkerPool? ContinuationOn;
+        private readonly ManualResetEventSlim _started = new();
+
+        public LongRunningPoster(WorkerPool pool)
+        {
+            pool.QueueUserWorkItem(_ =>
+            {
+                _started.Set();
+                Release.Wait(Waits.MustHappen);
+                // Posted while the pool drains: the long-running item holds the drain.
+                pool.SynchronizationContext.Post(_ =>
+                {
+                    ContinuationOn = WorkerPool.Current;
+                    Continued.Set();
+                }, null);
+            }, (object?)null, WorkItemOptions.LongRunning);
+            Waits.For(_started, "the long-running item");
+        }
+
+        public void Dispose()
+        {
+            Release.Dispose();
+            Continued.Dispose();
+            _started.Dispose();
+        }
+    }
 
     /// <summary>The awaiting code: awaits <paramref name="awaited"/>, then records where it resumed.</summary>
     private sealed class Awaiter(Task awaited)
@@ -283,30 +319,15 @@ public sealed class WorkerPoolContinuationShutdownTests
     public void ContinuationOfALongRunningItem_DuringTheDrain_RunsOnThePool()
     {
         WorkerPool pool = NewPool();
-        using var release = new ManualResetEventSlim();
-        using var started = new ManualResetEventSlim();
-        WorkerPool? continuationOn = null;
-        using var continued = new ManualResetEventSlim();
-        pool.QueueUserWorkItem(_ =>
-        {
-            started.Set();
-            release.Wait(Waits.MustHappen);
-            // Posted while the pool drains, with every worker idle: the long-running item holds the drain.
-            pool.SynchronizationContext.Post(_ =>
-            {
-                continuationOn = WorkerPool.Current;
-                continued.Set();
-            }, null);
-        }, (object?)null, WorkItemOptions.LongRunning);
-        Waits.For(started, "the long-running item");
+        using var poster = new LongRunningPoster(pool); // every worker idle when it posts
 
         Task dispose = Task.Factory.StartNew(pool.Dispose, TaskCreationOptions.LongRunning);
         Waits.Until(() => pool.IsShutdownStarted, "shutdown begins");
         Waits.Never(() => dispose.IsCompleted, "Dispose returned while a long-running item was running");
-        release.Set();
-        Waits.For(continued, "the posted continuation runs");
+        poster.Release.Set();
+        Waits.For(poster.Continued, "the posted continuation runs");
         Assert.True(dispose.Wait(Waits.MustHappen), "Dispose returns");
-        Assert.Same(pool, continuationOn);
+        Assert.Same(pool, poster.ContinuationOn);
         Assert.Equal(0, pool.RedirectedCallbackCount);
     }
 
@@ -319,44 +340,23 @@ public sealed class WorkerPoolContinuationShutdownTests
         // the continuation run on the pool's worker, not run it on its own thread. The hold only gives a wrong Dispose
         // time to be wrong: a right one passes however the threads are scheduled.
         int creations = 0;
-        WorkerPool pool = new(new WorkerPoolOptions
+        WorkerPool pool = NewPool((start, stack) =>
         {
-            Name = nameof(WorkerPoolContinuationShutdownTests),
-            MinThreads = 2,
-            MaxThreads = 2,
-            ExceptionPolicy = UnhandledExceptionPolicy.Report,
-            ThreadFactory = (start, stack) =>
+            if (Interlocked.Increment(ref creations) == 2)
             {
-                if (Interlocked.Increment(ref creations) == 2)
-                {
-                    Thread.Sleep(100);
-                }
-                return new Thread(start, stack);
-            },
+                Thread.Sleep(100);
+            }
+            return new Thread(start, stack);
         });
-        using var release = new ManualResetEventSlim();
-        using var started = new ManualResetEventSlim();
-        WorkerPool? continuationOn = null;
-        using var continued = new ManualResetEventSlim();
-        pool.QueueUserWorkItem(_ =>
-        {
-            started.Set();
-            release.Wait(Waits.MustHappen);
-            pool.SynchronizationContext.Post(_ =>
-            {
-                continuationOn = WorkerPool.Current;
-                continued.Set();
-            }, null);
-        }, (object?)null, WorkItemOptions.LongRunning);
-        Waits.For(started, "the long-running item");
+        using var poster = new LongRunningPoster(pool);
         Assert.Equal(0, pool.ThreadCount);
 
         Task dispose = Task.Factory.StartNew(pool.Dispose, TaskCreationOptions.LongRunning);
         Waits.Until(() => pool.IsShutdownStarted, "shutdown begins");
-        release.Set();
-        Waits.For(continued, "the posted continuation runs");
+        poster.Release.Set();
+        Waits.For(poster.Continued, "the posted continuation runs");
         Assert.True(dispose.Wait(Waits.MustHappen), "Dispose returns");
-        Assert.Same(pool, continuationOn);
+        Assert.Same(pool, poster.ContinuationOn);
         Assert.Equal(0, pool.RedirectedCallbackCount);
     }
 
