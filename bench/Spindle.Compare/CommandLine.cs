@@ -12,7 +12,8 @@ namespace Spindle.Compare;
 
 /// <summary>
 /// The public command line, parsed by System.CommandLine (which also writes the help and the errors); the hidden child
-/// arguments are handled by <see cref="Runner.ChildHost"/> before this sees them.
+/// arguments are handled by <see cref="Runner.ChildHost"/>, and those of a background-load process by
+/// <see cref="Runner.BackgroundLoad"/>, before this sees them.
 /// </summary>
 internal sealed class CommandLine
 {
@@ -59,6 +60,14 @@ internal sealed class CommandLine
         DefaultValueFactory = _ => 120,
     };
 
+    private static readonly Option<int> s_backgroundLoad = new("--background-load")
+    {
+        Description = "Start N processes that each keep one core busy (a thread spinning in a tight loop) before the first run; "
+            + "they run for the whole comparison, beside every child, and stop with it (default 0: none).",
+        HelpName = "N",
+        DefaultValueFactory = _ => 0,
+    };
+
     private static readonly Option<string?> s_headlineFrom = new("--headline-from")
     {
         Description = "Run nothing: print the headline table (one row per case, its headline metric) of a report written before, as the README shows it.",
@@ -86,6 +95,9 @@ internal sealed class CommandLine
 
     public TimeSpan Timeout { get; private init; } = TimeSpan.FromSeconds(120);
 
+    /// <summary>How many CPU-burning processes run beside every child (<see cref="Runner.BackgroundLoad"/>); 0 for none.</summary>
+    public int BackgroundLoad { get; private init; }
+
     public bool List { get; private init; }
 
     public string? HeadlineFrom { get; private init; }
@@ -98,7 +110,7 @@ internal sealed class CommandLine
             "Runs every scenario (or those named) on Spindle and on the built-in ThreadPool, each run in a fresh child " +
             "process, and prints a table of medians, ratios (> 1: Spindle is better) and spreads.")
         {
-            s_scenario, s_full, s_runs, s_json, s_markdown, s_out, s_timeout, s_list, s_headlineFrom,
+            s_scenario, s_full, s_runs, s_json, s_markdown, s_out, s_timeout, s_backgroundLoad, s_list, s_headlineFrom,
         };
         // No --version: the program is not versioned apart from the repository.
         foreach (VersionOption version in root.Options.OfType<VersionOption>().ToList())
@@ -117,9 +129,16 @@ internal sealed class CommandLine
         });
         s_runs.Validators.Add(static result =>
         {
-            if (result.GetValueOrDefault<int?>() is < 1)
+            if (TryGetValue(result, out int? runs) && runs is < 1)
             {
-                result.AddError($"--runs needs a positive integer, not '{result.GetValueOrDefault<int?>()}'.");
+                result.AddError($"--runs needs a positive integer, not '{runs}'.");
+            }
+        });
+        s_backgroundLoad.Validators.Add(static result =>
+        {
+            if (TryGetValue(result, out int count) && count < 0)
+            {
+                result.AddError($"--background-load needs a number of processes of 0 or more, not '{count}'.");
             }
         });
         s_headlineFrom.Validators.Add(static result =>
@@ -131,12 +150,30 @@ internal sealed class CommandLine
         });
         s_timeout.Validators.Add(static result =>
         {
-            if (result.GetValueOrDefault<int>() < 1)
+            if (TryGetValue(result, out int seconds) && seconds < 1)
             {
-                result.AddError($"--timeout needs a positive number of seconds, not '{result.GetValueOrDefault<int>()}'.");
+                result.AddError($"--timeout needs a positive number of seconds, not '{seconds}'.");
             }
         });
         return root;
+    }
+
+    /// <summary>
+    /// The option's value for a validator; false when its token does not convert (say "--runs x"): the parser reports
+    /// that error itself, and asking for the value would throw instead of letting it.
+    /// </summary>
+    private static bool TryGetValue<T>(OptionResult result, out T? value)
+    {
+        try
+        {
+            value = result.GetValueOrDefault<T>();
+            return true;
+        }
+        catch (InvalidOperationException)
+        {
+            value = default;
+            return false;
+        }
     }
 
     private static IEnumerable<string> SplitIds(IEnumerable<string> values) =>
@@ -159,6 +196,7 @@ internal sealed class CommandLine
             MarkdownPath = parsed.GetValue(s_markdown),
             OutputDirectory = parsed.GetValue(s_out),
             Timeout = TimeSpan.FromSeconds(parsed.GetValue(s_timeout)),
+            BackgroundLoad = parsed.GetValue(s_backgroundLoad),
             List = parsed.GetValue(s_list),
             HeadlineFrom = parsed.GetValue(s_headlineFrom),
             Help = parsed.Action is HelpAction,

@@ -28,6 +28,10 @@ internal static class Program
         {
             return ChildHost.Run(args.AsSpan(1));
         }
+        if (args.Length == 1 && args[0] == ChildProtocol.BurnSwitch)
+        {
+            return BackgroundLoad.Burn();
+        }
         if (!CommandLine.TryParse(args, out CommandLine? options, out string? error))
         {
             Console.Error.WriteLine(error);
@@ -64,7 +68,7 @@ internal static class Program
             ? ScenarioCatalog.All
             : ScenarioCatalog.All.Where(s => options.Scenarios.Contains(s.Id, StringComparer.OrdinalIgnoreCase)).ToList();
 
-        var facts = MachineFacts.Collect(options.Full, runs, options.Timeout);
+        var facts = MachineFacts.Collect(options.Full, runs, options.Timeout, options.BackgroundLoad);
         Console.WriteLine($"Spindle.Compare: Spindle WorkerPool vs {string.Join(", ", PoolKind.All.Where(p => p != PoolKind.Spindle).Select(p => p.DisplayName))}");
         facts.Write(Console.Out);
         foreach (string peer in Peers.Unavailable)
@@ -75,6 +79,78 @@ internal static class Program
         var total = Stopwatch.StartNew();
         var cases = new List<CaseResult>();
         var failures = new List<string>();
+        string? loadWarning = null;
+
+        // The background load starts before the first child and is killed in the finally block, whether the runs end,
+        // fail or throw (and on Ctrl+C by BackgroundLoad itself).
+        BackgroundLoad load;
+        try
+        {
+            load = BackgroundLoad.Start(options.BackgroundLoad);
+        }
+        catch (Exception exception) when (exception is System.ComponentModel.Win32Exception or InvalidOperationException)
+        {
+            Console.Error.WriteLine($"Could not start the background load: {exception.Message}");
+            return 1;
+        }
+        try
+        {
+            if (options.BackgroundLoad > 0)
+            {
+                Console.WriteLine($"Background load: {facts.LoadText} (process ids {string.Join(", ", load.ProcessIds)}).");
+                Console.WriteLine();
+            }
+            RunAll(options, runs, scenarios, cases, failures);
+            if (load.Exited is > 0 and int exited)
+            {
+                loadWarning = $"{exited} of the {options.BackgroundLoad} background-load processes exited before the last run: "
+                    + "the load was lighter than the report states.";
+            }
+        }
+        finally
+        {
+            load.Dispose();
+        }
+        total.Stop();
+
+        List<ReportRow> rows = ReportRow.Build(cases);
+        Console.WriteLine();
+        ConsoleTable.Write(Console.Out, rows.Where(r => !r.IsProcessMetric).ToList());
+        Console.WriteLine();
+        ProcessTable.Write(Console.Out, rows);
+        List<PairedRow> pairs = PairedRow.Build(cases);
+        PairedRow.Write(Console.Out, pairs);
+        foreach (string peer in Peers.Unavailable)
+        {
+            Console.WriteLine($"Not measured: {peer}.");
+        }
+        Console.WriteLine();
+        WriteFiles(options, rows, pairs, cases, facts);
+        Console.WriteLine($"Finished in {RunProgress.Format(total.Elapsed)}.");
+        if (loadWarning is not null)
+        {
+            Console.WriteLine();
+            Console.WriteLine("WARNING: " + loadWarning);
+        }
+        if (failures.Count > 0)
+        {
+            Console.WriteLine();
+            Console.WriteLine($"{failures.Count} run(s) FAILED:");
+            foreach (string failure in failures)
+            {
+                Console.WriteLine("  " + failure);
+            }
+            return 1;
+        }
+        return 0;
+    }
+
+    /// <summary>
+    /// Every run of <paramref name="scenarios"/>, each in a child process, with a progress line per run; adds each case
+    /// to <paramref name="cases"/> and each failed run to <paramref name="failures"/>.
+    /// </summary>
+    private static void RunAll(CommandLine options, int runs, IReadOnlyList<IScenario> scenarios, List<CaseResult> cases, List<string> failures)
+    {
         int CaseRuns(IScenario scenario) => options.Runs ?? Math.Min(runs, scenario.MaxDefaultRuns ?? runs);
         var progress = new RunProgress(scenarios.Sum(s => s.Variants.Count * PoolKind.All.Count * CaseRuns(s)));
         int scenarioIndex = 0;
@@ -110,33 +186,6 @@ internal static class Program
                 }
             }
         }
-        total.Stop();
-
-        List<ReportRow> rows = ReportRow.Build(cases);
-        Console.WriteLine();
-        ConsoleTable.Write(Console.Out, rows.Where(r => !r.IsProcessMetric).ToList());
-        Console.WriteLine();
-        ProcessTable.Write(Console.Out, rows);
-        List<PairedRow> pairs = PairedRow.Build(cases);
-        PairedRow.Write(Console.Out, pairs);
-        foreach (string peer in Peers.Unavailable)
-        {
-            Console.WriteLine($"Not measured: {peer}.");
-        }
-        Console.WriteLine();
-        WriteFiles(options, rows, pairs, cases, facts);
-        Console.WriteLine($"Finished in {RunProgress.Format(total.Elapsed)}.");
-        if (failures.Count > 0)
-        {
-            Console.WriteLine();
-            Console.WriteLine($"{failures.Count} run(s) FAILED:");
-            foreach (string failure in failures)
-            {
-                Console.WriteLine("  " + failure);
-            }
-            return 1;
-        }
-        return 0;
     }
 
     private static string Headline(IScenario scenario, Measurement measurement)

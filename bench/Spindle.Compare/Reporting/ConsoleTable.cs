@@ -8,8 +8,9 @@ using Spindle.Compare.Pools;
 namespace Spindle.Compare.Reporting;
 
 /// <summary>
-/// The report as a text table: scenario, variant, metric, one median column per pool, the ratio, then one spread
-/// (min .. max) column per pool.
+/// The report as a text table: scenario, variant, metric, one median column per pool, the ratio, one spread
+/// (min .. max) column per pool, and the spread factors (<see cref="SpreadSummary"/>); under it, the rows whose
+/// subject spread wider than the baseline.
 /// </summary>
 internal static class ConsoleTable
 {
@@ -42,19 +43,30 @@ internal static class ConsoleTable
         writer.WriteLine();
         writer.WriteLine($"Figures are medians over the runs. ratio = how many times better {PoolKind.RatioSubject.DisplayName} is than "
             + $"{PoolKind.RatioBaseline.DisplayName} ({PoolKind.RatioBaseline.DisplayName} / {PoolKind.RatioSubject.DisplayName} when lower is better, "
-            + $"the inverse when higher is better); > 1 means {PoolKind.RatioSubject.DisplayName} wins. spread = min .. max of the runs.");
+            + $"the inverse when higher is better); > 1 means {PoolKind.RatioSubject.DisplayName} wins. spread = min .. max of the runs; "
+            + "spread (x) = " + SpreadSummary.Legend);
+        writer.WriteLine();
+        writer.WriteLine(SpreadSummary.Line(rows));
+        foreach (string flagged in SpreadSummary.FlaggedRows(rows))
+        {
+            writer.WriteLine("  " + flagged);
+        }
     }
 
     /// <summary>Columns from this one on hold figures (right-aligned).</summary>
     internal const int NumericFrom = 4;
 
-    /// <summary>The results table's header: case, metric, one median column per pool, the ratio, one spread column per pool.</summary>
+    /// <summary>
+    /// The results table's header: case, metric, one median column per pool, the ratio, one spread column per pool, the
+    /// spread factors.
+    /// </summary>
     internal static List<string> Header()
     {
         var header = new List<string> { "scenario", "variant", "metric", "better" };
         header.AddRange(PoolKind.All.Select(pool => pool.DisplayName));
         header.Add("ratio");
         header.AddRange(PoolKind.All.Select(pool => pool.DisplayName + " spread"));
+        header.Add(SpreadSummary.Header);
         return header;
     }
 
@@ -71,6 +83,7 @@ internal static class ConsoleTable
         cells.AddRange(row.Pools.Select(p => p.Median is { } median ? ReportRow.Format(median) : "n/a"));
         cells.Add(FormatRatio(row.Ratio));
         cells.AddRange(row.Pools.Select(p => p.Min is { } min ? $"{ReportRow.Format(min)} .. {ReportRow.Format(p.Max!.Value)}" : "n/a"));
+        cells.Add(SpreadSummary.Cell(row));
         return cells;
     }
 

@@ -11,7 +11,9 @@ namespace Spindle.Compare.Reporting;
 /// The report as JSON: an array with one object per (scenario, variant, metric) holding <c>scenario</c>,
 /// <c>variant</c>, <c>metric</c>, <c>unit</c>, <c>better</c>, the median of every pool under the pool's id
 /// (<c>spindle</c>, <c>builtin</c>, … or null when it has no successful run or cannot produce the metric), <c>ratio</c> (null when undefined or
-/// infinite), and <c>runs</c>: the raw figures as an array per pool id. The first row of a case that records how the
+/// infinite), <c>runs</c>: the raw figures as an array per pool id, <c>spread</c>: the spread factor
+/// (<see cref="ReportRow.Spread"/>, max / min of the runs) per pool id (null with fewer than two runs, or infinite), and
+/// <c>spreadWider</c> (<see cref="ReportRow.SpreadWider"/>; always false on the process figures). The first row of a case that records how the
 /// pools evolve also has <c>series</c>: per pool id, one array per run of [ms, threads, pending] samples. Written with <see cref="Utf8JsonWriter"/>, so
 /// the pool keys follow the pool list and no reflection is involved.
 /// </summary>
@@ -47,6 +49,15 @@ internal static class JsonReport
                 writer.WriteEndArray();
             }
             writer.WriteEndObject();
+            // After the fields other tools read, which stay as they were.
+            writer.WriteStartObject("spread");
+            foreach (PoolFigures pool in row.Pools)
+            {
+                double? spread = row.Spread(pool.Pool);
+                WriteNumberOrNull(writer, pool.Pool.Id, spread is { } f && double.IsFinite(f) ? f : null);
+            }
+            writer.WriteEndObject();
+            writer.WriteBoolean("spreadWider", row.SpreadWider);
             if (row.Series is { } series)
             {
                 // "series": { pool id: [ run: [ [ms, threads, pending], ... ], ... ] }

@@ -5,19 +5,31 @@ using Spindle.Compare.Infrastructure;
 
 namespace Spindle.Compare.Reporting;
 
-/// <summary>Where and how a comparison ran: printed at the start and written into the Markdown report.</summary>
-internal sealed record MachineFacts(string Machine, string Os, string Dotnet, int Cores, DateTimeOffset Date, string Mode)
+/// <summary>
+/// Where and how a comparison ran: printed at the start and written into the Markdown report. <paramref name="BackgroundLoad"/>
+/// is the number of CPU-burning processes that ran beside every child (<c>--background-load</c>, <see cref="Runner.BackgroundLoad"/>).
+/// </summary>
+internal sealed record MachineFacts(string Machine, string Os, string Dotnet, int Cores, DateTimeOffset Date, string Mode, int BackgroundLoad)
 {
-    public static MachineFacts Collect(bool full, int runs, TimeSpan timeout) => new(
+    public static MachineFacts Collect(bool full, int runs, TimeSpan timeout, int backgroundLoad) => new(
         ReadCpuModel(),
         $"{RuntimeInformation.OSDescription} ({RuntimeInformation.OSArchitecture})",
         RuntimeInformation.FrameworkDescription,
         Environment.ProcessorCount,
         DateTimeOffset.Now,
         $"{(full ? "full" : "quick")}, {runs} run(s) per pool (fewer where a scenario says so), one child process per run, "
-            + $"pools alternating; workstation non-concurrent GC; child timeout {timeout.TotalSeconds:F0} s");
+            + $"pools alternating; workstation non-concurrent GC; child timeout {timeout.TotalSeconds:F0} s",
+        backgroundLoad);
 
     public string DateText => Date.ToString("yyyy-MM-dd HH:mm:ss zzz", Formats.Culture);
+
+    /// <summary>"none", or "2 CPU-burning processes beside every run".</summary>
+    public string LoadText => BackgroundLoad switch
+    {
+        0 => "none",
+        1 => "1 CPU-burning process beside every run",
+        int count => $"{count} CPU-burning processes beside every run",
+    };
 
     public void Write(TextWriter writer)
     {
@@ -27,6 +39,7 @@ internal sealed record MachineFacts(string Machine, string Os, string Dotnet, in
         writer.WriteLine($"  Cores:    {Cores}");
         writer.WriteLine($"  Date:     {DateText}");
         writer.WriteLine($"  Mode:     {Mode}");
+        writer.WriteLine($"  Load:     {LoadText}");
     }
 
     /// <summary>The CPU model from /proc/cpuinfo on Linux; the architecture elsewhere.</summary>

@@ -7,8 +7,9 @@ using Spindle.Compare.Pools;
 namespace Spindle.Compare.Reporting;
 
 /// <summary>
-/// The report as Markdown (<c>--markdown FILE</c>): where and how it ran, the results table (medians, ratio, spreads),
-/// the process figures, variants compared run by run, and the peers that could not be measured.
+/// The report as Markdown (<c>--markdown FILE</c>): where and how it ran, the results table (medians, ratio, spreads,
+/// spread factors) with the rows whose subject spread wider than the baseline listed under it, the process figures,
+/// variants compared run by run, and the peers that could not be measured.
 /// </summary>
 internal static class MarkdownReport
 {
@@ -25,9 +26,10 @@ internal static class MarkdownReport
         text.AppendLine($"| cores | {facts.Cores} |");
         text.AppendLine($"| date | {facts.DateText} |");
         text.AppendLine($"| mode | {facts.Mode} |");
+        text.AppendLine($"| background load | {facts.LoadText} |");
         text.AppendLine();
         text.AppendLine($"Ratio: how many times better {PoolKind.RatioSubject.DisplayName} is than {PoolKind.RatioBaseline.DisplayName} on the medians "
-            + "(> 1: Spindle wins). Spread: min .. max of the runs.");
+            + "(> 1: Spindle wins). Spread: min .. max of the runs. Spread (x): " + SpreadSummary.Legend);
         text.AppendLine();
 
         List<string> header = ConsoleTable.Header();
@@ -36,6 +38,17 @@ internal static class MarkdownReport
         foreach (ReportRow row in rows.Where(r => !r.IsProcessMetric))
         {
             AppendRow(text, ConsoleTable.Cells(row, showCase: true));
+        }
+        text.AppendLine();
+        text.AppendLine(SpreadSummary.Line(rows));
+        List<string> flagged = SpreadSummary.FlaggedRows(rows);
+        if (flagged.Count > 0)
+        {
+            text.AppendLine();
+            foreach (string line in flagged)
+            {
+                text.AppendLine($"- {line}");
+            }
         }
 
         List<string[]> process = ProcessTable.Lines(rows);

@@ -73,6 +73,47 @@ internal sealed class ReportRow(string scenario, string variant, MetricInfo metr
         }
     }
 
+    /// <summary>A subject's spread above this factor can be flagged (<see cref="SpreadWider"/>)…</summary>
+    public const double WideSpread = 1.5;
+
+    /// <summary>…when it is also more than this many times the baseline's spread.</summary>
+    public const double WiderThanBaseline = 1.25;
+
+    /// <summary>
+    /// How far apart <paramref name="pool"/>'s runs lie: max / min, each first raised to the metric's noise floor (as in
+    /// <see cref="Ratio"/>, so that runs under the floor do not read as a wide spread). 1 when both are zero (or for a
+    /// single figure repeated); infinity when only the smallest is zero with a floor of zero; null with fewer than two
+    /// runs, from which no spread can be told.
+    /// </summary>
+    public double? Spread(PoolKind pool)
+    {
+        PoolFigures figures = For(pool);
+        if (figures.Runs.Count < 2)
+        {
+            return null;
+        }
+        double min = Math.Max(figures.Min!.Value, Metric.NoiseFloor);
+        double max = Math.Max(figures.Max!.Value, Metric.NoiseFloor);
+        if (max == 0)
+        {
+            return 1;
+        }
+        return min <= 0 ? double.PositiveInfinity : max / min;
+    }
+
+    /// <summary>
+    /// Whether <see cref="PoolKind.RatioSubject"/>'s runs spread wider than <see cref="WideSpread"/> and more than
+    /// <see cref="WiderThanBaseline"/> times <see cref="PoolKind.RatioBaseline"/>'s: its median is then less settled
+    /// than the baseline's, and the ratio deserves re-runs before it is read. False for the process figures (which
+    /// are not in the main table) and wherever either spread is unknown.
+    /// </summary>
+    public bool SpreadWider =>
+        !IsProcessMetric
+        && Spread(PoolKind.RatioSubject) is { } subject
+        && Spread(PoolKind.RatioBaseline) is { } baseline
+        && subject > WideSpread
+        && subject > WiderThanBaseline * baseline;
+
     /// <summary>One row per metric of every case, in run order.</summary>
     public static List<ReportRow> Build(IEnumerable<CaseResult> cases)
     {

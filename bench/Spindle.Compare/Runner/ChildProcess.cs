@@ -110,9 +110,10 @@ internal static class ChildProcess
     }
 
     /// <summary>
-    /// This program again: its apphost, or <c>dotnet &lt;dll&gt;</c> when it was started through the muxer.
+    /// This program again: its apphost, or <c>dotnet &lt;dll&gt;</c> when it was started through the muxer; stdout and
+    /// stderr redirected, stdin not. <see cref="BackgroundLoad"/> starts its burners the same way.
     /// </summary>
-    private static ProcessStartInfo CreateStartInfo()
+    internal static ProcessStartInfo CreateStartInfo()
     {
         string? processPath = Environment.ProcessPath;
         bool viaMuxer = processPath is null

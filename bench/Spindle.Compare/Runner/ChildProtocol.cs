@@ -8,6 +8,12 @@ internal static class ChildProtocol
 
     public const string FullSwitch = "--full";
 
+    /// <summary>
+    /// Only argument of a background-load process (<c>--background-load</c>): it spins one thread until its stdin, which
+    /// the parent holds open, reaches its end. See <see cref="BackgroundLoad"/>.
+    /// </summary>
+    public const string BurnSwitch = "--burn";
+
     /// <summary>Prefix of the single stdout line that carries the <see cref="ChildResult"/>.</summary>
     public const string ResultMarker = "##spindle-compare-result ";
 }
