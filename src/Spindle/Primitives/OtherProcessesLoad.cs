@@ -12,8 +12,7 @@ namespace Spindle.Primitives;
 /// (<see cref="Environment.CpuUsage"/>), over the wall time between two samples. A searching worker asks before it
 /// yields its core (see <c>IdleCoordinator.Search</c>): when other processes' threads are runnable beside ours, a
 /// yield hands the core to one of them for a whole scheduler slice (milliseconds), while the worker still counts as
-/// searching and the enqueues it was kept for wait; a worker that parks instead is woken with the scheduler's wake-up
-/// preference within microseconds.
+/// searching and the enqueues it was kept for wait; it spins briefly in place of each yield instead.
 /// </summary>
 /// <remarks>
 /// <para>Linux only (elsewhere <see cref="CoresShared"/> is always false and nothing is read). The figures count the
