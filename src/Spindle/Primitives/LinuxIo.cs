@@ -35,6 +35,22 @@ internal static unsafe partial class LinuxIo
     /// <summary><c>prctl</c>'s option that sets the calling thread's timer slack, in nanoseconds.</summary>
     public const int PrSetTimerSlack = 29;
 
+    /// <summary><c>open</c>'s flags for a read-only descriptor that children do not inherit (O_RDONLY | O_CLOEXEC).</summary>
+    public const int OpenReadOnlyCloexec = 0x80000;
+
+    /// <summary><c>clock_gettime</c>'s clock of the process's CPU time (CLOCK_PROCESS_CPUTIME_ID).</summary>
+    public const int ClockProcessCpuTime = 2;
+
+    [LibraryImport(Libc, EntryPoint = "open")]
+    public static partial int Open(byte* path, int flags);
+
+    [LibraryImport(Libc, EntryPoint = "pread")]
+    public static partial nint PRead(int fd, void* buffer, nint count, long offset);
+
+    /// <summary><c>clock_gettime</c>; <paramref name="timespec"/> is two 64-bit words, seconds then nanoseconds.</summary>
+    [LibraryImport(Libc, EntryPoint = "clock_gettime")]
+    public static partial int ClockGetTime(int clock, long* timespec);
+
     [LibraryImport(Libc, EntryPoint = "prctl")]
     public static partial int Prctl(int option, nuint arg2, nuint arg3, nuint arg4, nuint arg5);
 
