@@ -18,15 +18,17 @@ namespace Spindle.Primitives;
 /// <para>Linux only (elsewhere <see cref="CoresShared"/> is always false and nothing is read). The figures count the
 /// whole machine, as /proc/stat does, in USER_HZ units (1/100 s on every Linux the runtime supports); a container's
 /// /proc/stat is usually the host's, which is what matters here: the other processes on the same cores.</para>
-/// <para>A sample is two system calls on a descriptor of /proc/stat kept open for the process's lifetime (one for every
-/// pool; a seq file regenerates its text for every read at offset 0) and one <c>clock_gettime</c>, in methods compiled
+/// <para>The figure is the machine's, so every pool of the process asks the one <see cref="Process"/> instance. A sample
+/// is a read of a descriptor of /proc/stat kept open for the instance's lifetime (a seq file regenerates its text for
+/// every read at offset 0) and one <c>clock_gettime</c>, in methods compiled
 /// fully optimised at their first call. Through the framework's file and CPU-usage APIs, a sample every 100 ms reached
 /// some fifteen methods whose tier-up compilations landed in the first seconds of a quiet pool: 20 ms of a pool's CPU
 /// over 3 s of one item per millisecond (the comparison program's <c>idle-cpu</c>).</para>
 /// <para>Protocol: <see cref="_shared"/> and <see cref="_nextSampleAt"/> are read with plain volatile loads on the
 /// searcher's path. A caller that finds the sample due claims it with a compare-exchange on <see cref="_sampling"/>;
-/// the claimer alone writes the previous sample's fields, then publishes the verdict and the next due time. Losers
-/// read the previous verdict. A failed read (no /proc, a parse error) turns sampling off for the pool's lifetime.</para>
+/// the claimer alone opens the descriptor and writes the previous sample's fields, then publishes the verdict and the
+/// next due time. Losers read the previous verdict. A failed read (no /proc, a parse error) turns sampling off for
+/// good.</para>
 /// </remarks>
 internal sealed class OtherProcessesLoad
 {
@@ -42,17 +44,18 @@ internal sealed class OtherProcessesLoad
     /// <summary>/proc/stat's unit: USER_HZ ticks per second.</summary>
     private const double TicksPerSecond = 100;
 
-    private const int NotOpened = -2;
+    /// <summary>The instance every pool of the process asks.</summary>
+    public static readonly OtherProcessesLoad Process = new();
 
-    /// <summary>The process's descriptor of /proc/stat: <see cref="NotOpened"/> until the first sample, -1 if it failed.</summary>
-    private static int s_statDescriptor = NotOpened;
-
-    private readonly bool _enabled = OperatingSystem.IsLinux();
     private volatile bool _shared;
     private long _nextSampleAt;
     private int _sampling;
 
-    // The previous sample: written by the claimer of the current one only.
+    private const int NotOpened = -2;
+
+    // Written by the claimer of the current sample only: the descriptor of /proc/stat (NotOpened until the first sample
+    // opens it, -1 when that failed), and the previous sample.
+    private int _statDescriptor = NotOpened;
     private long _sampledAt;
     private double _machineBusySeconds;
     private double _processSeconds;
@@ -64,7 +67,7 @@ internal sealed class OtherProcessesLoad
     /// </summary>
     public bool CoresShared()
     {
-        if (!_enabled)
+        if (!OperatingSystem.IsLinux())
         {
             return false;
         }
@@ -112,16 +115,22 @@ internal sealed class OtherProcessesLoad
         wasShared ? otherBusyCores >= FreeBelow : otherBusyCores >= SharedAbove;
 
     [MethodImpl(MethodImplOptions.AggressiveOptimization)]
-    private static unsafe bool TryReadMachineBusySeconds(out double seconds)
+    private unsafe bool TryReadMachineBusySeconds(out double seconds)
     {
         seconds = 0;
-        int fd = StatDescriptor();
-        if (fd < 0)
+        if (_statDescriptor == NotOpened)
+        {
+            fixed (byte* path = Encoding.ASCII.GetBytes("/proc/stat\0"))
+            {
+                _statDescriptor = LinuxIo.Open(path, LinuxIo.OpenReadOnlyCloexec); // -1 when it cannot be opened
+            }
+        }
+        if (_statDescriptor < 0)
         {
             return false;
         }
         byte* buffer = stackalloc byte[256];
-        nint read = LinuxIo.PRead(fd, buffer, 256, 0);
+        nint read = LinuxIo.PRead(_statDescriptor, buffer, 256, 0);
         return read > 0 && TryParseBusySeconds(new ReadOnlySpan<byte>(buffer, (int)read), out seconds);
     }
 
@@ -136,31 +145,6 @@ internal sealed class OtherProcessesLoad
         }
         seconds = timespec[0] + (timespec[1] / 1e9);
         return true;
-    }
-
-    /// <summary>The process's descriptor of /proc/stat, opened at the first call; negative when it cannot be opened.</summary>
-    private static unsafe int StatDescriptor()
-    {
-        int fd = Volatile.Read(ref s_statDescriptor);
-        if (fd != NotOpened)
-        {
-            return fd;
-        }
-        fixed (byte* path = Encoding.ASCII.GetBytes("/proc/stat\0"))
-        {
-            fd = LinuxIo.Open(path, LinuxIo.OpenReadOnlyCloexec);
-        }
-        int published = Interlocked.CompareExchange(ref s_statDescriptor, fd < 0 ? -1 : fd, NotOpened);
-        if (published != NotOpened)
-        {
-            // Another pool's sampler opened it first: keep that one.
-            if (fd >= 0)
-            {
-                LinuxIo.Close(fd);
-            }
-            return published;
-        }
-        return fd < 0 ? -1 : fd;
     }
 
     /// <summary>

@@ -79,7 +79,6 @@ internal sealed class IdleCoordinator
     private const int SharedCoreYieldSpins = 20;
 
     private readonly IdleStack<Worker> _idle = new();
-    private readonly OtherProcessesLoad _otherProcesses = new();
     private readonly int _maxSpinAttempts;
     private readonly int _yieldAttempts;
     private readonly int _burstYieldAttempts;
@@ -242,7 +241,7 @@ internal sealed class IdleCoordinator
                 // barrier.
                 if (attempt == attempts)
                 {
-                    coresShared = _otherProcesses.CoresShared();
+                    coresShared = OtherProcessesLoad.Process.CoresShared();
                 }
                 if (coresShared)
                 {
