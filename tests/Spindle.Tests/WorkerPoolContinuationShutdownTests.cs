@@ -44,6 +44,23 @@ public sealed class WorkerPoolContinuationShutdownTests
     /// A long-running item that, once <see cref="Release"/> is set, posts a continuation to its pool's context and
     /// records the pool current where the continuation ran. Constructed, the item has started.
     /// </summary>
+    /// <summary>
+    /// Disposes <paramref name="pool"/> on a thread of its own, releases <paramref name="poster"/> once shutdown has begun
+    /// (after <paramref name="whileHeld"/>, given the disposing task), and checks that the posted continuation ran on the
+    /// pool, none was redirected, and Dispose returned.
+    /// </summary>
+    private static void DisposeThenRelease(WorkerPool pool, LongRunningPoster poster, Action<Task>? whileHeld = null)
+    {
+        Task dispose = Task.Factory.StartNew(pool.Dispose, TaskCreationOptions.LongRunning);
+        Waits.Until(() => pool.IsShutdownStarted, "shutdown begins");
+        whileHeld?.Invoke(dispose);
+        poster.Release.Set();
+        Waits.For(poster.Continued, "the posted continuation runs");
+        Assert.True(dispose.Wait(Waits.MustHappen), "Dispose returns");
+        Assert.Same(pool, poster.ContinuationOn);
+        Assert.Equal(0, pool.RedirectedCallbackCount);
+    }
+
     private sealed class LongRunningPoster : IDisposable
     {
         public readonly ManualResetEventSlim Release = new();
@@ -321,14 +338,8 @@ public sealed class WorkerPoolContinuationShutdownTests
         WorkerPool pool = NewPool();
         using var poster = new LongRunningPoster(pool); // every worker idle when it posts
 
-        Task dispose = Task.Factory.StartNew(pool.Dispose, TaskCreationOptions.LongRunning);
-        Waits.Until(() => pool.IsShutdownStarted, "shutdown begins");
-        Waits.Never(() => dispose.IsCompleted, "Dispose returned while a long-running item was running");
-        poster.Release.Set();
-        Waits.For(poster.Continued, "the posted continuation runs");
-        Assert.True(dispose.Wait(Waits.MustHappen), "Dispose returns");
-        Assert.Same(pool, poster.ContinuationOn);
-        Assert.Equal(0, pool.RedirectedCallbackCount);
+        DisposeThenRelease(pool, poster, whileHeld: dispose =>
+            Waits.Never(() => dispose.IsCompleted, "Dispose returned while a long-running item was running"));
     }
 
     [Fact]
@@ -351,13 +362,7 @@ public sealed class WorkerPoolContinuationShutdownTests
         using var poster = new LongRunningPoster(pool);
         Assert.Equal(0, pool.ThreadCount);
 
-        Task dispose = Task.Factory.StartNew(pool.Dispose, TaskCreationOptions.LongRunning);
-        Waits.Until(() => pool.IsShutdownStarted, "shutdown begins");
-        poster.Release.Set();
-        Waits.For(poster.Continued, "the posted continuation runs");
-        Assert.True(dispose.Wait(Waits.MustHappen), "Dispose returns");
-        Assert.Same(pool, poster.ContinuationOn);
-        Assert.Equal(0, pool.RedirectedCallbackCount);
+        DisposeThenRelease(pool, poster);
     }
 
     [Fact]
