@@ -216,6 +216,8 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
     /// </summary>
     internal bool ReportItemException(Exception exception)
     {
+        // Counted before the handlers run, so that a handler (or whoever it signals) reads a count that includes this one.
+        Metrics.RecordException(exception);
         var args = new WorkItemExceptionEventArgs(this, exception);
         EventHandler<WorkItemExceptionEventArgs>? handlers = UnhandledException;
         if (handlers is not null)
@@ -235,7 +237,6 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
             }
         }
         bool handled = _options.ExceptionPolicy == UnhandledExceptionPolicy.Report || args.Handled;
-        Metrics.RecordException(exception);
         if (SpindleEventSource.Log.IsOn(EventLevel.Error, SpindleEventSource.Keywords.WorkItems))
         {
             SpindleEventSource.Log.WorkItemException(Name, exception.GetType().FullName ?? exception.GetType().Name, MessageOf(exception), handled);
