@@ -8,7 +8,7 @@ using Spindle.Compare.Pools;
 namespace Spindle.Compare.Reporting;
 
 /// <summary>
-/// The report as a text table: scenario, variant, metric, one median column per pool, the ratio, one spread
+/// The report as a text table: scenario, variant, metric, one median column per pool, the ratio and its interval, one spread
 /// (min .. max) column per pool, and the spread factors (<see cref="SpreadSummary"/>); under it, the rows whose
 /// subject spread wider than the baseline.
 /// </summary>
@@ -44,7 +44,7 @@ internal static class ConsoleTable
         writer.WriteLine($"Figures are medians over the runs. ratio = how many times better {PoolKind.RatioSubject.DisplayName} is than "
             + $"{PoolKind.RatioBaseline.DisplayName} ({PoolKind.RatioBaseline.DisplayName} / {PoolKind.RatioSubject.DisplayName} when lower is better, "
             + $"the inverse when higher is better); > 1 means {PoolKind.RatioSubject.DisplayName} wins. spread = min .. max of the runs; "
-            + "spread (x) = " + SpreadSummary.Legend);
+            + "spread (x) = " + SpreadSummary.Legend + " " + IntervalLegend);
         writer.WriteLine();
         writer.WriteLine(SpreadSummary.Line(rows));
         foreach (string flagged in SpreadSummary.FlaggedRows(rows))
@@ -65,6 +65,7 @@ internal static class ConsoleTable
         var header = new List<string> { "scenario", "variant", "metric", "better" };
         header.AddRange(PoolKind.All.Select(pool => pool.DisplayName));
         header.Add("ratio");
+        header.Add(IntervalHeader);
         header.AddRange(PoolKind.All.Select(pool => pool.DisplayName + " spread"));
         header.Add(SpreadSummary.Header);
         return header;
@@ -82,10 +83,27 @@ internal static class ConsoleTable
         };
         cells.AddRange(row.Pools.Select(p => p.Median is { } median ? ReportRow.Format(median) : "n/a"));
         cells.Add(FormatRatio(row.Ratio));
+        cells.Add(FormatInterval(row.Interval));
         cells.AddRange(row.Pools.Select(p => p.Min is { } min ? $"{ReportRow.Format(min)} .. {ReportRow.Format(p.Max!.Value)}" : "n/a"));
         cells.Add(SpreadSummary.Cell(row));
         return cells;
     }
+
+    /// <summary>The header of the ratio's interval column.</summary>
+    internal const string IntervalHeader = "ratio 95% interval";
+
+    /// <summary>What the interval column means, for the notes under the tables.</summary>
+    internal static string IntervalLegend =>
+        "ratio 95% interval = the ratios of every " + PoolKind.RatioSubject.DisplayName + " run to every " + PoolKind.RatioBaseline.DisplayName
+        + " run, cut to a distribution-free interval of at least 95% confidence (the Mann-Whitney test's), marked + when it lies above 1 ("
+        + PoolKind.RatioSubject.DisplayName + " better beyond chance), - when below; n/a with too few runs for one (3 a side are too few, 4 a side enough).";
+
+    /// <summary>"0.92 .. 1.31", with the interval's mark after it ("1.05 .. 1.31 +"); "n/a" without an interval.</summary>
+    public static string FormatInterval(RatioInterval? interval) => interval is null
+        ? "n/a"
+        : $"{FormatBound(interval.Low)} .. {FormatBound(interval.High)}" + (interval.Mark.Length > 0 ? " " + interval.Mark : "");
+
+    private static string FormatBound(double bound) => FormatRatio(bound).TrimEnd('x');
 
     public static string FormatRatio(double? ratio) => ratio switch
     {

@@ -13,7 +13,9 @@ namespace Spindle.Compare.Reporting;
 /// (<c>spindle</c>, <c>builtin</c>, … or null when it has no successful run or cannot produce the metric), <c>ratio</c> (null when undefined or
 /// infinite), <c>runs</c>: the raw figures as an array per pool id, <c>spread</c>: the spread factor
 /// (<see cref="ReportRow.Spread"/>, max / min of the runs) per pool id (null with fewer than two runs, or infinite), and
-/// <c>spreadWider</c> (<see cref="ReportRow.SpreadWider"/>; always false on the process figures). The first row of a case that records how the
+/// <c>spreadWider</c> (<see cref="ReportRow.SpreadWider"/>; always false on the process figures), <c>ratioInterval</c>
+/// (<see cref="ReportRow.Interval"/>: <c>low</c>, <c>high</c> (null when infinite), its <c>confidence</c>, and
+/// <c>finding</c>: <c>better</c>, <c>worse</c> or <c>undecided</c>; null where the runs allow no interval). The first row of a case that records how the
 /// pools evolve also has <c>series</c>: per pool id, one array per run of [ms, threads, pending] samples. Written with <see cref="Utf8JsonWriter"/>, so
 /// the pool keys follow the pool list and no reflection is involved.
 /// </summary>
@@ -58,6 +60,19 @@ internal static class JsonReport
             }
             writer.WriteEndObject();
             writer.WriteBoolean("spreadWider", row.SpreadWider);
+            if (row.Interval is { } interval)
+            {
+                writer.WriteStartObject("ratioInterval");
+                WriteNumberOrNull(writer, "low", double.IsFinite(interval.Low) ? interval.Low : null);
+                WriteNumberOrNull(writer, "high", double.IsFinite(interval.High) ? interval.High : null);
+                writer.WriteNumber("confidence", interval.Confidence);
+                writer.WriteString("finding", interval.Better ? "better" : interval.Worse ? "worse" : "undecided");
+                writer.WriteEndObject();
+            }
+            else
+            {
+                writer.WriteNull("ratioInterval");
+            }
             if (row.Series is { } series)
             {
                 // "series": { pool id: [ run: [ [ms, threads, pending], ... ], ... ] }

@@ -7,7 +7,7 @@ using Spindle.Compare.Pools;
 namespace Spindle.Compare.Reporting;
 
 /// <summary>
-/// The report as Markdown (<c>--markdown FILE</c>): where and how it ran, the results table (medians, ratio, spreads,
+/// The report as Markdown (<c>--markdown FILE</c>): where and how it ran, the results table (medians, ratio and its interval, spreads,
 /// spread factors) with the rows whose subject spread wider than the baseline listed under it, the process figures,
 /// variants compared run by run, and the peers that could not be measured.
 /// </summary>
@@ -29,7 +29,7 @@ internal static class MarkdownReport
         text.AppendLine($"| background load | {facts.LoadText} |");
         text.AppendLine();
         text.AppendLine($"Ratio: how many times better {PoolKind.RatioSubject.DisplayName} is than {PoolKind.RatioBaseline.DisplayName} on the medians "
-            + "(> 1: Spindle wins). Spread: min .. max of the runs. Spread (x): " + SpreadSummary.Legend);
+            + "(> 1: Spindle wins). Spread: min .. max of the runs. Spread (x): " + SpreadSummary.Legend + " " + ConsoleTable.IntervalLegend);
         text.AppendLine();
 
         List<string> header = ConsoleTable.Header();

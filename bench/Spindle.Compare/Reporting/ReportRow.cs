@@ -73,6 +73,15 @@ internal sealed class ReportRow(string scenario, string variant, MetricInfo metr
         }
     }
 
+    /// <summary>
+    /// The distribution-free confidence interval of <see cref="Ratio"/> from the two pools' runs (see
+    /// <see cref="RatioInterval"/>); null for the process figures, and where the run counts allow no interval.
+    /// </summary>
+    public RatioInterval? Interval =>
+        IsProcessMetric
+            ? null
+            : RatioInterval.Of(For(PoolKind.RatioSubject).Runs, For(PoolKind.RatioBaseline).Runs, Metric.Better, Metric.NoiseFloor);
+
     /// <summary>A subject's spread above this factor can be flagged (<see cref="SpreadWider"/>)…</summary>
     public const double WideSpread = 1.5;
 
