@@ -47,8 +47,8 @@ internal sealed class ChainThroughputScenario : IScenario
 
     public string HeadlineMetric => "throughput";
 
-    /// <summary>Three runs per pool by default: its ratio is large and stable (6-13x), and the quick run of every scenario must stay under 10 minutes.</summary>
-    public int? MaxDefaultRuns => 3;
+    /// <summary>Two runs per pool by default: its ratio is large and stable (2-13x), and the quick run of every scenario must stay under 10 minutes.</summary>
+    public int? MaxDefaultRuns => 2;
 
     /// <summary>What being watched costs each pool: its observed run against its unobserved one, run by run.</summary>
     public IReadOnlyList<VariantComparison> Comparisons { get; } = [new("observed", "work-item", "observed / unobserved")];

@@ -58,7 +58,8 @@ internal sealed class ForkJoinScenario : IScenario
     // Fork latency is a wake-up latency: the thread sampler's 10 ms wake-ups would disturb it.
     public bool AllowsThreadSampling => false;
 
-    public int? MaxDefaultRuns => 3;
+    // Two runs per pool in the default (quick) run, which must stay under ten minutes.
+    public int? MaxDefaultRuns => 2;
 
     public Measurement Run(IPoolUnderTest pool, string variant, bool full)
     {

@@ -41,6 +41,9 @@ internal sealed class SerialLaneScenario : IScenario
 
     public string HeadlineMetric => "throughput";
 
+    // Three runs per pool in the default (quick) run, which must stay under ten minutes.
+    public int? MaxDefaultRuns => 3;
+
     public Measurement Run(IPoolUnderTest pool, string variant, bool full)
     {
         if (variant != "1-producer")
