@@ -15,8 +15,14 @@ internal struct TimerPacer
     /// <summary>How much work (in Stopwatch ticks) a worker aims to do between looks at the timer deadline: 100 µs.</summary>
     private static readonly long s_checkTicks = Stopwatch.Frequency / 10_000;
 
-    /// <summary>How long a worker runs timer callbacks back to back before it gives one ordinary item its turn: 100 µs.</summary>
+    /// <summary>
+    /// The shortest run of timer callbacks back to back before a worker gives one ordinary item its turn: 100 µs, the
+    /// run's length after short ordinary items.
+    /// </summary>
     public static readonly long UrgentStreakTicks = Stopwatch.Frequency / 10_000;
+
+    /// <summary>The longest such run: 1 ms, the run's length after ordinary items of 1 ms or more.</summary>
+    public static readonly long MaxUrgentStreakTicks = Stopwatch.Frequency / 1_000;
 
     /// <summary>Items left before the next look at the deadline (the dispatch loop counts it down).</summary>
     public int Countdown;
@@ -34,31 +40,72 @@ internal struct TimerPacer
     private bool _ranCallback;
     private long _callbackCompleted;
     private long _streakStart;
+    private long _streakTicks;
+    private long _yieldedAt;
+    private long _yieldedCompleted;
 
-    public static TimerPacer Create() => new() { Countdown = IdleInterval, _interval = 1, _callbackCompleted = -1 };
+    public static TimerPacer Create() =>
+        new() { Countdown = IdleInterval, _interval = 1, _callbackCompleted = -1, _streakTicks = UrgentStreakTicks, _yieldedCompleted = -2 };
 
     /// <summary>
     /// Whether fired timers still go ahead of ordinary work, given the worker's completed count. They do, except once
-    /// the worker has run timer callbacks back to back for <see cref="UrgentStreakTicks"/>: then one ordinary item goes
-    /// first, and a new run begins after it. So a burst of due timers, however long, delays the work queued behind it by
-    /// at most about 100 µs of callbacks plus one item at a time per worker, instead of the whole burst, and the burst
-    /// itself is slowed by one ordinary item per 100 µs. One clock read per timer callback taken; ordinary items pay
-    /// nothing (the caller looks here only while timers wait).
+    /// the worker has run timer callbacks back to back for its run's length: then one ordinary item goes first, and a
+    /// new run begins after it. A run lasts as long as the ordinary item before it took, from
+    /// <see cref="UrgentStreakTicks"/> (100 µs) to <see cref="MaxUrgentStreakTicks"/> (1 ms): while both wait, the
+    /// worker's time is shared about evenly between a backlog of timers and items of up to 1 ms. So a burst of due
+    /// timers, however long, delays the short work queued behind it by at most about 100 µs of callbacks plus one item
+    /// at a time per worker, instead of the whole burst; and items of a millisecond or more, which would otherwise leave
+    /// timers a tenth of the worker (100 µs per item), leave them half, or a millisecond per item when longer. One
+    /// clock read per timer callback taken; ordinary items pay nothing (the caller looks here only while timers wait).
     /// </summary>
     public bool UrgentGoesFirst(long completed)
     {
         long now = Stopwatch.GetTimestamp();
         if (completed != _callbackCompleted)
         {
+            // A new run. When the one item completed since the last run gave way is the ordinary item that had its turn
+            // (NoteOrdinaryTurn), this run lasts as long as that item took, within the bounds. Otherwise it lasts the
+            // shortest length: the first run, one after a spell without timers, or one after a run that gave way and
+            // found no ordinary item (the worker may have searched or parked since, which says nothing of the items).
+            _streakTicks = completed == _yieldedCompleted + 1
+                ? Math.Clamp(now - _yieldedAt, UrgentStreakTicks, MaxUrgentStreakTicks)
+                : UrgentStreakTicks;
             _streakStart = now;
             return true;
         }
-        if (now - _streakStart < UrgentStreakTicks)
+        if (now - _streakStart < _streakTicks)
         {
             return true;
         }
         _streakStart = now; // the next run is timed from here, whether an ordinary item or the search comes next
         return false;
+    }
+
+    /// <summary>
+    /// While timers may wait, the worker with <paramref name="completed"/> items completed is about to run a timer
+    /// callback (<paramref name="timerCallback"/>, see <see cref="NoteCallback"/>) or, after <see cref="UrgentGoesFirst"/>
+    /// said no, an ordinary item (see <see cref="NoteOrdinaryTurn"/>).
+    /// </summary>
+    public void NoteTurn(bool timerCallback, long completed)
+    {
+        if (timerCallback)
+        {
+            NoteCallback(completed);
+        }
+        else
+        {
+            NoteOrdinaryTurn(completed);
+        }
+    }
+
+    /// <summary>
+    /// <see cref="UrgentGoesFirst"/> said no and the worker took an ordinary item, with <paramref name="completed"/> items
+    /// completed: the item runs from the time that answer read, so the next run of callbacks can be as long as it.
+    /// </summary>
+    private void NoteOrdinaryTurn(long completed)
+    {
+        _yieldedAt = _streakStart;
+        _yieldedCompleted = completed;
     }
 
     /// <summary>

@@ -116,11 +116,12 @@ internal sealed partial class WorkSources
     {
         if (!self.UrgentGoesFirst() && TakeOrdinary(self, out item))
         {
+            self.NoteTurn(timerCallback: false);
             return true;
         }
         if (Urgent.TryTake(out item))
         {
-            self.NoteTimerCallback();
+            self.NoteTurn(timerCallback: true);
             return true;
         }
         return false;
@@ -180,7 +181,7 @@ internal sealed partial class WorkSources
         }
         if (Urgent.MayBeWaiting && Urgent.TryTake(out item))
         {
-            self.NoteTimerCallback();
+            self.NoteTurn(timerCallback: true);
             return true;
         }
         bool lanesReady = Lanes.AnyReady;

@@ -49,8 +49,8 @@ internal sealed partial class Worker
     /// </summary>
     public bool UrgentGoesFirst() => _pacing.Timers.UrgentGoesFirst(Record.CompletedByOwner);
 
-    /// <summary>The worker is about to run a timer callback: look at the deadline again right after it.</summary>
-    public void NoteTimerCallback() => _pacing.Timers.NoteCallback(Record.CompletedByOwner);
+    /// <summary>While timers may wait, the worker is about to run a timer callback, or the ordinary item of its turn (see <see cref="TimerPacer.NoteTurn"/>).</summary>
+    public void NoteTurn(bool timerCallback) => _pacing.Timers.NoteTurn(timerCallback, Record.CompletedByOwner);
 
     /// <summary>Looks at the timer deadline (<see cref="IWorkerTimers.AssistTimers"/>) and paces the next look (<see cref="TimerPacer.AfterCheck"/>).</summary>
     [MethodImpl(MethodImplOptions.NoInlining)]
