@@ -41,7 +41,6 @@ internal struct TimerPacer
     private long _callbackCompleted;
     private long _streakStart;
     private long _streakTicks;
-    private long _yieldedAt;
     private long _yieldedCompleted;
 
     public static TimerPacer Create() =>
@@ -64,11 +63,12 @@ internal struct TimerPacer
         if (completed != _callbackCompleted)
         {
             // A new run. When the one item completed since the last run gave way is the ordinary item that had its turn
-            // (NoteOrdinaryTurn), this run lasts as long as that item took, within the bounds. Otherwise it lasts the
-            // shortest length: the first run, one after a spell without timers, or one after a run that gave way and
-            // found no ordinary item (the worker may have searched or parked since, which says nothing of the items).
+            // (NoteOrdinaryTurn), this run lasts as long as that item took, within the bounds: the item ran from the
+            // answer that gave way, which set _streakStart. Otherwise it lasts the shortest length: the first run, one
+            // after a spell without timers, or one after a run that gave way and found no ordinary item (the worker may
+            // have searched or parked since, which says nothing of the items).
             _streakTicks = completed == _yieldedCompleted + 1
-                ? Math.Clamp(now - _yieldedAt, UrgentStreakTicks, MaxUrgentStreakTicks)
+                ? Math.Clamp(now - _streakStart, UrgentStreakTicks, MaxUrgentStreakTicks)
                 : UrgentStreakTicks;
             _streakStart = now;
             return true;
@@ -100,13 +100,10 @@ internal struct TimerPacer
 
     /// <summary>
     /// <see cref="UrgentGoesFirst"/> said no and the worker took an ordinary item, with <paramref name="completed"/> items
-    /// completed: the item runs from the time that answer read, so the next run of callbacks can be as long as it.
+    /// completed: the item runs from the time that answer read (<see cref="_streakStart"/>), so the next run of callbacks
+    /// can be as long as it.
     /// </summary>
-    private void NoteOrdinaryTurn(long completed)
-    {
-        _yieldedAt = _streakStart;
-        _yieldedCompleted = completed;
-    }
+    private void NoteOrdinaryTurn(long completed) => _yieldedCompleted = completed;
 
     /// <summary>
     /// The worker, with <paramref name="completed"/> items completed, is about to run a timer callback: the callback
