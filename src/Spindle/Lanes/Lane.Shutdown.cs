@@ -154,14 +154,31 @@ internal sealed partial class Lane
         try
         {
             WorkItemEntry entry = default;
-            while (_queue.TryDequeueBatch(MemoryMarshal.CreateSpan(ref entry, 1)) != 0)
+            var spinner = new SpinWait();
+            while (true)
             {
-                OnDequeued();
-                if (!_host.CancelsInstead(entry, this))
+                if (_queue.TryDequeueBatch(MemoryMarshal.CreateSpan(ref entry, 1)) != 0)
                 {
-                    (mustRun ??= []).Add(entry);
+                    OnDequeued();
+                    if (!_host.CancelsInstead(entry, this))
+                    {
+                        (mustRun ??= []).Add(entry);
+                    }
+                    entry = default;
+                    continue;
                 }
-                entry = default;
+                // The dequeue stops at a position that a producer has claimed and not yet published. A serial lane's
+                // sweep must not end there: it queues what it keeps again at the end, so an entry published at that
+                // position afterwards would run ahead of older entries the sweep kept. It waits for the publish
+                // instead. That ends: the queue is closed and _heldBySweep is set, so the positions still in flight are
+                // claims made before the close (accepted) or after it (refused, published empty), each a few
+                // instructions from its publish, and every later continuation goes to _heldBySweep.
+                if (!serial || _queue.IsEmpty)
+                {
+                    break;
+                }
+                Debug.Assert(_queue.IsClosed, "A lane's cancel sweep runs after its queue has closed.");
+                spinner.SpinOnce();
             }
         }
         finally

@@ -199,6 +199,9 @@ internal sealed partial class Lane
     /// <summary>Whether the queue holds anything, counting items still being published (the leftover sweep's test).</summary>
     public bool HasQueued => !_queue.IsEmpty;
 
+    /// <summary>Tests only: the lane's queue, to leave an enqueue half done in it (<see cref="GlobalQueue.ClaimForTests"/>).</summary>
+    internal GlobalQueue QueueForTests => _queue;
+
     /// <summary>
     /// Offers a new item. <paramref name="mayWaitForRoom"/>: when the lane is full, block until there is room instead of
     /// answering <see cref="EnqueueStatus.Full"/>, unless the caller is an item of this capped lane (its wait could wait

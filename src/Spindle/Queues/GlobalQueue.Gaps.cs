@@ -65,6 +65,36 @@ internal sealed partial class GlobalQueue
     }
 
     /// <summary>
+    /// Tests only: the first half of an enqueue, as a producer stopped between its claim and its publish would leave it.
+    /// Claims the next position of the tail segment (which must have room) and returns it for
+    /// <see cref="PublishClaimedForTests"/>; until then consumers stop at it and <see cref="IsEmpty"/> is false.
+    /// </summary>
+    internal (object Segment, long Position) ClaimForTests()
+    {
+        while (true)
+        {
+            Segment segment = Volatile.Read(ref _tailSegment);
+            long position = Volatile.Read(ref segment.Tail.Value);
+            if (Volatile.Read(ref segment.Slots[position & Mask].Sequence) != position)
+            {
+                throw new InvalidOperationException("The tail segment has no free slot to claim.");
+            }
+            if (Interlocked.CompareExchange(ref segment.Tail.Value, position + 1, position) == position)
+            {
+                return (segment, position);
+            }
+        }
+    }
+
+    /// <summary>Tests only: the second half of the enqueue that <see cref="ClaimForTests"/> began.</summary>
+    internal static void PublishClaimedForTests((object Segment, long Position) claim, in WorkItemEntry item)
+    {
+        ref Slot slot = ref ((Segment)claim.Segment).Slots[claim.Position & Mask];
+        slot.Item = item;
+        Volatile.Write(ref slot.Sequence, claim.Position + 1);
+    }
+
+    /// <summary>
     /// The furthest distance past the head, below <paramref name="gap"/>, up to which items are published without a
     /// hole, starting from <paramref name="known"/> (already seen published).
     /// </summary>
