@@ -1,4 +1,5 @@
 using System;
+using System.Threading;
 using Xunit;
 
 namespace Spindle.Tests.Lanes;
@@ -85,6 +86,41 @@ public sealed class LaneOptionsTests
         pool.Dispose();
 
         Assert.Throws<ObjectDisposedException>(() => pool.CreateLane(new LaneOptions()));
+    }
+
+    /// <summary>
+    /// A refusal by shutdown is visible as shutdown: a caller whose <see cref="WorkerPool.CreateLane"/> threw reads
+    /// <see cref="WorkerPool.IsShutdownStarted"/> as true. The shutdown closes the lane set first and publishes its
+    /// state after; the test performs the first step alone, as a shutdown preempted between the two would leave it, and
+    /// completes the shutdown only once the call has had time to end.
+    /// </summary>
+    [Fact]
+    public void CreateLane_RefusedBetweenTheCloseAndTheShutdownState_WaitsUntilIsShutdownStartedReadsTrue()
+    {
+        var pool = new WorkerPool(new WorkerPoolOptions { Name = nameof(LaneOptionsTests), MinThreads = 1, MaxThreads = 1 });
+        pool.SchedulerCore.Lanes.Close();
+        bool refused = false;
+        bool sawRunning = false;
+        var creator = new Thread(() =>
+        {
+            try
+            {
+                pool.CreateLane(new LaneOptions());
+            }
+            catch (ObjectDisposedException)
+            {
+                refused = true;
+                sawRunning = !pool.IsShutdownStarted;
+            }
+        });
+        creator.Start();
+        bool endedBeforeTheState = creator.Join(Waits.MustNotHappen);
+        pool.Shutdown(ShutdownMode.CancelPending);
+
+        Assert.True(creator.Join(Waits.MustHappen), "the call ends once the shutdown has published its state");
+        Assert.True(refused, "the closed lane set refused the lane");
+        Assert.False(sawRunning, "the refused caller read IsShutdownStarted as false");
+        Assert.False(endedBeforeTheState, "the refusal waited for the shutdown's state");
     }
 
     [Fact]
