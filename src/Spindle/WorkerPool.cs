@@ -112,11 +112,8 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
         LaneOptions validated = options.Validate();
         var lane = new Lane(_scheduler.Lanes, _scheduler, validated);
         var result = new WorkerPoolLane(this, lane, new TaskBridge(this, _scheduler, _threads, _dedicated, lane));
-        if (!_scheduler.Lanes.TryAdd(lane))
+        if (!_scheduler.TryAddLane(lane))
         {
-            // The shutdown closes the lane set just before it publishes its state: a caller refused here must read
-            // IsShutdownStarted as true afterwards, as after any other refusal.
-            _scheduler.WaitForClosePublished();
             ThrowShutDown();
         }
         return result;

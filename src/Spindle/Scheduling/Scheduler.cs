@@ -202,6 +202,21 @@ internal sealed partial class Scheduler
     }
 
     /// <summary>
+    /// Adds a lane to the dispatch rotation. Returns false, having added nothing, when shutdown has begun; like a refused
+    /// enqueue, only once the shutdown's state is published (<see cref="Close"/> closes the lane set before it publishes
+    /// it), so that the refused caller reads <see cref="IsShutdownStarted"/> as true.
+    /// </summary>
+    public bool TryAddLane(Lane lane)
+    {
+        if (Lanes.TryAdd(lane))
+        {
+            return true;
+        }
+        WaitForClosePublished();
+        return false;
+    }
+
+    /// <summary>
     /// An enqueue found a queue closed: waits for <see cref="Close"/> to publish the state it closed the queues for, so
     /// that a caller refused because of shutdown always reads <see cref="IsShutdownStarted"/> as true. The closer holds
     /// the thread controller's lock between the two and publishes within a few instructions (and a pass over the lanes).
