@@ -12,8 +12,8 @@ namespace Spindle.Compare.Infrastructure;
 /// <summary>
 /// The HTTP scenarios' load generator: keep-alive HTTP/1.1 connections, each driven by a dedicated thread with blocking
 /// socket calls (so neither pool under test, nor the built-in pool, runs any of it), sending one GET and reading its
-/// whole response (a <c>Content-Length</c> body) before the next: a closed loop, as wrk's connections without
-/// pipelining.
+/// whole response (a <c>Content-Length</c> body, or a chunked one without trailers) before the next: a closed loop, as
+/// wrk's connections without pipelining.
 /// </summary>
 internal sealed class HttpLoadGenerator : IDisposable
 {
@@ -121,6 +121,8 @@ internal sealed class HttpLoadGenerator : IDisposable
         private static readonly byte[] s_headerEnd = "\r\n\r\n"u8.ToArray();
         private static readonly byte[] s_contentLength = "\r\nContent-Length: "u8.ToArray();
         private static readonly byte[] s_ok = "HTTP/1.1 200 "u8.ToArray();
+        private static readonly byte[] s_chunked = "\r\nTransfer-Encoding: chunked"u8.ToArray();
+        private static readonly byte[] s_lineEnd = "\r\n"u8.ToArray();
 
         private readonly Socket _socket;
         private readonly byte[] _request;
@@ -196,12 +198,20 @@ internal sealed class HttpLoadGenerator : IDisposable
             {
                 throw new InvalidOperationException($"The server answered {Encoding.ASCII.GetString(head[..Math.Min(head.Length, 40)])}.");
             }
+            int total;
             int at = head.IndexOf(s_contentLength);
-            if (at < 0 || !Utf8Parser.TryParse(head[(at + s_contentLength.Length)..], out int length, out _))
+            if (at >= 0 && Utf8Parser.TryParse(head[(at + s_contentLength.Length)..], out int length, out _))
             {
-                throw new InvalidOperationException("The response has no Content-Length.");
+                total = headerEnd + s_headerEnd.Length + length;
             }
-            int total = headerEnd + s_headerEnd.Length + length;
+            else if (head.IndexOf(s_chunked) >= 0)
+            {
+                total = ReceiveChunks(headerEnd + s_headerEnd.Length, ref received);
+            }
+            else
+            {
+                throw new InvalidOperationException("The response has neither a Content-Length nor a chunked body.");
+            }
             while (received < total)
             {
                 received += Receive(received);
@@ -209,6 +219,36 @@ internal sealed class HttpLoadGenerator : IDisposable
             if (received != total)
             {
                 throw new InvalidOperationException("The server sent more than one response.");
+            }
+        }
+
+        /// <summary>
+        /// Reads a chunked body that starts at <paramref name="at"/> up to its last chunk (size 0, no trailers): returns
+        /// where the response ends, with <paramref name="received"/> counting what has been read so far.
+        /// </summary>
+        private int ReceiveChunks(int at, ref int received)
+        {
+            while (true)
+            {
+                int lineEnd;
+                while ((lineEnd = _buffer.AsSpan(at, received - at).IndexOf(s_lineEnd)) < 0)
+                {
+                    received += Receive(received);
+                }
+                if (!Utf8Parser.TryParse(_buffer.AsSpan(at, lineEnd), out int size, out _, 'x') || size < 0)
+                {
+                    throw new InvalidOperationException("The response has a malformed chunk size.");
+                }
+                at += lineEnd + s_lineEnd.Length;
+                if (size == 0)
+                {
+                    return at + s_lineEnd.Length; // the empty line that ends a body without trailers
+                }
+                at += size + s_lineEnd.Length;
+                while (received < at)
+                {
+                    received += Receive(received);
+                }
             }
         }
 

@@ -25,8 +25,10 @@ namespace Spindle.Compare.Scenarios;
 /// pool's <c>PoolSocket</c> and its pipes resume on the pool); on the built-in pool, on Kestrel's default sockets
 /// transport. The load comes from <see cref="HttpLoadGenerator"/> in the same process: 64 keep-alive connections,
 /// dedicated threads with blocking sockets. Variants: <c>plaintext</c> and <c>json</c> (TechEmpower-style responses
-/// with a Content-Length: throughput, p99 and allocation per request, the load generator's included, which allocates
-/// nothing per request), after a 2 s warm-up, measured 1 s (3 s with --full); <c>starved</c>: after the warm-up, 2,000
+/// with a Content-Length, written in one flush), and <c>chunked</c> (the plaintext body without a Content-Length, as a
+/// handler that returns a string sends it: the body and the last chunk leave in two flushes): throughput, p99 and
+/// allocation per request, the load generator's included, which allocates nothing per request), after a 2 s warm-up,
+/// measured 1 s (3 s with --full); <c>starved</c>: after the warm-up, 2,000
 /// items that block are queued to the built-in <see cref="ThreadPool"/> (in both children), then each connection sends
 /// 20 requests with at most 3 s for all of them: the p99 (a request not answered by the deadline counts as what it had
 /// waited) and the failed requests.
@@ -59,9 +61,9 @@ internal sealed partial class HttpScenario : IScenario
 
     public string Description =>
         $"Kestrel with {Connections} keep-alive connections: Spindle's transport against the default sockets transport "
-        + $"(plaintext and json throughput; starved: {BlockedItems:N0} blocked items in the built-in pool)";
+        + $"(plaintext, json and chunked throughput; starved: {BlockedItems:N0} blocked items in the built-in pool)";
 
-    public IReadOnlyList<string> Variants { get; } = ["plaintext", "json", "starved"];
+    public IReadOnlyList<string> Variants { get; } = ["plaintext", "json", "chunked", "starved"];
 
     public IReadOnlyList<MetricInfo> Metrics { get; } = [.. s_loadMetrics, s_starvedMetrics[1]];
 
@@ -79,6 +81,7 @@ internal sealed partial class HttpScenario : IScenario
         {
             "plaintext" or "starved" => "/plaintext",
             "json" => "/json",
+            "chunked" => "/chunked",
             _ => throw new ArgumentException($"Unknown variant '{variant}'.", nameof(variant)),
         };
         PoolWarmup.StartThreads(pool, Environment.ProcessorCount);
@@ -154,6 +157,12 @@ internal sealed partial class HttpScenario : IScenario
             context.Response.ContentType = "application/json";
             context.Response.ContentLength = body.Length;
             return context.Response.Body.WriteAsync(body).AsTask();
+        });
+        app.MapGet("/chunked", static (HttpContext context) =>
+        {
+            // No Content-Length: the body goes out as a chunk, and the last chunk in a second flush when the handler ends.
+            context.Response.ContentType = "text/plain";
+            return context.Response.Body.WriteAsync(s_hello).AsTask();
         });
         app.StartAsync().WaitAsync(Waits.Stuck).GetAwaiter().GetResult();
         string address = app.Services.GetRequiredService<IServer>().Features.GetRequiredFeature<IServerAddressesFeature>().Addresses.First();

@@ -22,9 +22,16 @@ namespace Spindle.AspNetCore.Transport;
 /// <para>Who owns what. The receive loop alone writes the input pipe and receives from the socket; the send loop alone
 /// reads the output pipe and sends to the socket; Kestrel (or the connection middleware) owns the other ends, exposed
 /// as <see cref="Transport"/>. So the socket never has more than one receive and one send pending, as
-/// <see cref="PoolSocket"/> requires. Code after the application's awaits on the pipes resumes on the pool (its
-/// <see cref="WorkerPool.PipeScheduler"/>); the loops resume inline: after a socket operation on the worker that
-/// completed it, after a pipe wait on the thread that released it, which is a pool worker or Kestrel's own.</para>
+/// <see cref="PoolSocket"/> requires.</para>
+/// <para>Where code resumes. Code after the application's awaits on the pipes resumes on the pool (its
+/// <see cref="WorkerPool.PipeScheduler"/>). The receive loop resumes inline: after a receive on the worker that completed
+/// it, after a flush held by back-pressure on the thread that read. The send loop resumes, when the application flushes
+/// output, through the listener's local-queue scheduler (<see cref="WorkerPoolPipeScheduler"/> with <c>preferLocal</c>):
+/// on the worker that flushed, once the handler's work item returns. By then Kestrel has written the whole response
+/// (a chunked body and its last chunk are two flushes), so it leaves in one send; an inline send loop sent each flush
+/// by itself, and a shared-queue one woke another worker for the first. A flush from outside the pool's workers goes to
+/// the shared queue; a worker that stays busy after its flush loses the send loop to an idle worker, which the local
+/// push wakes.</para>
 /// <para>Closing. <see cref="CloseSocket"/> shuts the socket down and disposes it exactly once (a CAS on
 /// <c>_socketClosed</c>), from whichever comes first: the end of the send loop (the application completed its output,
 /// or a send failed), <see cref="Abort(ConnectionAbortedException)"/>, or <see cref="DisposeAsync"/>. It also cancels
@@ -67,7 +74,7 @@ internal sealed partial class SpindleConnection : ConnectionContext, IConnection
     private Task _receiving = Task.CompletedTask;
     private Task _sending = Task.CompletedTask;
 
-    public SpindleConnection(PoolSocket socket, MemoryPool<byte> memory, SpindleTransportOptions options)
+    public SpindleConnection(PoolSocket socket, MemoryPool<byte> memory, PipeScheduler sendScheduler, SpindleTransportOptions options)
     {
         _socket = socket;
         _pool = socket.Pool;
@@ -79,7 +86,7 @@ internal sealed partial class SpindleConnection : ConnectionContext, IConnection
         long maxWrite = options.MaxWriteBufferSize ?? 0;
         _input = new Pipe(new PipeOptions(memory, readerScheduler: application, writerScheduler: PipeScheduler.Inline,
             pauseWriterThreshold: maxRead, resumeWriterThreshold: maxRead / 2, minimumSegmentSize: segment, useSynchronizationContext: false));
-        _output = new Pipe(new PipeOptions(memory, readerScheduler: PipeScheduler.Inline, writerScheduler: application,
+        _output = new Pipe(new PipeOptions(memory, readerScheduler: sendScheduler, writerScheduler: application,
             pauseWriterThreshold: maxWrite, resumeWriterThreshold: maxWrite / 2, minimumSegmentSize: segment, useSynchronizationContext: false));
         _application = new DuplexPipe(new PoolBoundPipeReader(_input.Reader, _pool), _output.Writer);
         _transport = _application;

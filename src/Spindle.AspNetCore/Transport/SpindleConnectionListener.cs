@@ -22,6 +22,8 @@ internal sealed partial class SpindleConnectionListener : IConnectionListener
     private readonly MemoryPool<byte> _memory;
     private readonly SpindleTransportOptions _options;
     private readonly ILogger _logger;
+    // The connections' send loops resume on the worker that flushed, after its work item: see SpindleConnection.
+    private readonly WorkerPoolPipeScheduler _sendScheduler;
     private PoolSocket? _socket;
     private EndPoint? _endPoint;
     private int _memoryDisposed;
@@ -32,6 +34,7 @@ internal sealed partial class SpindleConnectionListener : IConnectionListener
         _memory = memory;
         _options = options;
         _logger = logger;
+        _sendScheduler = new WorkerPoolPipeScheduler(pool, preferLocal: true);
     }
 
     /// <inheritdoc/>
@@ -95,7 +98,7 @@ internal sealed partial class SpindleConnectionListener : IConnectionListener
                 {
                     accepted.Socket.NoDelay = true;
                 }
-                var connection = new SpindleConnection(accepted, _memory, _options);
+                var connection = new SpindleConnection(accepted, _memory, _sendScheduler, _options);
                 connection.Start();
                 return connection;
             }

@@ -4,6 +4,7 @@ using System.Net;
 using System.Threading;
 using System.Threading.Tasks;
 using Spindle.IO;
+using Spindle.Scheduling;
 using Xunit;
 
 namespace Spindle.Tests.IO;
@@ -50,6 +51,60 @@ public sealed class WorkerPoolPipeSchedulerTests
         Assert.Equal(1, pool.RedirectedCallbackCount);
         Assert.Throws<ArgumentNullException>(() => scheduler.Schedule(null!, null));
         Assert.Throws<ArgumentNullException>(() => new WorkerPoolPipeScheduler(null!));
+        Assert.Throws<ArgumentNullException>(() => new WorkerPoolPipeScheduler(null!, preferLocal: true));
+    }
+
+    [Theory]
+    [InlineData(true, 1)]
+    [InlineData(false, 0)]
+    public void ACallbackScheduledOnAWorker_GoesToItsLocalQueueOnlyWhenTheSchedulerPrefersLocal(bool preferLocal, int expectedLocal)
+    {
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = nameof(WorkerPoolPipeSchedulerTests), MinThreads = 1, MaxThreads = 1 });
+        var scheduler = new WorkerPoolPipeScheduler(pool, preferLocal);
+        Assert.Equal(preferLocal, scheduler.PreferLocal);
+        Assert.False(pool.PipeScheduler.PreferLocal);
+        using var callbackRan = new ManualResetEventSlim();
+        int itemThread = 0;
+        int callbackThread = 0;
+        WorkerPool? callbackPool = null;
+        int localAfterSchedule = -1;
+        bool ranBeforeTheItemReturned = true;
+        using var itemDone = new ManualResetEventSlim();
+        pool.QueueUserWorkItem(_ =>
+        {
+            itemThread = Environment.CurrentManagedThreadId;
+            scheduler.Schedule(_ =>
+            {
+                callbackThread = Environment.CurrentManagedThreadId;
+                callbackPool = WorkerPool.Current;
+                callbackRan.Set();
+            }, null);
+            localAfterSchedule = Worker.Current!.Local.Ring.Count;
+            ranBeforeTheItemReturned = callbackRan.IsSet;
+            itemDone.Set();
+        });
+        Waits.For(callbackRan, "the scheduled callback");
+        Waits.For(itemDone, "the item that scheduled it");
+        Assert.Equal(expectedLocal, localAfterSchedule);
+        Assert.False(ranBeforeTheItemReturned, "the callback ran after the item that scheduled it, not inline");
+        Assert.Same(pool, callbackPool);
+        Assert.Equal(itemThread, callbackThread); // the pool's only worker
+    }
+
+    [Fact]
+    public void ALocalScheduler_CalledOffThePool_RunsTheCallbackOnThePool()
+    {
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = nameof(WorkerPoolPipeSchedulerTests) });
+        var scheduler = new WorkerPoolPipeScheduler(pool, preferLocal: true);
+        WorkerPool? ranOn = null;
+        using var ran = new ManualResetEventSlim();
+        scheduler.Schedule(_ =>
+        {
+            ranOn = WorkerPool.Current;
+            ran.Set();
+        }, null);
+        Waits.For(ran, "a callback scheduled from a thread outside the pool");
+        Assert.Same(pool, ranOn);
     }
 
     [Fact]
