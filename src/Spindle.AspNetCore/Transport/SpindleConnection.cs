@@ -34,13 +34,14 @@ namespace Spindle.AspNetCore.Transport;
 /// push wakes.</para>
 /// <para>Closing. <see cref="CloseSocket"/> shuts the socket down and disposes it exactly once (a CAS on
 /// <c>_socketClosed</c>), from whichever comes first: the end of the send loop (the application completed its output,
-/// or a send failed), <see cref="Abort(ConnectionAbortedException)"/>, or <see cref="DisposeAsync"/>. It also cancels
+/// or a send failed) or <see cref="Abort(ConnectionAbortedException)"/>; <see cref="DisposeAsync"/> completes the
+/// output and lets the send loop finish first, so that nothing the application wrote is lost. It also cancels
 /// the input pipe's pending flush, and abort cancels the output pipe's pending read, so that every point where a loop
 /// can wait (a socket operation, a flush held by back-pressure, a read of the output) ends: each loop then completes
 /// its pipe end, with the first abort reason if there is one (<c>_shutdownReason</c>, set once by CAS). The end of the
 /// receive loop (the peer's FIN, a reset, or the close) fires <see cref="ConnectionClosed"/> once, from a work item
 /// of the pool, so that the token's callbacks do not run inside the loop. <see cref="DisposeAsync"/> completes the
-/// application's ends, closes the socket and waits for both loops.</para>
+/// application's ends and waits for both loops (the send loop's end closes the socket).</para>
 /// </remarks>
 internal sealed partial class SpindleConnection : ConnectionContext, IConnectionIdFeature, IConnectionTransportFeature,
     IConnectionItemsFeature, IConnectionLifetimeFeature, IConnectionEndPointFeature, IMemoryPoolFeature, IConnectionSocketFeature
@@ -181,9 +182,13 @@ internal sealed partial class SpindleConnection : ConnectionContext, IConnection
         // The application's ends: Kestrel is done with them (connection middleware may have replaced Transport).
         _application.Input.Complete();
         _application.Output.Complete();
-        // A send loop blocked by a peer that reads nothing would keep the connection forever: close it now; the send
-        // loop's normal end has already closed it otherwise.
-        CloseSocket();
+        // The send loop sends what the application wrote before it completed its output, then closes the socket,
+        // which ends the receive loop. It may not have started on the last flush yet (it resumes on the worker that
+        // flushed, after the work item that is disposing now), and it may be held by a peer that reads slowly: closing
+        // the socket here would cut the response off. A peer that reads nothing holds the loop as it holds the sockets
+        // transport's, which waits for its send loop the same way; Kestrel keeps the connection in its connection
+        // manager until this returns, so the end of the host's shutdown timeout aborts it, and Abort closes the
+        // socket, which ends the loop's send.
         await _sending.ConfigureAwait(false);
         await _receiving.ConfigureAwait(false);
         Debug.Assert(Volatile.Read(ref _socketClosed) == 1, "both loops ended, so the socket is closed");
