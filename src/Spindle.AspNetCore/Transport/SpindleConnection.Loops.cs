@@ -45,6 +45,9 @@ internal sealed partial class SpindleConnection
         }
     }
 
+    /// <summary>The most one send of a sequence takes (a pool socket refuses a longer one).</summary>
+    private const int MaxSendLength = int.MaxValue;
+
     private async Task SendLoopAsync()
     {
         Exception? error = null;
@@ -59,16 +62,12 @@ internal sealed partial class SpindleConnection
                     break; // aborted
                 }
                 ReadOnlySequence<byte> buffer = result.Buffer;
-                if (buffer.IsSingleSegment)
+                // Several of the pipe's segments leave in one gather send; a buffer longer than a send takes, in slices.
+                for (ReadOnlySequence<byte> rest = buffer; !rest.IsEmpty;)
                 {
-                    await _socket.SendAsync(buffer.First).ConfigureAwait(false);
-                }
-                else
-                {
-                    foreach (ReadOnlyMemory<byte> segment in buffer)
-                    {
-                        await _socket.SendAsync(segment).ConfigureAwait(false);
-                    }
+                    ReadOnlySequence<byte> slice = rest.Length <= MaxSendLength ? rest : rest.Slice(0, MaxSendLength);
+                    await _socket.SendAsync(slice).ConfigureAwait(false);
+                    rest = rest.Slice(slice.End);
                 }
                 reader.AdvanceTo(buffer.End);
                 if (result.IsCompleted)

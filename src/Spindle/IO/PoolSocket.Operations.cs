@@ -1,3 +1,4 @@
+using System.Buffers;
 using System;
 using System.IO;
 using System.Net;
@@ -92,33 +93,42 @@ public sealed partial class PoolSocket
         }
     }
 
+    /// <summary>
+    /// Sends a sequence whole: one <c>send</c> for a single segment, a gather <c>sendmsg</c> of up to
+    /// <see cref="LinuxIo.MaxGatherBuffers"/> segments otherwise, resuming after a partial send where it stopped.
+    /// </summary>
     private sealed class SendOperation(PoolSocket socket, ReadinessWaiter waiter, DirectionGate gate, WorkerPool pool)
         : SocketOperation<int>(socket, waiter, gate, pool)
     {
-        public ReadOnlyMemory<byte> Buffer;
-        private int _sent;
+        public ReadOnlySequence<byte> Buffers;
+        private long _sent;
+        private MemoryHandle[]? _pins; // a gather's pins, made at the socket's first multi-segment send
 
         protected override bool TryOnce(out int result, out int errno)
         {
             errno = 0;
-            while (_sent < Buffer.Length)
+            long length = Buffers.Length;
+            while (_sent < length)
             {
-                nint count = Socket.TryTransfer(send: true, MemoryMarshal.AsMemory(Buffer).Span[_sent..], out errno);
+                ReadOnlySequence<byte> rest = _sent == 0 ? Buffers : Buffers.Slice(_sent);
+                nint count = rest.IsSingleSegment
+                    ? Socket.TryTransfer(send: true, MemoryMarshal.AsMemory(rest.First).Span, out errno)
+                    : Socket.TryGather(rest, _pins ??= new MemoryHandle[LinuxIo.MaxGatherBuffers], out errno);
                 if (count < 0)
                 {
                     result = 0;
                     if (errno != LinuxIo.EAgain && errno != LinuxIo.EIntr)
                     {
                         _sent = 0;
-                        Buffer = default;
+                        Buffers = default;
                     }
                     return false;
                 }
-                _sent += (int)count;
+                _sent += count;
             }
-            result = _sent;
+            result = (int)length;
             _sent = 0;
-            Buffer = default;
+            Buffers = default;
             return true;
         }
     }

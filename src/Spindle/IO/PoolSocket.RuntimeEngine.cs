@@ -1,3 +1,4 @@
+using System.Buffers;
 using System;
 using System.IO;
 using System.Net;
@@ -71,6 +72,16 @@ public sealed partial class PoolSocket
             return true;
         }, (Socket: _socket, Remote: remote), _writeGate, cancellationToken).ConfigureAwait(false);
     }
+
+    private ValueTask<int> FallbackSendAsync(ReadOnlySequence<byte> buffers, CancellationToken cancellationToken) =>
+        OnRuntimeEngineAsync(static async (state, token) =>
+        {
+            foreach (ReadOnlyMemory<byte> segment in state.Buffers)
+            {
+                await SendAllAsync(state.Socket, segment, token).ConfigureAwait(false);
+            }
+            return (int)state.Buffers.Length;
+        }, (Socket: _socket, Buffers: buffers), _writeGate, cancellationToken);
 
     private static async ValueTask<int> SendAllAsync(Socket socket, ReadOnlyMemory<byte> buffer, CancellationToken cancellationToken)
     {

@@ -1,3 +1,5 @@
+using System.Buffers;
+using System.Diagnostics;
 using System;
 using System.IO;
 using System.Net;
@@ -21,7 +23,8 @@ namespace Spindle.IO;
 /// </summary>
 /// <remarks>
 /// <para>Operations: <see cref="ConnectAsync(EndPoint, CancellationToken)"/>, <see cref="AcceptAsync"/>,
-/// <see cref="ReceiveAsync"/>, <see cref="SendAsync"/>; one receive (or accept) and one send may be pending at a time
+/// <see cref="ReceiveAsync"/>, <see cref="SendAsync(ReadOnlyMemory{byte}, CancellationToken)"/> and
+/// <see cref="SendAsync(System.Buffers.ReadOnlySequence{byte}, CancellationToken)"/> (a gather); one receive (or accept) and one send may be pending at a time
 /// (they may overlap each other). In steady state an operation allocates nothing: one that cannot complete at once waits
 /// on a reusable source owned by the socket, and the async methods use pooled state machines.</para>
 /// <para>Completion: the code after an <c>await</c> of an operation that had to wait runs on a worker of the pool (the
@@ -212,7 +215,37 @@ public sealed partial class PoolSocket : IDisposable, IPolledSocket
         {
             return FallbackSendAsync(buffer, cancellationToken);
         }
-        _send!.Buffer = buffer;
+        _send!.Buffers = new ReadOnlySequence<byte>(buffer);
+        return _send.Start(cancellationToken);
+    }
+
+    /// <summary>
+    /// Sends all of <paramref name="buffers"/>, several segments to a system call where the platform allows (a gather
+    /// <c>sendmsg</c> of up to 16 on the pool's driver); returns the length once every byte has been handed to the kernel.
+    /// </summary>
+    /// <exception cref="ArgumentOutOfRangeException"><paramref name="buffers"/> is longer than <see cref="int.MaxValue"/> bytes.</exception>
+    /// <exception cref="InvalidOperationException">Another send is pending.</exception>
+    /// <exception cref="ObjectDisposedException">The socket is disposed or the pool is shutting down.</exception>
+    /// <exception cref="SocketException">The connection was reset or shut down.</exception>
+    /// <exception cref="OperationCanceledException"><paramref name="cancellationToken"/> fired first (part of the buffers may have been sent).</exception>
+    public ValueTask<int> SendAsync(ReadOnlySequence<byte> buffers, CancellationToken cancellationToken = default)
+    {
+        if (buffers.Length > int.MaxValue)
+        {
+            throw new ArgumentOutOfRangeException(nameof(buffers), buffers.Length, "A send takes at most int.MaxValue bytes; send a longer sequence in slices.");
+        }
+        if (buffers.IsSingleSegment)
+        {
+            return SendAsync(buffers.First, cancellationToken);
+        }
+        ThrowIfDisposed();
+        cancellationToken.ThrowIfCancellationRequested();
+        Enter(_writeGate, "send or connect");
+        if (_driver is null)
+        {
+            return FallbackSendAsync(buffers, cancellationToken);
+        }
+        _send!.Buffers = buffers;
         return _send.Start(cancellationToken);
     }
 
@@ -322,6 +355,56 @@ public sealed partial class PoolSocket : IDisposable, IPolledSocket
         finally
         {
             ReleaseHandle(added);
+        }
+    }
+
+    /// <summary>
+    /// One gather <c>sendmsg</c> (without SIGPIPE) of the first <see cref="LinuxIo.MaxGatherBuffers"/> segments of
+    /// <paramref name="buffers"/>, each pinned for the call only: the byte count, or -1 with <paramref name="errno"/>.
+    /// </summary>
+    internal unsafe nint TryGather(in ReadOnlySequence<byte> buffers, MemoryHandle[] pins, out int errno)
+    {
+        Debug.Assert(pins.Length >= LinuxIo.MaxGatherBuffers);
+        LinuxIo.IoVector* vectors = stackalloc LinuxIo.IoVector[LinuxIo.MaxGatherBuffers];
+        int count = 0;
+        try
+        {
+            foreach (ReadOnlyMemory<byte> segment in buffers)
+            {
+                if (segment.IsEmpty)
+                {
+                    continue;
+                }
+                pins[count] = segment.Pin();
+                vectors[count].Base = pins[count].Pointer;
+                vectors[count].Length = (nuint)segment.Length;
+                if (++count == LinuxIo.MaxGatherBuffers)
+                {
+                    break;
+                }
+            }
+            LinuxIo.MessageHeader message = default;
+            message.Vectors = vectors;
+            message.VectorCount = (nuint)count;
+            bool added = AcquireHandle();
+            try
+            {
+                nint result = LinuxIo.SendMessage(_fd, &message, LinuxIo.MsgNoSignal);
+                errno = result < 0 ? Marshal.GetLastPInvokeError() : 0;
+                return result;
+            }
+            finally
+            {
+                ReleaseHandle(added);
+            }
+        }
+        finally
+        {
+            for (int i = 0; i < count; i++)
+            {
+                pins[i].Dispose();
+                pins[i] = default;
+            }
         }
     }
 

@@ -81,6 +81,36 @@ internal static unsafe partial class LinuxIo
     [LibraryImport(Libc, EntryPoint = "send", SetLastError = true)]
     public static partial nint Send(int fd, byte* buffer, nint length, int flags);
 
+    [LibraryImport(Libc, EntryPoint = "sendmsg", SetLastError = true)]
+    public static partial nint SendMessage(int fd, MessageHeader* message, int flags);
+
+    /// <summary>Most buffers one <c>sendmsg</c> of the driver gathers (Linux allows 1,024: <c>IOV_MAX</c>).</summary>
+    public const int MaxGatherBuffers = 16;
+
+    /// <summary><c>struct iovec</c>: one buffer of a gather.</summary>
+    [StructLayout(LayoutKind.Sequential)]
+    public struct IoVector
+    {
+        public void* Base;
+        public nuint Length;
+    }
+
+    /// <summary>
+    /// <c>struct msghdr</c> on 64-bit Linux, the driver's (musl's <c>int</c> count and padding read the same on x64 and
+    /// arm64, both little-endian): no address (a connected socket), the buffers, no ancillary data.
+    /// </summary>
+    [StructLayout(LayoutKind.Sequential)]
+    public struct MessageHeader
+    {
+        public void* Name;
+        public uint NameLength;
+        public IoVector* Vectors;
+        public nuint VectorCount;
+        public void* Control;
+        public nuint ControlLength;
+        public int Flags;
+    }
+
     [LibraryImport(Libc, EntryPoint = "accept4", SetLastError = true)]
     public static partial int Accept4(int fd, void* address, void* addressLength, int flags);
 

@@ -1,0 +1,199 @@
+using System;
+using System.Buffers;
+using System.Net;
+using System.Threading.Tasks;
+using Spindle.IO;
+using Xunit;
+
+namespace Spindle.Tests.IO;
+
+/// <summary>
+/// Sending a <see cref="ReadOnlySequence{T}"/> (<see cref="PoolSocket.SendAsync(ReadOnlySequence{byte}, System.Threading.CancellationToken)"/>):
+/// on the pool's driver several segments go to one gather <c>sendmsg</c>, on the runtime's engine one after another;
+/// either way the bytes arrive whole and in order, and bad input is refused at the call. Bounds are generous.
+/// </summary>
+public abstract class PoolSocketGatherTests
+{
+    /// <summary>Whether this run's pools leave the driver aside.</summary>
+    protected abstract bool RuntimeEngine { get; }
+
+    private WorkerPool NewPool()
+    {
+        var pool = new WorkerPool(new WorkerPoolOptions { Name = GetType().Name, ExceptionPolicy = UnhandledExceptionPolicy.Report });
+        pool.SocketsUseRuntimeEngine = RuntimeEngine;
+        return pool;
+    }
+
+    private static async Task<(PoolSocket Client, PoolSocket Server)> ConnectPairAsync(WorkerPool pool)
+    {
+        using var listener = new PoolSocket(pool);
+        listener.Bind(new IPEndPoint(IPAddress.Loopback, 0));
+        listener.Listen();
+        var client = new PoolSocket(pool);
+        ValueTask<PoolSocket> accept = listener.AcceptAsync();
+        await client.ConnectAsync(listener.Socket.LocalEndPoint!).AsTask().WaitAsync(Waits.MustHappen);
+        return (client, await accept.AsTask().WaitAsync(Waits.MustHappen));
+    }
+
+    private static async Task ReceiveExactlyAsync(PoolSocket socket, Memory<byte> buffer)
+    {
+        int total = 0;
+        while (total < buffer.Length)
+        {
+            int received = await socket.ReceiveAsync(buffer[total..]).AsTask().WaitAsync(Waits.MustHappen);
+            Assert.True(received > 0, $"the connection ended after {total} of {buffer.Length} bytes");
+            total += received;
+        }
+    }
+
+    /// <summary>A sequence over <paramref name="bytes"/> cut at <paramref name="lengths"/> (an empty segment where a length is 0).</summary>
+    private static ReadOnlySequence<byte> Cut(byte[] bytes, int[] lengths)
+    {
+        Chunk first = new(bytes.AsMemory(0, lengths[0]));
+        Chunk last = first;
+        int offset = lengths[0];
+        for (int i = 1; i < lengths.Length; i++)
+        {
+            last = last.Append(bytes.AsMemory(offset, lengths[i]));
+            offset += lengths[i];
+        }
+        Assert.Equal(bytes.Length, offset);
+        return new ReadOnlySequence<byte>(first, 0, last, last.Memory.Length);
+    }
+
+    [Fact]
+    public async Task ASequenceOfManySegments_ArrivesWholeAndInOrder_ThroughPartialSends()
+    {
+        // 40 segments (more than one gather takes), some empty, some of one byte, 2 MB in all: more than the socket
+        // buffers hold while nobody reads, so the send stops part-way through a gather and resumes where it stopped.
+        int[] lengths = new int[40];
+        var random = new Random(11);
+        for (int i = 0; i < lengths.Length; i++)
+        {
+            lengths[i] = (i % 7) switch { 0 => 0, 1 => 1, 2 => 3, _ => random.Next(1, 120_000) };
+        }
+        int total = 0;
+        foreach (int length in lengths)
+        {
+            total += length;
+        }
+        byte[] sent = new byte[total];
+        random.NextBytes(sent);
+        ReadOnlySequence<byte> buffers = Cut(sent, lengths);
+        Assert.False(buffers.IsSingleSegment);
+
+        using WorkerPool pool = NewPool();
+        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        using (client)
+        using (server)
+        {
+            Task<int> send = client.SendAsync(buffers).AsTask();
+            await Task.Delay(50); // let the send fill the buffers and wait before anyone reads
+            byte[] received = new byte[total];
+            await ReceiveExactlyAsync(server, received);
+            Assert.Equal(total, await send.WaitAsync(Waits.MustHappen));
+            Assert.True(sent.AsSpan().SequenceEqual(received));
+
+            // The send direction is free again: a second sequence, small enough to leave in one call, follows it.
+            byte[] again = [1, 2, 3, 4, 5, 6, 7];
+            Assert.Equal(again.Length, await client.SendAsync(Cut(again, [2, 0, 4, 1])).AsTask().WaitAsync(Waits.MustHappen));
+            byte[] echo = new byte[again.Length];
+            await ReceiveExactlyAsync(server, echo);
+            Assert.Equal(again, echo);
+        }
+    }
+
+    [Fact]
+    public async Task AnEmptySequence_SendsNothing_AndLeavesTheSocketUsable()
+    {
+        using WorkerPool pool = NewPool();
+        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        using (client)
+        using (server)
+        {
+            ReadOnlySequence<byte> empty = Cut([], [0, 0, 0]);
+            Assert.True(empty.IsEmpty);
+            Assert.Equal(0, await client.SendAsync(empty).AsTask().WaitAsync(Waits.MustHappen));
+            Assert.Equal(0, await client.SendAsync(ReadOnlySequence<byte>.Empty).AsTask().WaitAsync(Waits.MustHappen));
+            Assert.Equal(1, await client.SendAsync(Cut([42], [0, 1])).AsTask().WaitAsync(Waits.MustHappen));
+            byte[] one = new byte[1];
+            await ReceiveExactlyAsync(server, one);
+            Assert.Equal(42, one[0]);
+        }
+    }
+
+    [Fact]
+    public async Task ASequenceLongerThanOneSendTakes_IsRefusedAtTheCall_AndLeavesTheSocketUsable()
+    {
+        using WorkerPool pool = NewPool();
+        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        using (client)
+        using (server)
+        {
+            // Two segments of int.MaxValue bytes that are never read: the length check comes before anything else.
+            using var huge = new UnreadableMemory();
+            Chunk first = new(huge.Memory);
+            Chunk last = first.Append(huge.Memory);
+            var tooLong = new ReadOnlySequence<byte>(first, 0, last, last.Memory.Length);
+            ArgumentOutOfRangeException refused = Assert.Throws<ArgumentOutOfRangeException>(() => { _ = client.SendAsync(tooLong); });
+            Assert.Equal("buffers", refused.ParamName);
+
+            Assert.Equal(2, await client.SendAsync(Cut([7, 8], [1, 1])).AsTask().WaitAsync(Waits.MustHappen));
+            byte[] two = new byte[2];
+            await ReceiveExactlyAsync(server, two);
+            Assert.Equal([7, 8], two);
+        }
+    }
+
+    [Fact]
+    public async Task ASequenceOnADisposedSocket_IsRefusedWithObjectDisposed()
+    {
+        using WorkerPool pool = NewPool();
+        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        server.Dispose();
+        client.Dispose();
+        Assert.Throws<ObjectDisposedException>(() => { _ = client.SendAsync(Cut([1, 2], [1, 1])); });
+    }
+
+    private sealed class Chunk : ReadOnlySequenceSegment<byte>
+    {
+        public Chunk(ReadOnlyMemory<byte> memory) => Memory = memory;
+
+        public Chunk Append(ReadOnlyMemory<byte> memory)
+        {
+            var next = new Chunk(memory) { RunningIndex = RunningIndex + Memory.Length };
+            Next = next;
+            return next;
+        }
+    }
+
+    /// <summary>Memory of <see cref="int.MaxValue"/> bytes that does not exist: any read of it fails the test.</summary>
+    private sealed class UnreadableMemory : MemoryManager<byte>
+    {
+        public override Memory<byte> Memory => CreateMemory(int.MaxValue);
+
+        public override Span<byte> GetSpan() => throw new InvalidOperationException("The refused sequence was read.");
+
+        public override MemoryHandle Pin(int elementIndex = 0) => throw new InvalidOperationException("The refused sequence was pinned.");
+
+        public override void Unpin()
+        {
+        }
+
+        protected override void Dispose(bool disposing)
+        {
+        }
+    }
+}
+
+/// <summary>The gather tests on the pool's own driver (on platforms without it, on the runtime's engine).</summary>
+public sealed class PoolSocketGatherDriverTests : PoolSocketGatherTests
+{
+    protected override bool RuntimeEngine => false;
+}
+
+/// <summary>The gather tests on the runtime's socket engine, as on platforms without the driver.</summary>
+public sealed class PoolSocketGatherRuntimeEngineTests : PoolSocketGatherTests
+{
+    protected override bool RuntimeEngine => true;
+}
