@@ -88,9 +88,10 @@ public sealed partial class PoolSocket
             {
                 return false;
             }
-            Buffer = default; // keep no caller memory alive
             return true;
         }
+
+        protected override void Forget() => Buffer = default; // keep no caller memory alive
     }
 
     /// <summary>
@@ -117,19 +118,22 @@ public sealed partial class PoolSocket
                 if (count < 0)
                 {
                     result = 0;
-                    if (errno != LinuxIo.EAgain && errno != LinuxIo.EIntr)
-                    {
-                        _sent = 0;
-                        Buffers = default;
-                    }
-                    return false;
+                    return false; // a wait keeps the progress; an error, a cancellation or a close ends in Forget
                 }
                 _sent += count;
             }
             result = (int)length;
+            return true;
+        }
+
+        /// <summary>
+        /// Ended: a send cancelled or failed part-way must not leave its progress to the next send, which would skip
+        /// that many of its own bytes (or, being shorter, report itself sent with nothing sent).
+        /// </summary>
+        protected override void Forget()
+        {
             _sent = 0;
             Buffers = default;
-            return true;
         }
     }
 
@@ -151,6 +155,10 @@ public sealed partial class PoolSocket
             result = Socket.Adopt(fd);
             return true;
         }
+
+        protected override void Forget()
+        {
+        }
     }
 
     private sealed class ConnectOperation(PoolSocket socket, ReadinessWaiter waiter, DirectionGate gate, WorkerPool pool)
@@ -164,7 +172,6 @@ public sealed partial class PoolSocket
             result = errno is 0 or LinuxIo.EIsConn;
             if (result)
             {
-                Address = null;
                 return true;
             }
             if (errno is LinuxIo.EInProgress or LinuxIo.EAlready)
@@ -173,5 +180,7 @@ public sealed partial class PoolSocket
             }
             return false;
         }
+
+        protected override void Forget() => Address = null;
     }
 }

@@ -80,6 +80,14 @@ internal abstract class SocketOperation<T> : IValueTaskSource<T>, IValueTaskSour
     /// </summary>
     protected abstract bool TryOnce(out T result, out int errno);
 
+    /// <summary>
+    /// The operation has ended, whichever way (done, failed, cancelled, closed): forgets its inputs and its progress,
+    /// so that the next call of this kind starts from nothing and no caller's memory stays reachable from the socket.
+    /// Called before the outcome is published, on the thread that completes the operation (the only one running its
+    /// loop then).
+    /// </summary>
+    protected abstract void Forget();
+
     /// <summary>Caller, having entered the gate and set the operation's inputs: runs it until it completes or waits.</summary>
     public ValueTask<T> Start(CancellationToken cancellationToken)
     {
@@ -156,6 +164,7 @@ internal abstract class SocketOperation<T> : IValueTaskSource<T>, IValueTaskSour
 
     private void Complete(T? result, Exception? error)
     {
+        Forget();
         _result = result;
         _error = error is null ? null : ExceptionDispatchInfo.Capture(error);
         Volatile.Write(ref _completed, true);

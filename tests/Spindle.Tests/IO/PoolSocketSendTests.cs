@@ -1,6 +1,7 @@
 using System;
 using System.Buffers;
 using System.Net;
+using System.Threading;
 using System.Threading.Tasks;
 using Spindle.IO;
 using Xunit;
@@ -8,11 +9,12 @@ using Xunit;
 namespace Spindle.Tests.IO;
 
 /// <summary>
-/// Sending a <see cref="ReadOnlySequence{T}"/> (<see cref="PoolSocket.SendAsync(ReadOnlySequence{byte}, System.Threading.CancellationToken)"/>):
-/// on the pool's driver several segments go to one gather <c>sendmsg</c>, on the runtime's engine one after another;
-/// either way the bytes arrive whole and in order, and bad input is refused at the call. Bounds are generous.
+/// Sends: a <see cref="ReadOnlySequence{T}"/> (<see cref="PoolSocket.SendAsync(ReadOnlySequence{byte}, System.Threading.CancellationToken)"/>)
+/// goes on the pool's driver in gather <c>sendmsg</c> calls, on the runtime's engine one segment after another; either
+/// way the bytes arrive whole and in order, and bad input is refused at the call. A send cancelled part-way leaves the
+/// next send whole. Bounds are generous.
 /// </summary>
-public abstract class PoolSocketGatherTests
+public abstract class PoolSocketSendTests
 {
     /// <summary>Whether this run's pools leave the driver aside.</summary>
     protected abstract bool RuntimeEngine { get; }
@@ -155,6 +157,62 @@ public abstract class PoolSocketGatherTests
         Assert.Throws<ObjectDisposedException>(() => { _ = client.SendAsync(Cut([1, 2], [1, 1])); });
     }
 
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)]
+    public async Task ASendCancelledPartWay_ThrowsOperationCanceled_AndTheNextSendArrivesWhole(bool sequence)
+    {
+        using WorkerPool pool = NewPool();
+        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        using (client)
+        using (server)
+        {
+            // 16 MB of zeros while nobody reads, through socket buffers fixed at 64 KB (no autotuning): the kernel takes
+            // part of it at the call, and the send waits for room.
+            client.Socket.SendBufferSize = 64 << 10;
+            server.Socket.ReceiveBufferSize = 64 << 10;
+            byte[] zeros = new byte[16 << 20];
+            using var cancel = new CancellationTokenSource();
+            Task<int> first = sequence
+                ? client.SendAsync(Cut(zeros, [1 << 20, 15 << 20]), cancel.Token).AsTask()
+                : client.SendAsync(zeros, cancel.Token).AsTask();
+            Assert.False(first.IsCompleted, "16 MB fitted in the socket buffers; the test needs a send that waits.");
+            cancel.Cancel();
+            OperationCanceledException error = await Assert.ThrowsAnyAsync<OperationCanceledException>(() => first.WaitAsync(Waits.MustHappen));
+            Assert.Equal(cancel.Token, error.CancellationToken);
+
+            // The next send must carry all of its bytes, after whatever part of the first one the kernel had taken.
+            byte[] marker = new byte[64];
+            for (int i = 0; i < marker.Length; i++)
+            {
+                marker[i] = (byte)(i + 1);
+            }
+            Task<int> second = sequence ? client.SendAsync(Cut(marker, [10, 0, 54])).AsTask() : client.SendAsync(marker).AsTask();
+            byte[] buffer = new byte[1 << 16];
+            var tail = new System.Collections.Generic.List<byte>();
+            long zerosReceived = 0;
+            while (tail.Count < marker.Length)
+            {
+                int received = await server.ReceiveAsync(buffer).AsTask().WaitAsync(Waits.MustHappen);
+                Assert.True(received > 0, $"the connection ended with {tail.Count} of the {marker.Length} marker bytes received");
+                for (int i = 0; i < received; i++)
+                {
+                    if (tail.Count == 0 && buffer[i] == 0)
+                    {
+                        zerosReceived++;
+                    }
+                    else
+                    {
+                        tail.Add(buffer[i]);
+                    }
+                }
+            }
+            Assert.Equal(marker.Length, await second.WaitAsync(Waits.MustHappen));
+            Assert.Equal(marker, tail.ToArray());
+            Assert.InRange(zerosReceived, 1, zeros.Length - 1);
+        }
+    }
+
     private sealed class Chunk : ReadOnlySequenceSegment<byte>
     {
         public Chunk(ReadOnlyMemory<byte> memory) => Memory = memory;
@@ -187,13 +245,13 @@ public abstract class PoolSocketGatherTests
 }
 
 /// <summary>The gather tests on the pool's own driver (on platforms without it, on the runtime's engine).</summary>
-public sealed class PoolSocketGatherDriverTests : PoolSocketGatherTests
+public sealed class PoolSocketSendDriverTests : PoolSocketSendTests
 {
     protected override bool RuntimeEngine => false;
 }
 
 /// <summary>The gather tests on the runtime's socket engine, as on platforms without the driver.</summary>
-public sealed class PoolSocketGatherRuntimeEngineTests : PoolSocketGatherTests
+public sealed class PoolSocketSendRuntimeEngineTests : PoolSocketSendTests
 {
     protected override bool RuntimeEngine => true;
 }
