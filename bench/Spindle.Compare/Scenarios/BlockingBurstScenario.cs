@@ -58,11 +58,12 @@ internal sealed class BlockingBurstScenario : IScenario
         {
             throw new ArgumentException($"Unknown variant '{variant}'.", nameof(variant));
         }
-        Warmup.Repeat(() => RunOnce(pool, variant, blockMs: 0, Waits.Stuck));
-        return RunOnce(pool, variant, BlockMs, full ? Waits.Stuck : QuickCutOff);
+        Warmup.Repeat(() => RunOnce(pool, variant, blockMs: 0, cutOff: null));
+        return RunOnce(pool, variant, BlockMs, full ? null : QuickCutOff);
     }
 
-    private static Measurement RunOnce(IPoolUnderTest pool, string variant, int blockMs, TimeSpan cutOff)
+    /// <summary>One burst; <paramref name="cutOff"/>: how long to wait for it (null: until every item completes).</summary>
+    private static Measurement RunOnce(IPoolUnderTest pool, string variant, int blockMs, TimeSpan? cutOff)
     {
         var run = new BurstRun(pool, variant, blockMs);
         long start = Stopwatch.GetTimestamp();
@@ -71,15 +72,15 @@ internal sealed class BlockingBurstScenario : IScenario
         {
             pool.UnsafeQueue(s_block, run, preferLocal: false);
         }
-        bool finished = run.Done.Wait(cutOff);
-        int unfinished = finished ? 0 : Volatile.Read(ref run.Remaining);
-        if (!finished && unfinished == 0)
+        int unfinished = 0;
+        if (cutOff is TimeSpan wait && !run.Done.Wait(wait))
         {
-            finished = run.Done.Wait(Waits.Stuck); // the last item was between its count and its signal
+            unfinished = Volatile.Read(ref run.Remaining);
         }
-        if (!finished && cutOff == Waits.Stuck)
+        if (unfinished == 0)
         {
-            throw new TimeoutException($"Timed out after {cutOff.TotalSeconds:F0} s waiting for {Items} blocking items to complete.");
+            // Every item (at once if they are done; a cut-off may have caught the last between its count and its signal).
+            Waits.OrThrow(run.Done, $"{Items} blocking items to complete");
         }
         if (blockMs == 0)
         {
@@ -87,9 +88,9 @@ internal sealed class BlockingBurstScenario : IScenario
         }
         List<double[]> series = recorder!.Finish();
         // Items still blocked at the cut-off go on completing while the child reports: the figures are those of the cut-off.
-        double complete = finished
+        double complete = unfinished == 0
             ? Stopwatch.GetElapsedTime(start, Volatile.Read(ref run.CompletedAt)).TotalMilliseconds
-            : cutOff.TotalMilliseconds;
+            : cutOff!.Value.TotalMilliseconds;
         return new Measurement { Series = series, Items = Items }
             .Set("complete", complete)
             .Set("vs ideal", complete / blockMs)

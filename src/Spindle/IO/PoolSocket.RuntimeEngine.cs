@@ -54,9 +54,11 @@ public sealed partial class PoolSocket
         OnRuntimeEngineAsync(static (state, token) => state.Socket.ReceiveAsync(state.Buffer, SocketFlags.None, token),
             (Socket: _socket, Buffer: buffer), _readGate, cancellationToken);
 
-    private ValueTask<int> FallbackSendAsync(ReadOnlyMemory<byte> buffer, CancellationToken cancellationToken) =>
-        OnRuntimeEngineAsync(static (state, token) => SendAllAsync(state.Socket, state.Buffer, token),
-            (Socket: _socket, Buffer: buffer), _writeGate, cancellationToken);
+    private ValueTask<int> FallbackSendAsync(ReadOnlySequence<byte> buffers, CancellationToken cancellationToken) =>
+        OnRuntimeEngineAsync(static (state, token) => state.Buffers.IsSingleSegment
+                ? SendAllAsync(state.Socket, state.Buffers.First, token)
+                : SendSegmentsAsync(state.Socket, state.Buffers, token),
+            (Socket: _socket, Buffers: buffers), _writeGate, cancellationToken);
 
     private ValueTask<PoolSocket> FallbackAcceptAsync(CancellationToken cancellationToken) =>
         OnRuntimeEngineAsync(static async (owner, token) =>
@@ -73,15 +75,14 @@ public sealed partial class PoolSocket
         }, (Socket: _socket, Remote: remote), _writeGate, cancellationToken).ConfigureAwait(false);
     }
 
-    private ValueTask<int> FallbackSendAsync(ReadOnlySequence<byte> buffers, CancellationToken cancellationToken) =>
-        OnRuntimeEngineAsync(static async (state, token) =>
+    private static async ValueTask<int> SendSegmentsAsync(Socket socket, ReadOnlySequence<byte> buffers, CancellationToken cancellationToken)
+    {
+        foreach (ReadOnlyMemory<byte> segment in buffers)
         {
-            foreach (ReadOnlyMemory<byte> segment in state.Buffers)
-            {
-                await SendAllAsync(state.Socket, segment, token).ConfigureAwait(false);
-            }
-            return (int)state.Buffers.Length;
-        }, (Socket: _socket, Buffers: buffers), _writeGate, cancellationToken);
+            await SendAllAsync(socket, segment, cancellationToken).ConfigureAwait(false);
+        }
+        return (int)buffers.Length;
+    }
 
     private static async ValueTask<int> SendAllAsync(Socket socket, ReadOnlyMemory<byte> buffer, CancellationToken cancellationToken)
     {

@@ -206,18 +206,8 @@ public sealed partial class PoolSocket : IDisposable, IPolledSocket
     /// <exception cref="ObjectDisposedException">The socket is disposed or the pool is shutting down.</exception>
     /// <exception cref="SocketException">The connection was reset or shut down.</exception>
     /// <exception cref="OperationCanceledException"><paramref name="cancellationToken"/> fired first (part of the buffer may have been sent).</exception>
-    public ValueTask<int> SendAsync(ReadOnlyMemory<byte> buffer, CancellationToken cancellationToken = default)
-    {
-        ThrowIfDisposed();
-        cancellationToken.ThrowIfCancellationRequested();
-        Enter(_writeGate, "send or connect");
-        if (_driver is null)
-        {
-            return FallbackSendAsync(buffer, cancellationToken);
-        }
-        _send!.Buffers = new ReadOnlySequence<byte>(buffer);
-        return _send.Start(cancellationToken);
-    }
+    public ValueTask<int> SendAsync(ReadOnlyMemory<byte> buffer, CancellationToken cancellationToken = default) =>
+        SendCoreAsync(new ReadOnlySequence<byte>(buffer), cancellationToken);
 
     /// <summary>
     /// Sends all of <paramref name="buffers"/>, several segments to a system call where the platform allows (a gather
@@ -234,10 +224,12 @@ public sealed partial class PoolSocket : IDisposable, IPolledSocket
         {
             throw new ArgumentOutOfRangeException(nameof(buffers), buffers.Length, "A send takes at most int.MaxValue bytes; send a longer sequence in slices.");
         }
-        if (buffers.IsSingleSegment)
-        {
-            return SendAsync(buffers.First, cancellationToken);
-        }
+        return SendCoreAsync(buffers, cancellationToken);
+    }
+
+    /// <summary>Both sends: one segment or several, at most <see cref="int.MaxValue"/> bytes.</summary>
+    private ValueTask<int> SendCoreAsync(in ReadOnlySequence<byte> buffers, CancellationToken cancellationToken)
+    {
         ThrowIfDisposed();
         cancellationToken.ThrowIfCancellationRequested();
         Enter(_writeGate, "send or connect");

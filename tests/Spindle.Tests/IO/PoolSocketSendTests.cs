@@ -26,28 +26,6 @@ public abstract class PoolSocketSendTests
         return pool;
     }
 
-    private static async Task<(PoolSocket Client, PoolSocket Server)> ConnectPairAsync(WorkerPool pool)
-    {
-        using var listener = new PoolSocket(pool);
-        listener.Bind(new IPEndPoint(IPAddress.Loopback, 0));
-        listener.Listen();
-        var client = new PoolSocket(pool);
-        ValueTask<PoolSocket> accept = listener.AcceptAsync();
-        await client.ConnectAsync(listener.Socket.LocalEndPoint!).AsTask().WaitAsync(Waits.MustHappen);
-        return (client, await accept.AsTask().WaitAsync(Waits.MustHappen));
-    }
-
-    private static async Task ReceiveExactlyAsync(PoolSocket socket, Memory<byte> buffer)
-    {
-        int total = 0;
-        while (total < buffer.Length)
-        {
-            int received = await socket.ReceiveAsync(buffer[total..]).AsTask().WaitAsync(Waits.MustHappen);
-            Assert.True(received > 0, $"the connection ended after {total} of {buffer.Length} bytes");
-            total += received;
-        }
-    }
-
     /// <summary>A sequence over <paramref name="bytes"/> cut at <paramref name="lengths"/> (an empty segment where a length is 0).</summary>
     private static ReadOnlySequence<byte> Cut(byte[] bytes, int[] lengths)
     {
@@ -85,14 +63,14 @@ public abstract class PoolSocketSendTests
         Assert.False(buffers.IsSingleSegment);
 
         using WorkerPool pool = NewPool();
-        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        (PoolSocket client, PoolSocket server) = await SocketPairs.ConnectAsync(pool);
         using (client)
         using (server)
         {
             Task<int> send = client.SendAsync(buffers).AsTask();
             await Task.Delay(50); // let the send fill the buffers and wait before anyone reads
             byte[] received = new byte[total];
-            await ReceiveExactlyAsync(server, received);
+            await SocketPairs.ReceiveExactlyAsync(server, received);
             Assert.Equal(total, await send.WaitAsync(Waits.MustHappen));
             Assert.True(sent.AsSpan().SequenceEqual(received));
 
@@ -100,7 +78,7 @@ public abstract class PoolSocketSendTests
             byte[] again = [1, 2, 3, 4, 5, 6, 7];
             Assert.Equal(again.Length, await client.SendAsync(Cut(again, [2, 0, 4, 1])).AsTask().WaitAsync(Waits.MustHappen));
             byte[] echo = new byte[again.Length];
-            await ReceiveExactlyAsync(server, echo);
+            await SocketPairs.ReceiveExactlyAsync(server, echo);
             Assert.Equal(again, echo);
         }
     }
@@ -109,7 +87,7 @@ public abstract class PoolSocketSendTests
     public async Task AnEmptySequence_SendsNothing_AndLeavesTheSocketUsable()
     {
         using WorkerPool pool = NewPool();
-        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        (PoolSocket client, PoolSocket server) = await SocketPairs.ConnectAsync(pool);
         using (client)
         using (server)
         {
@@ -119,7 +97,7 @@ public abstract class PoolSocketSendTests
             Assert.Equal(0, await client.SendAsync(ReadOnlySequence<byte>.Empty).AsTask().WaitAsync(Waits.MustHappen));
             Assert.Equal(1, await client.SendAsync(Cut([42], [0, 1])).AsTask().WaitAsync(Waits.MustHappen));
             byte[] one = new byte[1];
-            await ReceiveExactlyAsync(server, one);
+            await SocketPairs.ReceiveExactlyAsync(server, one);
             Assert.Equal(42, one[0]);
         }
     }
@@ -128,7 +106,7 @@ public abstract class PoolSocketSendTests
     public async Task ASequenceLongerThanOneSendTakes_IsRefusedAtTheCall_AndLeavesTheSocketUsable()
     {
         using WorkerPool pool = NewPool();
-        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        (PoolSocket client, PoolSocket server) = await SocketPairs.ConnectAsync(pool);
         using (client)
         using (server)
         {
@@ -142,7 +120,7 @@ public abstract class PoolSocketSendTests
 
             Assert.Equal(2, await client.SendAsync(Cut([7, 8], [1, 1])).AsTask().WaitAsync(Waits.MustHappen));
             byte[] two = new byte[2];
-            await ReceiveExactlyAsync(server, two);
+            await SocketPairs.ReceiveExactlyAsync(server, two);
             Assert.Equal([7, 8], two);
         }
     }
@@ -151,7 +129,7 @@ public abstract class PoolSocketSendTests
     public async Task ASequenceOnADisposedSocket_IsRefusedWithObjectDisposed()
     {
         using WorkerPool pool = NewPool();
-        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        (PoolSocket client, PoolSocket server) = await SocketPairs.ConnectAsync(pool);
         server.Dispose();
         client.Dispose();
         Assert.Throws<ObjectDisposedException>(() => { _ = client.SendAsync(Cut([1, 2], [1, 1])); });
@@ -163,7 +141,7 @@ public abstract class PoolSocketSendTests
     public async Task ASendCancelledPartWay_ThrowsOperationCanceled_AndTheNextSendArrivesWhole(bool sequence)
     {
         using WorkerPool pool = NewPool();
-        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        (PoolSocket client, PoolSocket server) = await SocketPairs.ConnectAsync(pool);
         using (client)
         using (server)
         {

@@ -46,41 +46,11 @@ public abstract class PoolSocketTests
         Assert.False(socket.Socket.Blocking);
     }
 
-    private static PoolSocket Listen(WorkerPool pool)
-    {
-        var listener = new PoolSocket(pool);
-        listener.Bind(new IPEndPoint(IPAddress.Loopback, 0));
-        listener.Listen();
-        return listener;
-    }
-
-    /// <summary>A connected pair on <paramref name="pool"/>: the client side and the accepted side.</summary>
-    protected static async Task<(PoolSocket Client, PoolSocket Server)> ConnectPairAsync(WorkerPool pool)
-    {
-        using PoolSocket listener = Listen(pool);
-        var client = new PoolSocket(pool);
-        ValueTask<PoolSocket> accept = listener.AcceptAsync();
-        await client.ConnectAsync(listener.Socket.LocalEndPoint!).AsTask().WaitAsync(Waits.MustHappen);
-        PoolSocket server = await accept.AsTask().WaitAsync(Waits.MustHappen);
-        return (client, server);
-    }
-
-    private static async Task ReceiveExactlyAsync(PoolSocket socket, Memory<byte> buffer)
-    {
-        int total = 0;
-        while (total < buffer.Length)
-        {
-            int received = await socket.ReceiveAsync(buffer[total..]).AsTask().WaitAsync(Waits.MustHappen);
-            Assert.True(received > 0, $"the connection ended after {total} of {buffer.Length} bytes");
-            total += received;
-        }
-    }
-
     [Fact]
     public async Task AMegabyteEachWay_ArrivesIntact()
     {
         using WorkerPool pool = NewPool();
-        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        (PoolSocket client, PoolSocket server) = await SocketPairs.ConnectAsync(pool);
         using (client)
         using (server)
         {
@@ -90,9 +60,9 @@ public abstract class PoolSocketTests
             // Both directions at once: sends larger than the socket buffers must wait for writability.
             Task toServer = client.SendAsync(sent).AsTask();
             Task toClient = server.SendAsync(sent).AsTask();
-            await ReceiveExactlyAsync(server, received);
+            await SocketPairs.ReceiveExactlyAsync(server, received);
             Assert.True(sent.AsSpan().SequenceEqual(received));
-            await ReceiveExactlyAsync(client, received);
+            await SocketPairs.ReceiveExactlyAsync(client, received);
             Assert.True(sent.AsSpan().SequenceEqual(received));
             await Task.WhenAll(toServer, toClient).WaitAsync(Waits.MustHappen);
         }
@@ -102,7 +72,7 @@ public abstract class PoolSocketTests
     public async Task AnOperationThatWaited_ResumesOnAWorkerOfThePool_NotOnTheBuiltInPool()
     {
         using WorkerPool pool = NewPool();
-        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        (PoolSocket client, PoolSocket server) = await SocketPairs.ConnectAsync(pool);
         using (client)
         using (server)
         {
@@ -134,7 +104,7 @@ public abstract class PoolSocketTests
     public async Task ThePeersOrderlyClose_EndsTheStreamWithZero()
     {
         using WorkerPool pool = NewPool();
-        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        (PoolSocket client, PoolSocket server) = await SocketPairs.ConnectAsync(pool);
         using (server)
         {
             ValueTask<int> receive = server.ReceiveAsync(new byte[8]);
@@ -149,7 +119,7 @@ public abstract class PoolSocketTests
     public async Task AResetByThePeer_FailsThePendingReceive_WithConnectionReset()
     {
         using WorkerPool pool = NewPool();
-        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        (PoolSocket client, PoolSocket server) = await SocketPairs.ConnectAsync(pool);
         using (server)
         {
             ValueTask<int> receive = server.ReceiveAsync(new byte[8]);
@@ -180,14 +150,14 @@ public abstract class PoolSocketTests
     public async Task ConnectByHostName_Works()
     {
         using WorkerPool pool = NewPool();
-        using PoolSocket listener = Listen(pool);
+        using PoolSocket listener = SocketPairs.Listen(pool);
         using var client = new PoolSocket(pool);
         ValueTask<PoolSocket> accept = listener.AcceptAsync();
         await client.ConnectAsync("localhost", ((IPEndPoint)listener.Socket.LocalEndPoint!).Port).AsTask().WaitAsync(Waits.MustHappen);
         using PoolSocket server = await accept.AsTask().WaitAsync(Waits.MustHappen);
         await client.SendAsync(new byte[] { 42 });
         var buffer = new byte[1];
-        await ReceiveExactlyAsync(server, buffer);
+        await SocketPairs.ReceiveExactlyAsync(server, buffer);
         Assert.Equal(42, buffer[0]);
     }
 
@@ -195,7 +165,7 @@ public abstract class PoolSocketTests
     public async Task CancellingAPendingReceive_ThrowsOperationCanceled_AndTheSocketStaysUsable()
     {
         using WorkerPool pool = NewPool();
-        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        (PoolSocket client, PoolSocket server) = await SocketPairs.ConnectAsync(pool);
         using (client)
         using (server)
         {
@@ -208,7 +178,7 @@ public abstract class PoolSocketTests
             Assert.Equal(cancel.Token, error.CancellationToken);
 
             await client.SendAsync(new byte[] { 1, 2, 3, 4 });
-            await ReceiveExactlyAsync(server, buffer);
+            await SocketPairs.ReceiveExactlyAsync(server, buffer);
             Assert.Equal(new byte[] { 1, 2, 3, 4 }, buffer);
         }
     }
@@ -217,7 +187,7 @@ public abstract class PoolSocketTests
     public async Task AnAlreadyCancelledToken_ThrowsAtTheCall()
     {
         using WorkerPool pool = NewPool();
-        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        (PoolSocket client, PoolSocket server) = await SocketPairs.ConnectAsync(pool);
         using (client)
         using (server)
         {
@@ -230,7 +200,7 @@ public abstract class PoolSocketTests
     public async Task DisposingDuringAPendingReceive_CompletesItWithObjectDisposed()
     {
         using WorkerPool pool = NewPool();
-        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        (PoolSocket client, PoolSocket server) = await SocketPairs.ConnectAsync(pool);
         using (client)
         {
             ValueTask<int> receive = server.ReceiveAsync(new byte[8]);
@@ -247,7 +217,7 @@ public abstract class PoolSocketTests
     public async Task PoolShutdown_CompletesPendingOperations_AndDisposeDoesNotHang(ShutdownMode mode)
     {
         WorkerPool pool = NewPool();
-        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        (PoolSocket client, PoolSocket server) = await SocketPairs.ConnectAsync(pool);
         using (client)
         using (server)
         {
@@ -277,7 +247,7 @@ public abstract class PoolSocketTests
     public async Task ASecondReceiveWhileOneIsPending_IsRefused_ButASendMayOverlapIt()
     {
         using WorkerPool pool = NewPool();
-        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        (PoolSocket client, PoolSocket server) = await SocketPairs.ConnectAsync(pool);
         using (client)
         using (server)
         {
@@ -286,7 +256,7 @@ public abstract class PoolSocketTests
             Assert.Throws<InvalidOperationException>(() => { _ = server.AcceptAsync(); });
             await server.SendAsync(new byte[] { 9 }).AsTask().WaitAsync(Waits.MustHappen);
             var buffer = new byte[1];
-            await ReceiveExactlyAsync(client, buffer);
+            await SocketPairs.ReceiveExactlyAsync(client, buffer);
             await client.SendAsync(new byte[] { 7 });
             Assert.Equal(1, await receive.AsTask().WaitAsync(Waits.MustHappen));
         }
@@ -296,7 +266,7 @@ public abstract class PoolSocketTests
     public async Task TheStream_CarriesLinesBothWays()
     {
         using WorkerPool pool = NewPool();
-        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        (PoolSocket client, PoolSocket server) = await SocketPairs.ConnectAsync(pool);
         await using Stream clientStream = client.GetStream();
         await using Stream serverStream = server.GetStream();
         using var writer = new StreamWriter(clientStream, new UTF8Encoding(false)) { AutoFlush = true };
@@ -319,7 +289,7 @@ public abstract class PoolSocketTests
     {
         using WorkerPool pool = NewPool();
         using X509Certificate2 certificate = TestCertificate.Create();
-        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        (PoolSocket client, PoolSocket server) = await SocketPairs.ConnectAsync(pool);
         await using var clientTls = new SslStream(client.GetStream(), leaveInnerStreamOpen: false,
             (_, presented, _, _) => presented is not null && presented.GetCertHashString() == certificate.GetCertHashString());
         await using var serverTls = new SslStream(server.GetStream(), leaveInnerStreamOpen: false);
@@ -373,7 +343,7 @@ public abstract class PoolSocketTests
     public async Task FiftyConnectionsEchoingAtOnce_EveryMessageComesBack()
     {
         using WorkerPool pool = NewPool();
-        using PoolSocket listener = Listen(pool);
+        using PoolSocket listener = SocketPairs.Listen(pool);
         EndPoint endPoint = listener.Socket.LocalEndPoint!;
         const int connections = 50;
         const int rounds = 200;
@@ -508,7 +478,7 @@ public sealed class PoolSocketDriverTests : PoolSocketTests
             return; // no driver on this platform: the runtime's engine completes these operations
         }
         using WorkerPool pool = NewPool();
-        (PoolSocket client, PoolSocket server) = await ConnectPairAsync(pool);
+        (PoolSocket client, PoolSocket server) = await SocketPairs.ConnectAsync(pool);
         using (client)
         using (server)
         {
