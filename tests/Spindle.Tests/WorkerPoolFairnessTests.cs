@@ -227,6 +227,67 @@ public sealed class WorkerPoolFairnessTests
         Assert.True(localRanAfter <= localAt + 4, $"The local item ran after {localRanAfter} of the chain's {links} items (queued after {localAt + 1}).");
     }
 
+    [Fact]
+    public void OutsideItems_TakenByAWorkerOfLongItems_StayInTheGlobalQueue_WhereNewerItemsCannotOvertakeThem()
+    {
+        // One worker whose items have been long (its look pacer counts one item per look), then 20 short outside items
+        // queued while it runs a blocking item, the first of which queues one more outside item. Taken into the worker's
+        // ring as one batch, the 20 would sit there while every dispatch looks outside (the pacer's count) and takes the
+        // newer item first, 19 items ahead of its turn. Taken as many at a time as the worker runs between looks (one,
+        // then a few as the short items raise the count), the rest stay in the global queue, in order, ahead of the
+        // newer item. Counted in places, not in time: a descheduled thread only makes the takes smaller.
+        using WorkerPool pool = CreatePool(threads: 1);
+        long longTicks = Stopwatch.Frequency * 300 / 1_000_000;
+        using var warmed = new CountdownEvent(150); // past two looks of the starting count (61 items each)
+        for (int i = 0; i < 150; i++)
+        {
+            pool.UnsafeQueueUserWorkItem(_ =>
+            {
+                long until = Stopwatch.GetTimestamp() + longTicks;
+                while (Stopwatch.GetTimestamp() < until)
+                {
+                    Thread.SpinWait(8);
+                }
+                warmed.Signal();
+            }, null);
+        }
+        Assert.True(warmed.Wait(Generous), "The long items did not run.");
+
+        using var release = new ManualResetEventSlim();
+        using var blocking = new ManualResetEventSlim();
+        pool.UnsafeQueueUserWorkItem(_ =>
+        {
+            blocking.Set();
+            release.Wait(Generous);
+        }, null);
+        Assert.True(blocking.Wait(Generous), "The blocking item did not start.");
+
+        const int Older = 20;
+        var order = new int[Older + 1];
+        int started = 0;
+        using var done = new CountdownEvent(Older + 1);
+        Action<int> record = index =>
+        {
+            order[Interlocked.Increment(ref started) - 1] = index;
+            done.Signal();
+        };
+        for (int i = 0; i < Older; i++)
+        {
+            pool.UnsafeQueueUserWorkItem(index =>
+            {
+                record(index);
+                if (index == 0)
+                {
+                    pool.UnsafeQueueUserWorkItem(record, Older, preferLocal: false); // the newer item
+                }
+            }, i, preferLocal: false);
+        }
+        release.Set();
+        Assert.True(done.Wait(Generous), $"{Volatile.Read(ref started)} of {Older + 1} items started.");
+        int newerAt = Array.IndexOf(order, Older);
+        Assert.True(newerAt == Older, $"The item queued after the other {Older} started at position {newerAt}: {string.Join(", ", order)}.");
+    }
+
     private sealed class LocalProbe(Action action) : IWorkItem
     {
         public void Execute() => action();

@@ -79,9 +79,10 @@ internal struct LookPacer
 
     /// <summary>
     /// A look at <paramref name="now"/>: sets the dispatches until the next one, and enters or leaves
-    /// <paramref name="relief"/>'s count of long-item workers by the items' length.
+    /// <paramref name="relief"/>'s count of long-item workers by the items' length. Returns the dispatches until the next
+    /// look: about how many of the worker's items take <see cref="FairnessLookTicks"/>.
     /// </summary>
-    public void Look(long now, IOutsideRelief relief)
+    public int Look(long now, IOutsideRelief relief)
     {
         _tookOutside = false;
         long elapsed = now - _lastLook;
@@ -104,6 +105,7 @@ internal struct LookPacer
         {
             relief.NoteLongItems(counted);
         }
+        return interval;
     }
 
     /// <summary>The look returned an outside item.</summary>

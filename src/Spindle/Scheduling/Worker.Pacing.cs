@@ -22,7 +22,7 @@ internal sealed partial class Worker
     /// Owner only, at a look that is due: false when this dispatch is the local work's turn instead (the previous one
     /// was a look that took an outside item, see <see cref="LookPacer.YieldToLocalWork"/>). Otherwise consumes the
     /// monitor's request (<paramref name="requested"/>; a request made after this is kept for the next dispatch), times
-    /// the interval to the next look, and enters or leaves the relief's count of long-item workers by it.
+    /// the interval to the next look (which bounds takes from the global queue too), and tells the relief the items' length.
     /// </summary>
     public bool TryBeginLook(out bool requested)
     {
@@ -36,7 +36,7 @@ internal sealed partial class Worker
         {
             Requests.ClearLookOutside();
         }
-        _pacing.Looks.Look(Stopwatch.GetTimestamp(), Scheduler.Relief);
+        Local.LimitGlobalTakes(_pacing.Looks.Look(Stopwatch.GetTimestamp(), Scheduler.Relief));
         return true;
     }
 
