@@ -247,6 +247,9 @@ internal sealed partial class WorkSources
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public int TakeGlobal(Span<WorkItemEntry> destination, int gapWaits = 0) => _global.TryDequeueBatch(destination, gapWaits);
 
+    /// <summary>Whether the global queue holds no item (a snapshot).</summary>
+    public bool GlobalIsEmpty => _global.IsEmpty;
+
     /// <summary>
     /// A look the stall monitor asked for: one item another worker queued to itself before it blocked or began a long
     /// item (see <see cref="WorkerRequests.Stranded"/>): its LIFO slot first (the item it queued last, typically the one it

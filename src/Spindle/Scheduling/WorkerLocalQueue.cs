@@ -128,7 +128,7 @@ internal sealed class WorkerLocalQueue(WorkStealingRing ring, RunningItemRecord 
     /// to get a batch ahead (<see cref="GlobalTakeGapWaits"/>): returns the first, keeps the rest in the ring
     /// (where they can be stolen). At most <see cref="GlobalBatchSize"/> items, and at most the worker's count of
     /// dispatches between looks (<see cref="LimitGlobalTakes"/>). <paramref name="full"/>: the batch was as large as it
-    /// could be (the global queue may hold more, and others can steal the rest).
+    /// could be and the global queue may hold more (others may take that, and steal the rest of the batch).
     /// </summary>
     /// <remarks>
     /// Why the look count bounds the batch: a batch in the ring waits for its owner alone, while the items queued after it
@@ -146,7 +146,8 @@ internal sealed class WorkerLocalQueue(WorkStealingRing ring, RunningItemRecord 
         int room = Ring.Capacity - Ring.Count;
         int want = Math.Min(_globalTakeLimit, room + 1);
         int taken = sources.TakeGlobal(_batch.AsSpan(0, want), GlobalTakeGapWaits);
-        full = taken == want && (taken > 1 || _globalTakeLimit == 1);
+        // A whole batch says the queue may hold more; a take cut short (by the limit, or the ring's room) asks the queue.
+        full = taken == want && (taken == GlobalBatchSize || !sources.GlobalIsEmpty);
         if (taken == 0)
         {
             item = default;
