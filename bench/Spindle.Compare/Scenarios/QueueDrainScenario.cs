@@ -15,7 +15,8 @@ namespace Spindle.Compare.Scenarios;
 /// <c>no-ec</c>: <c>UnsafeQueueUserWorkItem</c> with a <see cref="WaitCallback"/>; <c>work-item</c>: one reusable
 /// <see cref="PoolWorkItem"/> (<c>IWorkItem</c> / <c>IThreadPoolWorkItem</c>) queued N times with
 /// <c>UnsafeQueueUserWorkItem</c>, so the caller allocates nothing per item and <c>alloc</c> is the queue's own.
-/// The first warm-up round already queues N items, so the measured round finds every queue warm at its full depth.
+/// The first warm-up round queues N items behind the gate in every variant, so the measured round finds every queue
+/// warm at its full depth.
 /// </summary>
 internal sealed class QueueDrainScenario : IScenario
 {
@@ -64,12 +65,16 @@ internal sealed class QueueDrainScenario : IScenario
         }
 
         PoolWarmup.StartThreads(pool, Environment.ProcessorCount);
-        // The first round has the measured depth, so that the measured round's alloc figure is that of queues already
-        // grown to it (what a long-running process sees); the smaller rounds after it give the JIT its time.
+        // The first round queues all N items behind the gate, whatever the variant, so that the measured round's alloc
+        // figure is that of queues already grown to the deepest the measured round can reach (what a long-running
+        // process sees). Without the gate, a mixed round's depth is a race between the producer and the pool's threads
+        // (from ten thousand items to most of the million between runs on two cores), and a measured round that went
+        // deeper than its warm-up grew the queue in the measured round, 0 to 23 B/item between runs of the same build.
+        // The smaller rounds after it give the JIT its time.
         int warmupItems = Items;
         Warmup.Repeat(() =>
         {
-            RunOnce(pool, warmupItems, separated, form);
+            RunOnce(pool, warmupItems, separated: separated || warmupItems == Items, form);
             warmupItems = WarmupItems;
         });
         return RunOnce(pool, Items, separated, form);
