@@ -1,4 +1,6 @@
 using System.Threading;
+using Spindle.Queues;
+using Spindle.Scheduling;
 using Xunit;
 
 namespace Spindle.Tests;
@@ -82,6 +84,59 @@ public sealed class WorkerPoolHelperWakeTests
         finally
         {
             release.Set();
+        }
+    }
+    [Fact]
+    public void TheRestOfABatchWhoseFirstItemBlocks_WakesAParkedWorker()
+    {
+        // The state a worker can reach when another one parks while it takes a batch from the global queue: two outside
+        // items wait there, the other worker is parked, nobody searches and no wake is on its way (the parked worker's
+        // last look came before the items left the queue, and the items were queued while it still searched). Queued
+        // here without a wake, from an item on the one awake worker. That worker takes both at its next dispatch; the
+        // first waits for the second. The second must be run by the parked worker: the stall monitor sleeps while a
+        // worker is parked, so nothing else would come for it.
+        using var secondRan = new ManualResetEventSlim();
+        using var firstDone = new ManualResetEventSlim();
+        using var queued = new ManualResetEventSlim();
+        using var warm = new CountdownEvent(2);
+        using WorkerPool pool = CreatePool(threads: 2); // disposed first: it drains while the events still exist
+        try
+        {
+            // Two items that wait for each other: both threads exist once they have run.
+            for (int i = 0; i < 2; i++)
+            {
+                pool.QueueUserWorkItem(_ =>
+                {
+                    warm.Signal();
+                    warm.Wait(Waits.MustHappen);
+                }, null);
+            }
+            Waits.For(warm, "the warm-up items");
+            Waits.Until(() => pool.ThreadCount == 2 && pool.ParkedWorkerCount == 2, "both workers parked");
+
+            WaitCallback first = _ =>
+            {
+                secondRan.Wait(2 * Waits.MustHappen);
+                firstDone.Set();
+            };
+            WaitCallback second = _ => secondRan.Set();
+            pool.UnsafeQueueUserWorkItem(_ =>
+            {
+                // One enqueue wakes one worker: this one. The other stays parked.
+                Scheduler scheduler = pool.SchedulerCore;
+                scheduler.EnqueueOverflow(new WorkItemEntry(first, null, null));
+                scheduler.EnqueueOverflow(new WorkItemEntry(second, null, null));
+                queued.Set();
+            }, null);
+            Waits.For(queued, "the item that queues the pair");
+            Assert.True(secondRan.Wait(Waits.MustHappen),
+                $"The second item of a batch whose first item waits for it did not run within {Waits.MustHappen.TotalSeconds} s " +
+                $"(parked workers: {pool.ParkedWorkerCount}, pending: {pool.PendingWorkItemCount}).");
+            Waits.For(firstDone, "the first item");
+        }
+        finally
+        {
+            secondRan.Set();
         }
     }
 }

@@ -332,17 +332,25 @@ internal sealed partial class WorkSources
     /// <summary>The owner: a batch of the global queue into its ring (see <see cref="WorkerLocalQueue.TryTakeGlobalBatch"/>).</summary>
     private bool TakeGlobalBatch(Worker self, out WorkItemEntry item)
     {
-        if (!self.Local.TryTakeGlobalBatch(this, out item, out bool full))
+        if (!self.Local.TryTakeGlobalBatch(this, out item, out bool full, out bool leftInRing))
         {
             return false;
         }
         // Outside work reached the worker by another path (its search, or its own queues running dry): a requested look
         // is met. Kept, it would send the next dispatch outside again, ahead of the worker's local items.
         self.Requests.ClearLookOutside();
-        if (full)
+        if (full || (leftInRing && _idle.IdleCount != 0))
         {
             // A full batch: the global queue may hold more, and others can steal the rest of this batch. A partial
-            // batch emptied the queue, so this worker alone can run what it took.
+            // batch emptied the queue; what it left in the ring is this worker's next work, but its first item may
+            // block, so the rest is treated as a local push: with a worker parked, wake it (nothing happens while one
+            // searches). The stall monitor sleeps while a worker is parked, relying on every item that reaches a
+            // queue while one is parked to wake it; before this wake, the rest of a batch taken while the last
+            // searcher was parking (the items still in this worker's hands, invisible to its final look) waited for
+            // the first item to return, for ever if it blocked on them (a channel consumer whose producer was the
+            // second item: the comparison program's ping-pong/channel hung about once in a hundred runs on 2 cores).
+            // The protocol against a worker parking meanwhile is the local push's: the push above is unfenced, and the
+            // parker's process-wide barrier makes it visible to its final look (see IdleCoordinator).
             _idle.WakeWorkerIfNeeded();
         }
         return true;
