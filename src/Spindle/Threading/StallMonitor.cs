@@ -54,7 +54,8 @@ namespace Spindle.Threading;
 // otherwise the interval doubles up to MaxTickMs. So a stall is noticed within MaxTickMs and acted on within the
 // allowance after that: about 2-3 ms from a quiet start, 10 ms at worst, while cores are idle.
 //
-// Arming protocol: work can only starve while no worker is parked (a parked worker is woken by the next enqueue), so
+// Arming protocol: work can only starve while no worker is parked (a parked worker is woken by whatever next puts an
+// item where it can take it: an enqueue, a local push, the rest of a batch a worker took from the global queue), so
 // the monitor watches while the idle stack is empty, while a deferral is open, and while a starvation boost decays.
 // Every path that can empty the idle stack or open a deferral ends in EnsureMonitor / EnsureMonitorIfNoneIdle: a
 // worker leaving the idle stack (woken, or changing its mind), a new worker, a retiring worker, a deferral, a limit
