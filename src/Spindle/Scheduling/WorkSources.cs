@@ -324,6 +324,10 @@ internal sealed partial class WorkSources
         if (self.PeerWatch.TryEnd(self, _roster.Workers, self.Local.Ring, out item))
         {
             self.Counts.CountPeerWatchSteal();
+            if (!self.Local.Ring.IsEmpty && _idle.IdleCount != 0)
+            {
+                _idle.WakeWorkerIfNeeded(); // the rest of the steal waits in this ring: as for the rest of a batch (below)
+            }
             return true;
         }
         return false;
