@@ -10,6 +10,7 @@ namespace Spindle.Tests;
 /// uses small counts (a smoke run of each); with <c>SPINDLE_STRESS=1</c> the counts grow by two or three orders of
 /// magnitude.
 /// </summary>
+[Collection(ProcessWideMeasurementCollection.Name)] // its stress form keeps every core busy for minutes
 public sealed class StressTests
 {
     public static TheoryData<string> Flavors() => ["default", "monitor"];

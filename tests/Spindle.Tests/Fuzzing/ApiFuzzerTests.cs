@@ -17,6 +17,7 @@ namespace Spindle.Tests.Fuzzing;
 /// <c>SPINDLE_FUZZ_ITERATIONS</c> iterations or <c>SPINDLE_FUZZ_SECONDS</c> seconds. <c>SPINDLE_FUZZ_OFF</c> switches
 /// families of operations off (see ApiFuzzerOptions); <c>SPINDLE_FUZZ_KEEP_GOING=1</c> reports every failing iteration.</para>
 /// </remarks>
+[Collection(ProcessWideMeasurementCollection.Name)] // its stress form keeps every core busy for minutes
 public sealed class ApiFuzzerTests
 {
     /// <summary>The per-commit seeds: fixed, so that every run issues the same operation sequences.</summary>

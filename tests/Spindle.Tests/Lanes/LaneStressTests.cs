@@ -11,6 +11,7 @@ namespace Spindle.Tests.Lanes;
 /// exactly once or is counted cancelled, each refused one is reported to its caller, and no lane ever runs more than
 /// its cap. The stress form (<c>SPINDLE_STRESS=1</c>) runs more rounds with more items.
 /// </summary>
+[Collection(ProcessWideMeasurementCollection.Name)] // its stress form keeps every core busy for minutes
 public sealed class LaneStressTests
 {
     private sealed class LaneUnderTest(WorkerPoolLane lane)

@@ -12,6 +12,7 @@ namespace Spindle.Tests.Queues;
 /// The pool's global queue: FIFO, batches, segments, many producers and consumers taking each item exactly once,
 /// closing (rejects later items, keeps accepted ones), and no retention of taken items.
 /// </summary>
+[Collection(ProcessWideMeasurementCollection.Name)] // its stress form keeps every core busy for minutes
 public sealed class GlobalQueueTests
 {
     private const int SegmentSize = GlobalQueue.SegmentSize;
