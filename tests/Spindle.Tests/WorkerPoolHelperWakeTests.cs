@@ -86,6 +86,7 @@ public sealed class WorkerPoolHelperWakeTests
             release.Set();
         }
     }
+
     [Fact]
     public void TheRestOfABatchWhoseFirstItemBlocks_WakesAParkedWorker()
     {

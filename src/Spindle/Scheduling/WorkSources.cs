@@ -324,10 +324,7 @@ internal sealed partial class WorkSources
         if (self.PeerWatch.TryEnd(self, _roster.Workers, self.Local.Ring, out item))
         {
             self.Counts.CountPeerWatchSteal();
-            if (!self.Local.Ring.IsEmpty && _idle.IdleCount != 0)
-            {
-                _idle.WakeWorkerIfNeeded(); // the rest of the steal waits in this ring: as for the rest of a batch (below)
-            }
+            WakeParkedForRestInRing(self);
             return true;
         }
         return false;
@@ -336,28 +333,45 @@ internal sealed partial class WorkSources
     /// <summary>The owner: a batch of the global queue into its ring (see <see cref="WorkerLocalQueue.TryTakeGlobalBatch"/>).</summary>
     private bool TakeGlobalBatch(Worker self, out WorkItemEntry item)
     {
-        if (!self.Local.TryTakeGlobalBatch(this, out item, out bool full, out bool leftInRing))
+        if (!self.Local.TryTakeGlobalBatch(this, out item, out bool full))
         {
             return false;
         }
         // Outside work reached the worker by another path (its search, or its own queues running dry): a requested look
         // is met. Kept, it would send the next dispatch outside again, ahead of the worker's local items.
         self.Requests.ClearLookOutside();
-        if (full || (leftInRing && _idle.IdleCount != 0))
+        if (full)
         {
-            // A full batch: the global queue may hold more, and others can steal the rest of this batch. A partial
-            // batch emptied the queue; what it left in the ring is this worker's next work, but its first item may
-            // block, so the rest is treated as a local push: with a worker parked, wake it (nothing happens while one
-            // searches). The stall monitor sleeps while a worker is parked, relying on every item that reaches a
-            // queue while one is parked to wake it; before this wake, the rest of a batch taken while the last
-            // searcher was parking (the items still in this worker's hands, invisible to its final look) waited for
-            // the first item to return, for ever if it blocked on them (a channel consumer whose producer was the
-            // second item: the comparison program's ping-pong/channel hung about once in a hundred runs on 2 cores).
-            // The protocol against a worker parking meanwhile is the local push's: the push above is unfenced, and the
-            // parker's process-wide barrier makes it visible to its final look (see IdleCoordinator).
+            // A full batch: the global queue may hold more, and others can steal the rest of this batch.
             _idle.WakeWorkerIfNeeded();
         }
+        else
+        {
+            WakeParkedForRestInRing(self);
+        }
         return true;
+    }
+
+    /// <summary>
+    /// The owner, after a partial batch or a peer-watch steal moved items into its ring (which was empty: every caller
+    /// takes only once its own queues are): if any wait there and a worker is parked, wakes it, as a local push does
+    /// (nothing happens while one searches; no thread is added).
+    /// </summary>
+    /// <remarks>
+    /// The rest is this worker's next work, but its first item may block on it. The stall monitor sleeps while a worker
+    /// is parked, on the premise that everything that reaches a queue then wakes one; without this wake, the rest of a
+    /// batch taken while the last searcher was parking (still in this worker's hands, invisible to the searcher's final
+    /// look) waited for the first item, for ever if it blocked on them (a channel consumer queued with its producer:
+    /// the comparison program's ping-pong/channel hung about once in 150 runs on 2 cores). Against a worker parking
+    /// meanwhile, the local push's protocol: the ring push is unfenced, and the parker's process-wide barrier makes it
+    /// visible to its final look (see IdleCoordinator).
+    /// </remarks>
+    private void WakeParkedForRestInRing(Worker self)
+    {
+        if (_idle.IdleCount != 0 && !self.Local.Ring.IsEmpty)
+        {
+            _idle.WakeWorkerIfNeeded();
+        }
     }
 
     /// <summary>The owner, at a look while local work waits: one item of the global queue, no batch (noted by its look pacer).</summary>

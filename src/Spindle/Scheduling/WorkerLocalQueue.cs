@@ -129,7 +129,6 @@ internal sealed class WorkerLocalQueue(WorkStealingRing ring, RunningItemRecord 
     /// (where they can be stolen). At most <see cref="GlobalBatchSize"/> items, and at most the worker's count of
     /// dispatches between looks (<see cref="LimitGlobalTakes"/>). <paramref name="full"/>: the batch was as large as it
     /// could be and the global queue may hold more (others may take that, and steal the rest of the batch).
-    /// <paramref name="leftInRing"/>: items of the batch wait in the ring (more than one was taken).
     /// </summary>
     /// <remarks>
     /// Why the look count bounds the batch: a batch in the ring waits for its owner alone, while the items queued after it
@@ -142,14 +141,13 @@ internal sealed class WorkerLocalQueue(WorkStealingRing ring, RunningItemRecord 
     /// about 8 µs, takes of 4-10 instead of mostly 32), seven interleaved pairs of runs: round-trip p99 median 1,824 µs
     /// against 2,092 (lower in six), throughput unchanged; 4 KB messages, four pairs: 2,083 against 2,402 µs.
     /// </remarks>
-    public bool TryTakeGlobalBatch(WorkSources sources, out WorkItemEntry item, out bool full, out bool leftInRing)
+    public bool TryTakeGlobalBatch(WorkSources sources, out WorkItemEntry item, out bool full)
     {
         int room = Ring.Capacity - Ring.Count;
         int want = Math.Min(_globalTakeLimit, room + 1);
         int taken = sources.TakeGlobal(_batch.AsSpan(0, want), GlobalTakeGapWaits);
         // A whole batch says the queue may hold more; a take cut short (by the limit, or the ring's room) asks the queue.
         full = taken == want && (taken == GlobalBatchSize || !sources.GlobalIsEmpty);
-        leftInRing = taken > 1;
         if (taken == 0)
         {
             item = default;
