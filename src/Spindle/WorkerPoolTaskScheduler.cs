@@ -91,10 +91,16 @@ public sealed class WorkerPoolTaskScheduler : TaskScheduler, IShutdownAware
     {
         // Only on this pool's threads (for a lane's scheduler, only in an item of the lane, which holds one of its
         // slots, so the lane's cap holds). A task that was queued may be inlined too: whoever runs it first wins the task's
-        // own atomic start, and the queued entry then finds it completed and does nothing.
+        // own atomic start, and the queued entry then finds it completed and does nothing. The common case, a worker
+        // waiting for a task it has just queued to itself, takes the entry back first, so that it does not keep the
+        // finished task (and what the task references) reachable until a worker gets to it.
         if (!_bridge.IsOwnThread)
         {
             return false;
+        }
+        if (taskWasPreviouslyQueued)
+        {
+            _bridge.TryTakeBackNewestLocal(_execute, task);
         }
         if (!TryExecuteTask(task))
         {

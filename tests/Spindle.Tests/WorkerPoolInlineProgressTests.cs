@@ -19,8 +19,9 @@ public sealed class WorkerPoolInlineProgressTests
     public void WorkersRunningWaitedTasksInline_AreNotStarving()
     {
         // Each worker runs one long item that starts tasks on the pool's scheduler and waits for each, which runs it
-        // inline: the queued entries stay behind (stale, they run nothing later) and no item completes for 300 ms, but
-        // the workers are computing, so the stall monitor must not read the queued entries as starving work.
+        // inline (its entry taken back from the worker's ring, or, when another worker got to it first, left to run
+        // nothing): no item completes for 300 ms, but the workers are computing, so the stall monitor must not read the
+        // entries queued meanwhile as starving work.
         using var pool = new WorkerPool(new WorkerPoolOptions
         {
             Name = nameof(WorkerPoolInlineProgressTests),

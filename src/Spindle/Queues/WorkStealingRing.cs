@@ -175,6 +175,35 @@ internal sealed class WorkStealingRing
         return false;
     }
 
+    /// <summary>
+    /// Owner only: removes the newest item if it is the entry (<paramref name="callback"/>, <paramref name="state"/>) and
+    /// no thief has claimed it; otherwise changes nothing and returns false.
+    /// </summary>
+    /// <remarks>
+    /// Only the owner writes slots, so its read of the newest slot is current; the pop that follows takes exactly that
+    /// slot, or fails when a thief has claimed it meanwhile (then the thief has it, as it would have anyway).
+    /// </remarks>
+    public bool TryPopIfNewest(object callback, object? state)
+    {
+        long b = _bottom.Value;
+        if (b <= Volatile.Read(ref _top.Value))
+        {
+            return false;
+        }
+        ref WorkItemEntry newest = ref _slots[(b - 1) & _mask];
+        if (!ReferenceEquals(newest.Callback, callback) || !ReferenceEquals(newest.State, state))
+        {
+            return false;
+        }
+        if (!TryPop(out WorkItemEntry popped))
+        {
+            return false;
+        }
+        Debug.Assert(ReferenceEquals(popped.Callback, callback) && ReferenceEquals(popped.State, state),
+            "Only the owner pushes, so the newest slot it read is the one its pop takes.");
+        return true;
+    }
+
     /// <summary>Any thread: takes the oldest item. Returns false when the ring looked empty.</summary>
     public bool TrySteal(out WorkItemEntry item)
     {

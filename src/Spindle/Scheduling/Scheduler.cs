@@ -202,6 +202,20 @@ internal sealed partial class Scheduler
     }
 
     /// <summary>
+    /// The calling thread, if it is one of this pool's workers, takes back the entry it queued last to its own ring when
+    /// that entry is (<paramref name="callback"/>, <paramref name="state"/>) and nobody has taken it yet: a task it queued
+    /// and is about to run inline (<see cref="System.Threading.Tasks.TaskScheduler"/> inlining of a queued task). Without
+    /// this the entry would stay queued, holding the finished task and everything it references until a worker reached
+    /// it and found the task done: a loop that queues and inlines on one worker (nested <c>Parallel.For</c>) leaves
+    /// hundreds of them, which the next collections promote. Returns whether it took the entry back.
+    /// </summary>
+    public bool TryTakeBackNewestLocal(object callback, object state)
+    {
+        Worker? worker = Worker.Current;
+        return worker is not null && ReferenceEquals(worker.Scheduler, this) && worker.Local.Ring.TryPopIfNewest(callback, state);
+    }
+
+    /// <summary>
     /// Adds a lane to the dispatch rotation. Returns false, having added nothing, when shutdown has begun; like a refused
     /// enqueue, only once the shutdown's state is published (<see cref="Close"/> closes the lane set before it publishes
     /// it), so that the refused caller reads <see cref="IsShutdownStarted"/> as true.

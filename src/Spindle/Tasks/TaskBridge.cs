@@ -78,6 +78,13 @@ internal sealed class TaskBridge
     }
 
     /// <summary>
+    /// The calling worker takes back the entry it queued last, if it is (<paramref name="callback"/>,
+    /// <paramref name="state"/>) and still queued (see <see cref="Scheduler.TryTakeBackNewestLocal"/>); a lane's entries
+    /// are its queue's and are left there.
+    /// </summary>
+    public bool TryTakeBackNewestLocal(object callback, object state) => Lane is null && Scheduler.TryTakeBackNewestLocal(callback, state);
+
+    /// <summary>
     /// Queues a long-running task: on a dedicated thread for the pool; through the lane's queue, in a blocking region,
     /// for a lane. Never throws (a long-running task during shutdown runs as ordinary work).
     /// </summary>
