@@ -31,6 +31,9 @@ namespace Spindle;
 /// </remarks>
 public sealed class WorkerPoolTaskScheduler : TaskScheduler, IShutdownAware
 {
+    /// <summary>What a released entry holds in place of its task: <see cref="ExecuteQueued"/> runs it as nothing.</summary>
+    private static readonly object s_released = new();
+
     private readonly WorkTarget _target;
     private readonly TaskBridge _bridge;
     private readonly Action<object?> _execute;
@@ -92,15 +95,16 @@ public sealed class WorkerPoolTaskScheduler : TaskScheduler, IShutdownAware
         // Only on this pool's threads (for a lane's scheduler, only in an item of the lane, which holds one of its
         // slots, so the lane's cap holds). A task that was queued may be inlined too: whoever runs it first wins the task's
         // own atomic start, and the queued entry then finds it completed and does nothing. The common case, a worker
-        // waiting for a task it has just queued to itself, takes the entry back first, so that it does not keep the
-        // finished task (and what the task references) reachable until a worker gets to it.
+        // waiting for a task it has just queued, releases the entry first (taken back from its own ring, or, in a
+        // lane's shared queue, left holding s_released), so that it does not keep the finished task (and what the task
+        // references) reachable until a worker gets to it.
         if (!_bridge.IsOwnThread)
         {
             return false;
         }
         if (taskWasPreviouslyQueued)
         {
-            _bridge.TryTakeBackNewestLocal(_execute, task);
+            _bridge.ReleaseQueuedEntry(_execute, task, s_released);
         }
         if (!TryExecuteTask(task))
         {
@@ -130,6 +134,10 @@ public sealed class WorkerPoolTaskScheduler : TaskScheduler, IShutdownAware
 
     private void ExecuteQueued(object? task)
     {
+        if (ReferenceEquals(task, s_released))
+        {
+            return; // the entry of a task that ran inline, released while it was queued (see TryExecuteTaskInline)
+        }
         // For the stuck-item detector, which names a task of this scheduler by the task: every entry's callback is this.
         Worker? worker = OwnedItems.Enter(task!);
         try

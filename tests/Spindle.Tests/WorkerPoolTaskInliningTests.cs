@@ -1,4 +1,5 @@
 using System;
+using System.Diagnostics.Metrics;
 using System.Runtime.CompilerServices;
 using System.Threading;
 using System.Threading.Tasks;
@@ -7,9 +8,15 @@ using Xunit;
 namespace Spindle.Tests;
 
 /// <summary>
-/// A task a worker queued to itself and then waits for runs inline, and its queued entry does not stay behind holding
-/// the finished task; a queued entry that cannot be taken back runs nothing when a worker reaches it.
+/// A task a worker queued and then waits for runs inline, and its queued entry does not stay behind holding the finished
+/// task (taken back from the worker's ring; on a lane, left in the lane's queue without the task); a queued entry that
+/// cannot be released runs nothing when a worker reaches it.
 /// </summary>
+/// <remarks>
+/// Runs alone: while another test's meter listener has the queue-wait histogram on, the pool wraps some enqueues in a
+/// timing sample, and a lane's queue cannot release a wrapped entry (the pool's own queue can).
+/// </remarks>
+[Collection(ProcessWideMeasurementCollection.Name)]
 public sealed class WorkerPoolTaskInliningTests
 {
     // One worker: nothing but the waiting task can run or take what it queues, so the queue's length shows what is left.
@@ -48,6 +55,40 @@ public sealed class WorkerPoolTaskInliningTests
     }
 
     [Fact]
+    public void WithTheQueueWaitHistogramOn_ASampledEntryIsTakenBackToo()
+    {
+        // With a listener on, a worker's first enqueue after a park is queued inside a timing sample, a work item that
+        // goes to the worker's LIFO slot rather than its ring: the take-back must find it there.
+        using var listener = new MeterListener();
+        listener.InstrumentPublished = (instrument, l) =>
+        {
+            if (instrument.Meter.Name == "Spindle" && instrument.Name == "spindle.pool.work_item.wait.duration")
+            {
+                l.EnableMeasurementEvents(instrument);
+            }
+        };
+        listener.SetMeasurementEventCallback<double>((_, _, _, _) => { });
+        listener.Start();
+        using var pool = NewOneThreadPool();
+        long queuedBefore = -1, queuedAfter = -1;
+        bool stateCollected = false;
+        Task outer = Task.Factory.StartNew(() =>
+        {
+            WeakReference state = QueueAndWait(pool, _ => { }, out queuedBefore);
+            queuedAfter = pool.PendingWorkItemCount;
+            GC.Collect();
+            GC.WaitForPendingFinalizers();
+            GC.Collect();
+            stateCollected = !state.IsAlive;
+        }, CancellationToken.None, TaskCreationOptions.None, pool.TaskScheduler);
+
+        Assert.True(outer.Wait(Waits.MustHappen), "the waited task was not run inline");
+        Assert.Equal(1, queuedBefore);
+        Assert.Equal(0, queuedAfter);
+        Assert.True(stateCollected, "the finished task's state was still reachable from the pool's queues");
+    }
+
+    [Fact]
     public void ATaskQueuedBeforeOtherWork_RunsInlineOnce_AndItsEntryRunsNothingLater()
     {
         using var pool = NewOneThreadPool();
@@ -70,17 +111,48 @@ public sealed class WorkerPoolTaskInliningTests
         Assert.Equal(1, Volatile.Read(ref innerRuns));
     }
 
+    [Fact]
+    public void OnALane_WaitingForATaskItQueued_RunsItInline_AndTheEntryNoLongerHoldsIt()
+    {
+        using var pool = NewOneThreadPool();
+        WorkerPoolLane lane = pool.CreateLane(new LaneOptions { Name = "inline" });
+        long queuedBefore = -1, queuedAfter = -1;
+        bool stateCollected = false;
+        int innerThread = 0, outerThread = 0;
+        Task outer = Task.Factory.StartNew(() =>
+        {
+            outerThread = Environment.CurrentManagedThreadId;
+            WeakReference state = QueueAndWait(lane.TaskScheduler, thread => innerThread = thread, () => lane.PendingWorkItemCount, out queuedBefore);
+            queuedAfter = lane.PendingWorkItemCount;
+            GC.Collect();
+            GC.WaitForPendingFinalizers();
+            GC.Collect();
+            stateCollected = !state.IsAlive;
+        }, CancellationToken.None, TaskCreationOptions.None, lane.TaskScheduler);
+
+        Assert.True(outer.Wait(Waits.MustHappen), "the waited task was not run inline on the lane");
+        Assert.Equal(outerThread, innerThread);
+        Assert.Equal(1, queuedBefore);
+        Assert.Equal(1, queuedAfter); // a lane's queue is shared: the entry keeps its place, without the task
+        Assert.True(stateCollected, "the finished task's state was still reachable from the lane's queue");
+        Waits.Until(() => lane.PendingWorkItemCount == 0 && lane.RunningWorkItemCount == 0, "the lane to reach the released entry");
+    }
+
     /// <summary>
-    /// Queues a task holding a state object to the pool's scheduler from the calling worker and waits for it (which runs
-    /// it inline); returns a weak reference to the state, so that no local of the caller keeps the task alive.
+    /// Queues a task holding a state object to a scheduler of the pool from the calling worker and waits for it (which
+    /// runs it inline); returns a weak reference to the state, so that no local of the caller keeps the task alive.
     /// </summary>
     [MethodImpl(MethodImplOptions.NoInlining)]
-    private static WeakReference QueueAndWait(WorkerPool pool, Action<int> ranOn, out long queued)
+    private static WeakReference QueueAndWait(WorkerPool pool, Action<int> ranOn, out long queued) =>
+        QueueAndWait(pool.TaskScheduler, ranOn, () => pool.PendingWorkItemCount, out queued);
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private static WeakReference QueueAndWait(TaskScheduler scheduler, Action<int> ranOn, Func<long> pending, out long queued)
     {
         var state = new object();
         Task inner = Task.Factory.StartNew(s => ranOn(Environment.CurrentManagedThreadId), state, CancellationToken.None,
-            TaskCreationOptions.None, pool.TaskScheduler);
-        queued = pool.PendingWorkItemCount;
+            TaskCreationOptions.None, scheduler);
+        queued = pending();
         inner.Wait(); // untimed and uncancellable: the wait Task inlines
         Assert.True(inner.IsCompletedSuccessfully, inner.Exception?.ToString());
         return new WeakReference(state);

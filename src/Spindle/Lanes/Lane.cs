@@ -453,4 +453,12 @@ internal sealed partial class Lane
 
     /// <summary>Debugger support for the lane's task scheduler.</summary>
     public void VisitQueuedStates(Action<object?> visit, object callback) => _queue.VisitStates(callback, visit);
+
+    /// <summary>
+    /// Replaces the state of one of the lane's most recently queued entries, (<paramref name="callback"/>,
+    /// <paramref name="state"/>), with <paramref name="replacement"/>, which its callback runs as nothing (see
+    /// <see cref="GlobalQueue.TryReplaceRecentState"/>): a task this lane's scheduler queued and then ran inline.
+    /// </summary>
+    public bool TryReplaceRecentState(object callback, object state, object replacement) =>
+        _queue.TryReplaceRecentState(callback, state, replacement, window: 16);
 }

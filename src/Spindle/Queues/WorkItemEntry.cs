@@ -76,6 +76,20 @@ internal struct WorkItemEntry
         }
     }
 
+    /// <summary>
+    /// Whether this entry is (<paramref name="callback"/>, <paramref name="state"/>), looking through the library's
+    /// wrappers of a whole entry (a queue-wait sample, a lane's long-running item), as <see cref="VisitStateIf"/> does.
+    /// </summary>
+    public readonly bool Holds(object callback, object? state)
+    {
+        WorkItemEntry entry = this;
+        while (ReferenceEquals(entry.State, WorkItemMarker) && entry.Callback is Queues.IEntryWrapper wrapper)
+        {
+            entry = wrapper.WrappedEntry;
+        }
+        return ReferenceEquals(entry.Callback, callback) && ReferenceEquals(entry.State, state);
+    }
+
     /// <summary>Runs the entry on the current thread, in whatever ExecutionContext the thread is in.</summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public readonly void Invoke()

@@ -176,8 +176,9 @@ internal sealed class WorkStealingRing
     }
 
     /// <summary>
-    /// Owner only: removes the newest item if it is the entry (<paramref name="callback"/>, <paramref name="state"/>) and
-    /// no thief has claimed it; otherwise changes nothing and returns false.
+    /// Owner only: removes the newest item if it is the entry (<paramref name="callback"/>, <paramref name="state"/>),
+    /// directly or inside one of the library's entry wrappers (<see cref="WorkItemEntry.Holds"/>), and no thief has
+    /// claimed it; otherwise changes nothing and returns false.
     /// </summary>
     /// <remarks>
     /// Only the owner writes slots, so its read of the newest slot is current; the pop that follows takes exactly that
@@ -190,8 +191,7 @@ internal sealed class WorkStealingRing
         {
             return false;
         }
-        ref WorkItemEntry newest = ref _slots[(b - 1) & _mask];
-        if (!ReferenceEquals(newest.Callback, callback) || !ReferenceEquals(newest.State, state))
+        if (!_slots[(b - 1) & _mask].Holds(callback, state))
         {
             return false;
         }
@@ -199,8 +199,7 @@ internal sealed class WorkStealingRing
         {
             return false;
         }
-        Debug.Assert(ReferenceEquals(popped.Callback, callback) && ReferenceEquals(popped.State, state),
-            "Only the owner pushes, so the newest slot it read is the one its pop takes.");
+        Debug.Assert(popped.Holds(callback, state), "Only the owner pushes, so the newest slot it read is the one its pop takes.");
         return true;
     }
 

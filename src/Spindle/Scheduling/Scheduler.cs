@@ -202,8 +202,9 @@ internal sealed partial class Scheduler
     }
 
     /// <summary>
-    /// The calling thread, if it is one of this pool's workers, takes back the entry it queued last to its own ring when
-    /// that entry is (<paramref name="callback"/>, <paramref name="state"/>) and nobody has taken it yet: a task it queued
+    /// The calling thread, if it is one of this pool's workers, takes back the entry it queued last to its own queue when
+    /// that entry is (<paramref name="callback"/>, <paramref name="state"/>) and nobody has taken it yet (see
+    /// <see cref="WorkerLocalQueue.TryTakeBackNewest"/>): a task it queued
     /// and is about to run inline (<see cref="System.Threading.Tasks.TaskScheduler"/> inlining of a queued task). Without
     /// this the entry would stay queued, holding the finished task and everything it references until a worker reached
     /// it and found the task done: a loop that queues and inlines on one worker (nested <c>Parallel.For</c>) leaves
@@ -212,7 +213,7 @@ internal sealed partial class Scheduler
     public bool TryTakeBackNewestLocal(object callback, object state)
     {
         Worker? worker = Worker.Current;
-        return worker is not null && ReferenceEquals(worker.Scheduler, this) && worker.Local.Ring.TryPopIfNewest(callback, state);
+        return worker is not null && ReferenceEquals(worker.Scheduler, this) && worker.Local.TryTakeBackNewest(callback, state);
     }
 
     /// <summary>

@@ -85,6 +85,22 @@ internal sealed class WorkerLocalQueue(WorkStealingRing ring, RunningItemRecord 
     }
 
     /// <summary>
+    /// Owner only: takes back the entry (<paramref name="callback"/>, <paramref name="state"/>) if it is still queued as
+    /// the newest of its kind: in the LIFO slot (where an entry wrapped as a work item goes, a queue-wait sample for
+    /// instance) or at the ring's newest end. A thief that takes it first keeps it (the slot's CAS and the ring's pop
+    /// decide). Returns whether it took the entry back.
+    /// </summary>
+    public bool TryTakeBackNewest(object callback, object state)
+    {
+        object? held = _lifoSlot.Value; // only the owner stores non-null: a plain read of its own field is current
+        if (held is IEntryWrapper && new WorkItemEntry(held, WorkItemEntry.WorkItemMarker, null).Holds(callback, state))
+        {
+            return Interlocked.CompareExchange(ref _lifoSlot.Value, null, held) == held;
+        }
+        return Ring.TryPopIfNewest(callback, state);
+    }
+
+    /// <summary>
     /// Owner only: queues an <see cref="IWorkItem"/> without ExecutionContext into the LIFO slot, moving the item it
     /// displaces into the ring (or, with the ring full, half of the ring to the global queue). Returns whether the queue
     /// now holds more than the new item (work to share).

@@ -78,11 +78,15 @@ internal sealed class TaskBridge
     }
 
     /// <summary>
-    /// The calling worker takes back the entry it queued last, if it is (<paramref name="callback"/>,
-    /// <paramref name="state"/>) and still queued (see <see cref="Scheduler.TryTakeBackNewestLocal"/>); a lane's entries
-    /// are its queue's and are left there.
+    /// An entry (<paramref name="callback"/>, <paramref name="state"/>) this bridge queued has become pointless (its task
+    /// ran inline): for the pool, the calling worker takes it back if it is the newest of its own ring (see
+    /// <see cref="Scheduler.TryTakeBackNewestLocal"/>); for a lane, whose queue is shared, a recent entry keeps its place
+    /// but holds <paramref name="replacement"/> instead of the state (see <see cref="Lane.TryReplaceRecentState"/>), which
+    /// the callback must run as nothing. Either way the queue no longer keeps the state reachable. Best effort: returns
+    /// false, changing nothing, when the entry was not found where it is looked for.
     /// </summary>
-    public bool TryTakeBackNewestLocal(object callback, object state) => Lane is null && Scheduler.TryTakeBackNewestLocal(callback, state);
+    public bool ReleaseQueuedEntry(object callback, object state, object replacement) =>
+        Lane is null ? Scheduler.TryTakeBackNewestLocal(callback, state) : Lane.TryReplaceRecentState(callback, state, replacement);
 
     /// <summary>
     /// Queues a long-running task: on a dedicated thread for the pool; through the lane's queue, in a blocking region,

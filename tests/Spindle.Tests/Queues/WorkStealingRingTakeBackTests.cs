@@ -56,6 +56,17 @@ public sealed class WorkStealingRingTakeBackTests
     }
 
     [Fact]
+    public void AnEntryInsideALibraryWrapper_IsTakenBack()
+    {
+        var ring = new WorkStealingRing(4);
+        WorkItemEntry entry = Numbered(4);
+        ring.TryPush(new WorkItemEntry(new Spindle.Lanes.LongRunningLaneItem(entry), WorkItemEntry.WorkItemMarker, null));
+
+        Assert.True(ring.TryPopIfNewest(entry.Callback, entry.State));
+        Assert.True(ring.IsEmpty);
+    }
+
+    [Fact]
     public void AnEmptyRing_HasNothingToTakeBack()
     {
         var ring = new WorkStealingRing(2);
