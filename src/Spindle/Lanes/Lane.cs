@@ -161,6 +161,9 @@ internal sealed partial class Lane
     /// <summary>Whether queued items of this lane are to be cancelled rather than run.</summary>
     public bool IsCancelling => _state == StateCancelling || _host.IsCancelling;
 
+    /// <summary>Whether the pool (not only this lane) is cancelling what is queued, read now.</summary>
+    public bool PoolIsCancelling => _host.IsCancelling;
+
     public bool HasStopped => _stopped;
 
     public Task Stopped => _stoppedSource.Task;

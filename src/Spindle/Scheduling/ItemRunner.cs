@@ -166,9 +166,18 @@ internal sealed class ItemRunner
     /// without an owner is a plain work item: dropped. What is dropped is counted by the pool when the pool's shutdown
     /// drops it, and by its lane.
     /// </summary>
+    /// <remarks>
+    /// A lane cancels when it was told to or when its pool is cancelling, and it reads the pool's state itself. The
+    /// caller's <paramref name="poolCancelling"/> was read before that, so it can be stale: the pool may have begun
+    /// cancelling between the two reads. Whether the pool counts a lane's dropped item is therefore decided by the pool's
+    /// state read after the lane's verdict (the state only moves on to cancelling), or the item would be counted by its
+    /// lane alone and the pool's shutdown would report one item fewer than it cancelled.
+    /// </remarks>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public bool CancelsInstead(in WorkItemEntry item, Lanes.Lane? lane, bool poolCancelling) =>
-        (lane is null ? poolCancelling : lane.IsCancelling) && !MustRunDespiteCancel(item, lane, poolCancelling);
+        lane is null
+            ? poolCancelling && !MustRunDespiteCancel(item, lane: null, byPool: true)
+            : lane.IsCancelling && !MustRunDespiteCancel(item, lane, poolCancelling || lane.PoolIsCancelling);
 
     [MethodImpl(MethodImplOptions.NoInlining)] // the cold path of the dispatch loop: kept out of it
     private bool MustRunDespiteCancel(in WorkItemEntry item, Lanes.Lane? lane, bool byPool)
