@@ -41,10 +41,7 @@ public sealed class WorkerPoolTaskInliningTests
             WeakReference state = QueueAndWait(pool, thread => innerThread = thread, out queuedBefore);
             queuedAfter = pool.PendingWorkItemCount;
             // Still inside the item that queued the task: only a queued entry could keep the task's state reachable now.
-            GC.Collect();
-            GC.WaitForPendingFinalizers();
-            GC.Collect();
-            stateCollected = !state.IsAlive;
+            stateCollected = Retention.IsCollectedNow(state);
         }, CancellationToken.None, TaskCreationOptions.None, pool.TaskScheduler);
 
         Assert.True(outer.Wait(Waits.MustHappen), "the waited task was not run inline (and nothing else could run it)");
@@ -59,16 +56,7 @@ public sealed class WorkerPoolTaskInliningTests
     {
         // With a listener on, a worker's first enqueue after a park is queued inside a timing sample, a work item that
         // goes to the worker's LIFO slot rather than its ring: the take-back must find it there.
-        using var listener = new MeterListener();
-        listener.InstrumentPublished = (instrument, l) =>
-        {
-            if (instrument.Meter.Name == "Spindle" && instrument.Name == "spindle.pool.work_item.wait.duration")
-            {
-                l.EnableMeasurementEvents(instrument);
-            }
-        };
-        listener.SetMeasurementEventCallback<double>((_, _, _, _) => { });
-        listener.Start();
+        using MeterListener listener = QueueWaitListener.Start();
         using var pool = NewOneThreadPool();
         long queuedBefore = -1, queuedAfter = -1;
         bool stateCollected = false;
@@ -76,10 +64,7 @@ public sealed class WorkerPoolTaskInliningTests
         {
             WeakReference state = QueueAndWait(pool, _ => { }, out queuedBefore);
             queuedAfter = pool.PendingWorkItemCount;
-            GC.Collect();
-            GC.WaitForPendingFinalizers();
-            GC.Collect();
-            stateCollected = !state.IsAlive;
+            stateCollected = Retention.IsCollectedNow(state);
         }, CancellationToken.None, TaskCreationOptions.None, pool.TaskScheduler);
 
         Assert.True(outer.Wait(Waits.MustHappen), "the waited task was not run inline");
@@ -124,10 +109,7 @@ public sealed class WorkerPoolTaskInliningTests
             outerThread = Environment.CurrentManagedThreadId;
             WeakReference state = QueueAndWait(lane.TaskScheduler, thread => innerThread = thread, () => lane.PendingWorkItemCount, out queuedBefore);
             queuedAfter = lane.PendingWorkItemCount;
-            GC.Collect();
-            GC.WaitForPendingFinalizers();
-            GC.Collect();
-            stateCollected = !state.IsAlive;
+            stateCollected = Retention.IsCollectedNow(state);
         }, CancellationToken.None, TaskCreationOptions.None, lane.TaskScheduler);
 
         Assert.True(outer.Wait(Waits.MustHappen), "the waited task was not run inline on the lane");

@@ -153,16 +153,7 @@ public sealed class WorkerPoolTaskTests
         // While a listener has the queue-wait histogram on, a sampled enqueue queues the task inside a timing wrapper;
         // the snapshot must look through it. A thread outside the pool samples its first enqueue after a pause of
         // 10 ms or more, so each task here is sampled.
-        using var listener = new MeterListener();
-        listener.InstrumentPublished = (instrument, l) =>
-        {
-            if (instrument.Meter.Name == "Spindle" && instrument.Name == "spindle.pool.work_item.wait.duration")
-            {
-                l.EnableMeasurementEvents(instrument);
-            }
-        };
-        listener.SetMeasurementEventCallback<double>((_, _, _, _) => { });
-        listener.Start();
+        using MeterListener listener = QueueWaitListener.Start();
         using var pool = NewPool(maxThreads: 1);
         using ManualResetEventSlim gate = Occupy(pool, 1);
         var queued = new Task[2];

@@ -79,7 +79,7 @@ internal sealed class TaskBridge
 
     /// <summary>
     /// An entry (<paramref name="callback"/>, <paramref name="state"/>) this bridge queued has become pointless (its task
-    /// ran inline): for the pool, the calling worker takes it back if it is the newest of its own ring (see
+    /// ran inline): for the pool, the calling worker takes it back if it is still the newest of its own queue (see
     /// <see cref="Scheduler.TryTakeBackNewestLocal"/>); for a lane, whose queue is shared, a recent entry keeps its place
     /// but holds <paramref name="replacement"/> instead of the state (see <see cref="Lane.TryReplaceRecentState"/>), which
     /// the callback must run as nothing. Either way the queue no longer keeps the state reachable. Best effort: returns

@@ -10,6 +10,18 @@ internal static class Retention
 {
     public static void AssertCollected(WeakReference weak, string what) => AssertCollected([weak], what);
 
+    /// <summary>
+    /// Whether the object is unreachable after one round of full collections: for a check made at a moment that cannot
+    /// be waited out, such as inside the pool item whose queue is in question.
+    /// </summary>
+    public static bool IsCollectedNow(WeakReference weak)
+    {
+        GC.Collect();
+        GC.WaitForPendingFinalizers();
+        GC.Collect();
+        return !weak.IsAlive;
+    }
+
     /// <summary>Asserts that every referenced object becomes unreachable.</summary>
     public static void AssertCollected(IReadOnlyList<WeakReference> weak, string what)
     {
