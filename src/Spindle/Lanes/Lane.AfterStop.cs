@@ -30,6 +30,20 @@ namespace Spindle.Lanes;
 //   at a time in the order they were queued, each after the previous one has returned.
 internal sealed partial class Lane
 {
+    /// <summary>
+    /// An entry that must run, for a lane that has stopped: through the lane's queue and slots if it has a cap, else to
+    /// the pool's queue (the built-in pool after the pool's stop).
+    /// </summary>
+    private void HandOnStopped(in WorkItemEntry entry)
+    {
+        if (Cap != int.MaxValue)
+        {
+            EnqueueAfterStop(entry);
+            return;
+        }
+        _host.EnqueueContinuation(entry, preferLocal: false);
+    }
+
     /// <summary>An entry for a lane that has stopped and has a cap: queued behind what is there, and driven through the slots.</summary>
     private void EnqueueAfterStop(in WorkItemEntry entry)
     {

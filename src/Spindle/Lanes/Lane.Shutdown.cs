@@ -50,6 +50,14 @@ internal sealed partial class Lane
         // an entry while a sweep holds earlier ones. The sweep holds the lane's slot if it is free. If an item of the
         // lane holds it, the sweep goes on without it (queued Run items are cancelled at once, not when the item ends),
         // and keeps the holder out of the queue by a handshake instead (SweepWithoutSlot).
+        if (_stopped)
+        {
+            // A stopped lane takes nothing more: what its queue still holds belongs to the after-stop drive (a capped
+            // lane's continuations, the pool's leftovers), which decides on each entry as it takes it (see
+            // Lane.AfterStop.cs); a sweep would only take the drive's slot. A later shutdown call of a stopped pool
+            // comes here.
+            return;
+        }
         bool serial = Cap == 1;
         bool holdsSlot = serial && TryAcquireSlot();
         // The entries that must run are out of the queue between their dequeue and their new enqueue below: a hold keeps
@@ -83,7 +91,13 @@ internal sealed partial class Lane
             {
                 // As a slot holder ending its turn (see the cap protocol): the decrement, then a look at the queue.
                 Interlocked.Decrement(ref _running.Value);
-                if (!_queue.IsEmpty)
+                if (_stopped)
+                {
+                    // The pool stopped during the sweep (its stop does not wait for a lane's hold): an entry that arrived
+                    // since may have found this slot taken, and whoever gives a slot back after the stop drives.
+                    DriveAfterStop();
+                }
+                else if (!_queue.IsEmpty)
                 {
                     _set.WakeForLane();
                 }
@@ -183,10 +197,12 @@ internal sealed partial class Lane
         }
         finally
         {
+            List<WorkItemEntry>? handOn = null;
             lock (_lock)
             {
-                // Never stopped here: the caller's hold keeps the lane running.
-                Debug.Assert(!_stopped);
+                // The caller's hold keeps the lane's own shutdown from stopping it here, but not the pool's stop (a drain
+                // that ends while this lane's owner cancels it). A stopped lane takes nothing from its queue, so what the
+                // sweep keeps then goes where a continuation for a stopped lane goes, after the lock.
                 if (serial && !outermost)
                 {
                     // Queued before anything the outer sweep holds arrived (the queue is closed): ahead of it.
@@ -195,6 +211,15 @@ internal sealed partial class Lane
                     {
                         AdmitPastBound();
                     }
+                }
+                else if (_stopped)
+                {
+                    for (int i = 0; i < (mustRun?.Count ?? 0); i++)
+                    {
+                        AdmitPastBound(); // as below: the room this entry gave back at its dequeue is not given twice
+                    }
+                    handOn = [.. (List<WorkItemEntry>?)mustRun ?? [], .. (List<WorkItemEntry>?)_heldBySweep ?? []];
+                    _heldBySweep = null;
                 }
                 else
                 {
@@ -212,6 +237,10 @@ internal sealed partial class Lane
                         OnPublished();
                     }
                 }
+            }
+            foreach (WorkItemEntry keep in (List<WorkItemEntry>?)handOn ?? [])
+            {
+                HandOnStopped(keep); // in the order the lane had them: a capped lane keeps it through its queue
             }
         }
     }

@@ -376,12 +376,7 @@ internal sealed partial class Lane
                 return;
             }
         }
-        if (Cap != int.MaxValue)
-        {
-            EnqueueAfterStop(entry);
-            return;
-        }
-        _host.EnqueueContinuation(entry, preferLocal: false);
+        HandOnStopped(entry);
     }
 
     private void AdmitPastBound()
