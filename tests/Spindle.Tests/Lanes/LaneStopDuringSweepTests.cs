@@ -1,6 +1,4 @@
-using System;
 using System.Collections.Generic;
-using System.Diagnostics.Metrics;
 using Spindle.Lanes;
 using Spindle.Queues;
 using Xunit;
@@ -21,7 +19,7 @@ public sealed class LaneStopDuringSweepTests
     public void PoolStopsDuringTheSweepOfAnUncappedLane_TheKeptEntriesGoToThePool_InTheirOrder()
     {
         var host = new RecordingLaneHost();
-        Lane lane = NewLane(host, cap: null);
+        Lane lane = host.NewLane("swept");
         for (int i = 1; i <= 3; i++)
         {
             lane.EnqueueContinuation(Numbered(i));
@@ -39,7 +37,7 @@ public sealed class LaneStopDuringSweepTests
     public void PoolStopsDuringTheSweepOfASerialLane_KeptAndLateEntriesRunOneAtATime_InOrder()
     {
         var host = new RecordingLaneHost();
-        Lane lane = NewLane(host, cap: 1);
+        Lane lane = host.NewLane("swept", cap: 1);
         lane.EnqueueContinuation(Numbered(1));
         lane.EnqueueContinuation(Numbered(2));
         host.OnFirstDecision = () =>
@@ -55,7 +53,7 @@ public sealed class LaneStopDuringSweepTests
         while (host.TryTakeHandedOn(out WorkItemEntry handedOn))
         {
             Assert.Empty(host.HandedOn); // never two at once
-            ran.Add(NumberOf(Unwrapped(handedOn)));
+            ran.Add(NumberOf(RecordingLaneHost.Unwrapped(handedOn)));
             handedOn.Invoke();
         }
         Assert.Equal([1, 2, 3], ran);
@@ -67,13 +65,13 @@ public sealed class LaneStopDuringSweepTests
     public void SweepOfAStoppedSerialLane_TakesNothing_AndItsAfterStopDriveRunsWhatIsQueued()
     {
         var host = new RecordingLaneHost();
-        Lane lane = NewLane(host, cap: 1);
+        Lane lane = host.NewLane("swept", cap: 1);
         lane.CloseForPool();
         lane.OnPoolStopped();
         lane.EnqueueContinuation(Numbered(1)); // handed on at once, holding the lane's slot
         lane.EnqueueContinuation(Numbered(2)); // waits in the lane's queue for that slot
         Assert.True(host.TryTakeHandedOn(out WorkItemEntry first));
-        Assert.Equal(1, NumberOf(Unwrapped(first)));
+        Assert.Equal(1, NumberOf(RecordingLaneHost.Unwrapped(first)));
         host.IsCancelling = true; // a later shutdown call of the stopped pool
         int decisions = host.Decisions;
 
@@ -84,81 +82,9 @@ public sealed class LaneStopDuringSweepTests
         Assert.Empty(host.HandedOn);
         first.Invoke(); // gives the slot back: the drive takes the queued entry, deciding on it as it takes it
         Assert.True(host.TryTakeHandedOn(out WorkItemEntry second));
-        Assert.Equal(2, NumberOf(Unwrapped(second)));
+        Assert.Equal(2, NumberOf(RecordingLaneHost.Unwrapped(second)));
         Assert.Equal(decisions + 1, host.Decisions);
         second.Invoke();
         Assert.Equal(0, lane.RunningCount);
-    }
-
-    private static Lane NewLane(RecordingLaneHost host, int? cap) =>
-        new(new LaneSet(host, starvationIntervalMs: null), host, new LaneOptions { Name = "swept", MaxConcurrency = cap });
-
-    /// <summary>A stopped capped lane hands each entry on inside an item that holds its slot.</summary>
-    private static WorkItemEntry Unwrapped(in WorkItemEntry entry) =>
-        ReferenceEquals(entry.State, WorkItemEntry.WorkItemMarker) && entry.Callback is IEntryWrapper wrapper ? wrapper.WrappedEntry : entry;
-
-    /// <summary>
-    /// A pool as a lane sees it: keeps every entry a cancelling shutdown decides on (as it keeps continuations), runs a
-    /// hook at its first decision, and records what the lane hands on to it.
-    /// </summary>
-    private sealed class RecordingLaneHost : ILaneHost
-    {
-        private static readonly Meter s_meter = new("Spindle.Tests.LaneStopDuringSweep");
-        private static readonly Instrument s_instrument = s_meter.CreateHistogram<double>("wait");
-
-        public Queue<WorkItemEntry> HandedOn { get; } = new();
-
-        public Action? OnFirstDecision { get; set; }
-
-        public int Decisions { get; private set; }
-
-        public bool IsShutdownStarted => IsCancelling;
-
-        public bool IsCancelling { get; set; }
-
-        public Instrument WaitInstrument => s_instrument;
-
-        public Lane? LaneOfCurrentThread => null;
-
-        public bool AnyWorkerParked => false;
-
-        public bool TryTakeHandedOn(out WorkItemEntry entry) => HandedOn.TryDequeue(out entry);
-
-        public List<int> HandedOnNumbers()
-        {
-            var numbers = new List<int>();
-            foreach (WorkItemEntry entry in HandedOn)
-            {
-                numbers.Add(NumberOf(Unwrapped(entry)));
-            }
-            return numbers;
-        }
-
-        public void EnqueueContinuation(in WorkItemEntry entry, bool preferLocal) => HandedOn.Enqueue(entry);
-
-        public void RunElsewhere(in WorkItemEntry entry) => HandedOn.Enqueue(entry);
-
-        public bool CancelsInstead(in WorkItemEntry entry, Lane lane)
-        {
-            Decisions++;
-            Action? hook = OnFirstDecision;
-            OnFirstDecision = null;
-            hook?.Invoke();
-            return false;
-        }
-
-        public WorkItemEntry SampleWaitIfDue(in WorkItemEntry entry, Lane lane) => entry;
-
-        public void WakeWorkerForOutsideWork()
-        {
-        }
-
-        public void WakeWorkerIfNeeded()
-        {
-        }
-
-        public void OnWorkUnattended()
-        {
-        }
     }
 }
