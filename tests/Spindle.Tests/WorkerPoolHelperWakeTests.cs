@@ -1,3 +1,4 @@
+using System;
 using System.Threading;
 using Spindle.Queues;
 using Spindle.Scheduling;
@@ -49,6 +50,36 @@ public sealed class WorkerPoolHelperWakeTests
         {
             release.Set();
         }
+    }
+
+    [Fact]
+    public void AnItemInABusyWorkersRing_ThatWokeNobody_IsTakenByTheWorkerThatParkedBeforeItArrived()
+    {
+        // A local push is unfenced: its store may still be on its way when a parking worker takes its last look, and
+        // the pusher, having read that worker as searching, wakes nobody. Here the item is put in the ring directly,
+        // after the other worker has parked, and nothing wakes anyone: the parked worker must still find it (its first
+        // sleep is bounded while another worker is awake), since its owner waits for it and never returns to its ring.
+        using var otherRan = new ManualResetEventSlim();
+        using var ringItemRan = new ManualResetEventSlim();
+        using var producerDone = new ManualResetEventSlim();
+        using WorkerPool pool = CreatePool(threads: 2); // disposed first: it drains while the events still exist
+        bool taken = false;
+        int parkedBefore = -1;
+        pool.UnsafeQueueUserWorkItem(_ =>
+        {
+            // Wake the other worker with an item of its own, then wait until it has parked again, while this one is busy.
+            pool.UnsafeQueueUserWorkItem(static s => ((ManualResetEventSlim)s!).Set(), otherRan, preferLocal: false);
+            Waits.For(otherRan, "the other worker's item");
+            Waits.Until(() => pool.SchedulerCore.ParkedWorkerCount == 1, "the other worker to park again");
+            parkedBefore = pool.SchedulerCore.ParkedWorkerCount;
+            Assert.True(Worker.Current!.Local.Ring.TryPush(
+                new WorkItemEntry((Action<object?>)(static s => ((ManualResetEventSlim)s!).Set()), ringItemRan, null)));
+            taken = ringItemRan.Wait(Waits.MustHappen);
+            producerDone.Set();
+        }, null);
+        Waits.For(producerDone, "the producing item");
+        Assert.Equal(1, parkedBefore);
+        Assert.True(taken, $"The item left in the busy worker's ring was not taken within {Waits.MustHappen.TotalSeconds} s by the parked worker.");
     }
 
     [Fact]

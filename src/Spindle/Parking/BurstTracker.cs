@@ -5,7 +5,7 @@ namespace Spindle.Parking;
 /// <summary>
 /// A worker's record of how its latest park ended, which decides whether its searches stay available longer before
 /// the next park: work arriving in back-to-back bursts (an outside thread queueing batches and waiting for each, socket
-/// completions arriving in waves) pays a futex wake and a process-wide barrier per burst when the workers park in the
+/// completions arriving in waves) pays a futex wake per burst when the workers park in the
 /// gaps, and the thread that queues pays the wake. Owner only: written and read by the worker's own thread.
 /// </summary>
 /// <remarks>

@@ -34,8 +34,9 @@ namespace Spindle.Scheduling;
 /// be lost for work queued from outside.</item>
 /// <item>A local push by a worker is not fenced (it is the hot path), and a lone local item deliberately wakes nobody
 /// (the worker runs it next). If the pushing worker's current item then blocks, the stall monitor wakes a helper. The
-/// store-buffering race between an unfenced push and a parking searcher is closed on the parking side by a
-/// process-wide barrier (see <see cref="PushIdleAndLookAgain"/>).</item>
+/// store-buffering race between an unfenced push and a parking searcher is closed on the parking side: a worker that
+/// parks while another is awake looks at the queues once more after <see cref="RecheckAfterParkMs"/> unless woken
+/// first (see <see cref="PushIdleAndLookAgain"/>).</item>
 /// <item>How long a searcher looks before it parks: a spin scaled by the free cores, then a few yields, and many more
 /// yields while its latest park was a short gap between bursts of work (<see cref="BurstTracker"/>), so that
 /// back-to-back bursts find a searcher instead of paying a wake-up each, while a trickle of single items still parks at
@@ -47,8 +48,7 @@ internal sealed class IdleCoordinator
 {
     /// <summary>
     /// Searchers allowed however few workers are awake. Half of two awake workers is one searcher, so the other worker
-    /// parked at once whenever it ran dry and was woken again by the next burst (a futex round trip, and a process-wide
-    /// barrier, per burst); measured in-process on 2 cores, outside batches of 1,000 Run items went from about 5.7M to
+    /// parked at once whenever it ran dry and was woken again by the next burst (a futex round trip per burst); measured in-process on 2 cores, outside batches of 1,000 Run items went from about 5.7M to
     /// 10.2M items/s when both workers may search. From three awake workers on, half of them (rounded up) is at least
     /// two anyway, so this changes nothing for larger pools.
     /// </summary>
@@ -71,6 +71,15 @@ internal sealed class IdleCoordinator
     /// 61.4 ms).
     /// </summary>
     internal const int DefaultBurstYieldAttempts = 128;
+
+    /// <summary>
+    /// How long a worker that parked while another worker was awake sleeps before it looks at the queues once more,
+    /// unless woken first: the bound on the wait of a local item whose push raced the worker's last look (see
+    /// <see cref="PushIdleAndLookAgain"/>).
+    /// </summary>
+    internal const int RecheckAfterParkMs = 1;
+
+    private static readonly long s_recheckTicks = Stopwatch.Frequency * RecheckAfterParkMs / 1_000;
 
     /// <summary>
     /// Spin iterations that stand in for one yield while other processes share the cores (see <see cref="Search"/>):
@@ -315,20 +324,36 @@ internal sealed class IdleCoordinator
         {
             return false;
         }
-        if (!PushIdleAndLookAgain(self))
+        if (!PushIdleAndLookAgain(self, out bool recheck))
         {
-            // Work appeared (or shutdown started) while parking: look again without sleeping. This worker was counted
-            // idle for a moment, so the monitor may have judged the pool quiet and disarmed: re-arm it if nobody else is
-            // parked. The barrier orders the idle-stack removal before the monitor's armed flag is read (see the
-            // arming protocol in StallMonitor).
-            Interlocked.MemoryBarrier();
-            _monitor.EnsureMonitorIfNoneIdle();
-            return true;
+            return LookAgainAfterPark();
         }
         self.Counts.CountPark();
         long parkedAt = Stopwatch.GetTimestamp();
         while (true)
         {
+            if (recheck)
+            {
+                // One precise sleep (the blocker's deadline is in Stopwatch ticks), not a timeout in milliseconds, which
+                // a coarse clock can stretch over several wake-ups.
+                if (self.Blocker.WaitUntil(Stopwatch.GetTimestamp() + s_recheckTicks))
+                {
+                    break;
+                }
+                // The look that a local push may have raced (see PushIdleAndLookAgain). Still on the idle stack: if a
+                // waker popped this worker meanwhile, its signal is on the way.
+                recheck = false;
+                if (WorkVisibleToParked())
+                {
+                    if (_idle.TryRemove(self))
+                    {
+                        return LookAgainAfterPark();
+                    }
+                    self.Blocker.Wait();
+                    break;
+                }
+                continue; // nothing: sleep on, now until woken (or the idle timeout)
+            }
             int timeout = _idleTimeoutMs != Timeout.Infinite && _roster.Count > _threads.MinThreads
                 ? _idleTimeoutMs
                 : Timeout.Infinite;
@@ -347,11 +372,9 @@ internal sealed class IdleCoordinator
             {
                 return false;
             }
-            if (!PushIdleAndLookAgain(self))
+            if (!PushIdleAndLookAgain(self, out recheck))
             {
-                Interlocked.MemoryBarrier();
-                _monitor.EnsureMonitorIfNoneIdle();
-                return true;
+                return LookAgainAfterPark();
             }
         }
         self.Bursts.NoteWoken(Stopwatch.GetTimestamp() - parkedAt, self.Record.StartedCount);
@@ -360,37 +383,60 @@ internal sealed class IdleCoordinator
     }
 
     /// <summary>
-    /// Pushes the worker on the idle stack, then looks at every queue once more. Returns true when the worker should
-    /// sleep, false when it took itself back off the stack because work (or shutdown) appeared.
+    /// Work (or shutdown) appeared while parking, and the worker took itself back off the idle stack: it looks again
+    /// without sleeping. It was counted idle for a moment, so the monitor may have judged the pool quiet and disarmed:
+    /// re-arm it if nobody else is parked. The barrier orders the idle-stack removal before the monitor's armed flag is
+    /// read (see the arming protocol in StallMonitor).
     /// </summary>
-    private bool PushIdleAndLookAgain(Worker self)
+    private bool LookAgainAfterPark()
+    {
+        Interlocked.MemoryBarrier();
+        _monitor.EnsureMonitorIfNoneIdle();
+        return true;
+    }
+
+    /// <summary>
+    /// Pushes the worker on the idle stack, then looks at every queue once more. Returns true when the worker should
+    /// sleep, false when it took itself back off the stack because work (or shutdown) appeared. <paramref name="recheck"/>
+    /// says whether the sleep must end for one more look after <see cref="RecheckAfterParkMs"/>.
+    /// </summary>
+    /// <remarks>
+    /// Local pushes are not fenced (they are the hot path), so a pusher's store of its item may still sit in its store
+    /// buffer while it reads the searching count as non-zero and skips both the wake-up and the stall monitor. Then the
+    /// look below can miss the item, and nothing else brings this worker to it: the pusher runs it only after its
+    /// current item, which may block (on that very item's result, say). A full fence on both sides would close the race
+    /// at a cost on every local push. A process-wide barrier here would close it on the parking side only, but it
+    /// interrupts every core that runs a thread of the process and waits for each to answer: on a virtual machine an
+    /// interrupt between cores is an exit to the hypervisor on both sides, measured at 58 µs a barrier on a 2-core VM
+    /// with the other core running a thread of the process (1.5 µs with it idle). Every park would pay it while another
+    /// worker is busy, and a worker signalled meanwhile would wake that much later. So while another worker is awake
+    /// the first sleep is bounded instead: the store has long become visible after
+    /// <see cref="RecheckAfterParkMs"/>, and one more look then finds an item the first look missed. The race needs a
+    /// store still in flight at the look, so it is rare, and it costs at most that long. With every other worker
+    /// parked, no worker can be between an unfenced push and its read (a worker woken after this push runs only after
+    /// its waker's pop, which follows this push in the stack's order, so its later push-and-read sees this worker
+    /// parked and wakes it): a full fence suffices and the sleep is not bounded.
+    /// </remarks>
+    private bool PushIdleAndLookAgain(Worker self, out bool recheck)
     {
         _idle.Push(self);
-        // Local pushes are not fenced (they are the hot path), so a pusher's store of its item may still sit in its
-        // store buffer while it reads the searching count as non-zero and skips both the wake-up and the stall monitor.
-        // A process-wide barrier here flushes every other core's pending stores before the look below: either this look
-        // sees the item, or the pusher's read came after our decrement and idle push, and it wakes us or arms the
-        // monitor. The barrier interrupts every core running the process (an IPI, expensive in a VM), so it is skipped
-        // when every worker is parked: then no worker can be between an unfenced push and its read (a worker woken
-        // after our count runs only after its waker's pop, which follows our push and count in the lock's order, so its
-        // later push-and-read sees us parked and wakes us).
-        if (_roster.Count - _idle.Count > 0)
-        {
-            Interlocked.MemoryBarrierProcessWide();
-        }
-        else
-        {
-            Interlocked.MemoryBarrier();
-        }
-        // A shutting-down pool with a drain hold out parks its idle workers like a running one (continuations may still
-        // come); once the holds are gone it wakes them all, and this look (after the push, a full fence) sees the count.
-        if ((_scheduler.Sources.AnyWorkVisible() || (_scheduler.IsShutdownStarted && !_threads.HasDrainHolds)) && _idle.TryRemove(self))
+        recheck = _roster.Count - _idle.Count > 0;
+        Interlocked.MemoryBarrier();
+        if (WorkVisibleToParked() && _idle.TryRemove(self))
         {
             return false;
         }
         // Either nothing is visible, or a waker popped us first and has signalled (or is about to): sleep and take it.
         return true;
     }
+
+    /// <summary>
+    /// Whether a parking worker must look for work instead: an item is visible, or the pool is shutting down with no
+    /// drain hold out (a shutting-down pool with holds parks its idle workers like a running one, since continuations may
+    /// still come; once the holds are gone it wakes them all, and this look, after a full fence, sees the count).
+    /// </summary>
+    private bool WorkVisibleToParked() =>
+        _scheduler.Sources.AnyWorkVisible() || (_scheduler.IsShutdownStarted && !_threads.HasDrainHolds);
 
     /// <summary>Wakes up to <paramref name="count"/> parked workers (each finds nothing and re-evaluates in <see cref="Park"/>).</summary>
     public void WakeParked(int count)

@@ -109,6 +109,9 @@ internal sealed partial class Scheduler
     /// <summary>Whether shutdown has begun (the admission state is not running).</summary>
     public bool IsShutdownStarted => _state != StateRunning;
 
+    /// <summary>Workers parked on the idle stack (a snapshot).</summary>
+    public int ParkedWorkerCount => _idle.IdleCount;
+
     /// <summary>Whether shutdown with <see cref="ShutdownMode.CancelPending"/> has begun.</summary>
     public bool IsCancelling => _state == StateCancelling;
 

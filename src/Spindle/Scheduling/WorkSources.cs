@@ -363,8 +363,8 @@ internal sealed partial class WorkSources
     /// batch taken while the last searcher was parking (still in this worker's hands, invisible to the searcher's final
     /// look) waited for the first item, for ever if it blocked on them (a channel consumer queued with its producer:
     /// the comparison program's ping-pong/channel hung about once in 150 runs on 2 cores). Against a worker parking
-    /// meanwhile, the local push's protocol: the ring push is unfenced, and the parker's process-wide barrier makes it
-    /// visible to its final look (see IdleCoordinator).
+    /// meanwhile, the local push's protocol: the ring push is unfenced, and a worker that parks while another is awake
+    /// looks once more after a bounded first sleep, by when the push is visible (see IdleCoordinator).
     /// </remarks>
     private void WakeParkedForRestInRing(Worker self)
     {
