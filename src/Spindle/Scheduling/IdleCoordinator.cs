@@ -48,8 +48,9 @@ internal sealed class IdleCoordinator
 {
     /// <summary>
     /// Searchers allowed however few workers are awake. Half of two awake workers is one searcher, so the other worker
-    /// parked at once whenever it ran dry and was woken again by the next burst (a futex round trip per burst); measured in-process on 2 cores, outside batches of 1,000 Run items went from about 5.7M to
-    /// 10.2M items/s when both workers may search. From three awake workers on, half of them (rounded up) is at least
+    /// parked at once whenever it ran dry and was woken again by the next burst (a futex round trip per burst);
+    /// measured in-process on 2 cores, outside batches of 1,000 Run items went from about 5.7M to 10.2M items/s when
+    /// both workers may search. From three awake workers on, half of them (rounded up) is at least
     /// two anyway, so this changes nothing for larger pools.
     /// </summary>
     private const int MinSearchers = 2;
@@ -416,8 +417,8 @@ internal sealed class IdleCoordinator
     /// interrupt between cores is an exit to the hypervisor on both sides, measured at 58 µs a barrier on a 2-core VM
     /// with the other core running a thread of the process (1.5 µs with it idle). Every park would pay it while another
     /// worker is busy, and a worker signalled meanwhile would wake that much later. So while another worker is awake
-    /// the first sleep is bounded instead: the store has long become visible after
-    /// <see cref="RecheckAfterParkMs"/>, and one more look then finds an item the first look missed. The race needs a
+    /// the first sleep is bounded instead: the store has long become visible after <see cref="RecheckAfterParkMs"/>,
+    /// and one more look then finds an item the first look missed. The race needs a
     /// store still in flight at the look, so it is rare, and it costs at most that long. With every other worker
     /// parked, no worker can be between an unfenced push and its read (a worker woken after this push runs only after
     /// its waker's pop, which follows this push in the stack's order, so its later push-and-read sees this worker
