@@ -11,8 +11,9 @@ namespace Spindle.Primitives;
 /// whichever thread asks: the machine's busy CPU time (the first line of <c>/proc/stat</c>) less this process's own
 /// (its CPU clock), over the wall time between two samples. A searching worker asks before it
 /// yields its core (see <c>IdleCoordinator.Search</c>): when other processes' threads are runnable beside ours, a
-/// yield hands the core to one of them for a whole scheduler slice (milliseconds), while the worker still counts as
-/// searching and the enqueues it was kept for wait; it spins briefly in place of each yield instead.
+/// yield may hand the core to one of them for a whole scheduler slice (milliseconds), while the worker still counts as
+/// searching and the enqueues it was kept for wait; it then times its yields and spins briefly in place of each while
+/// they do (see <c>Parking.YieldVerdict</c>).
 /// </summary>
 /// <remarks>
 /// <para>Linux only (elsewhere <see cref="CoresShared"/> is always false and nothing is read). The figures count the

@@ -40,8 +40,8 @@ namespace Spindle.Scheduling;
 /// <item>How long a searcher looks before it parks: a spin scaled by the free cores, then a few yields, and many more
 /// yields while its latest park was a short gap between bursts of work (<see cref="BurstTracker"/>), so that
 /// back-to-back bursts find a searcher instead of paying a wake-up each, while a trickle of single items still parks at
-/// once. While other processes keep the cores busy (<see cref="OtherProcessesLoad"/>) each yield becomes a short spin:
-/// a yield would hand the core to one of them for a whole slice.</item>
+/// once. While other processes keep the cores busy (<see cref="OtherProcessesLoad"/>) the yields are timed, and each
+/// becomes a short spin while they hand the core to one of those processes for a whole slice (<see cref="YieldVerdict"/>).</item>
 /// </list>
 /// </remarks>
 internal sealed class IdleCoordinator
@@ -87,12 +87,6 @@ internal sealed class IdleCoordinator
     internal const int RecheckAfterParkMs = 10;
 
     private static readonly long s_recheckTicks = Stopwatch.Frequency * RecheckAfterParkMs / 1_000;
-
-    /// <summary>
-    /// Spin iterations that stand in for one yield while other processes share the cores (see <see cref="Search"/>):
-    /// about as long as a yield takes with nothing else runnable, under a microsecond.
-    /// </summary>
-    private const int SharedCoreYieldSpins = 20;
 
     private readonly IdleStack<Worker> _idle = new();
     private readonly int _maxSpinAttempts;
@@ -247,21 +241,20 @@ internal sealed class IdleCoordinator
             }
             else if (attempt < attempts + yields)
             {
-                // Yields pay only while the threads they let run are this process's: when other processes keep a core
-                // busy beside ours, a yield gives it one of their threads for a whole scheduler slice (milliseconds),
-                // while this worker still counts as searching and every enqueue relies on it. Measured beside two busy
-                // loops on 2 cores, enqueue-to-start p50 was 2.3 ms with the yields. A short spin in place of each
-                // yield keeps the worker on its core and available for about as long as the yields would have
-                // (13-15 us p50 then); parking at once instead was as fast to wake but made a worker's local hand-offs
-                // 2.4 times slower (ping-pong 73 to 175 ns a hop), each park costing the busy worker a process-wide
-                // barrier.
+                // While other processes keep the cores busy, whether a yield pays depends on where it sends the core
+                // (see YieldVerdict): to one of their threads for a whole slice when they share this process's
+                // scheduling group (enqueue-to-start p50 2.3 ms beside two busy loops in the same session, 2 cores), or
+                // nowhere but this process's own threads when they do not, and then a spin in its place only spends
+                // the process's share of the core (channel ping-pong beside two busy loops in sessions of their own:
+                // 23-34 us a hop spinning, 11-20 yielding, a third of the CPU). So the yields are timed, and spun
+                // instead while they hand the core away.
                 if (attempt == attempts)
                 {
                     coresShared = OtherProcessesLoad.Process.CoresShared();
                 }
                 if (coresShared)
                 {
-                    Thread.SpinWait(SharedCoreYieldSpins);
+                    self.Backoff.YieldOnSharedCores(YieldVerdict.Process);
                     continue;
                 }
                 // Past the spin budget, offer the core to other runnable threads before parking. When threads outnumber

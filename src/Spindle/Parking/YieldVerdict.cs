@@ -1,0 +1,129 @@
+using System;
+using System.Diagnostics;
+using System.Threading;
+
+namespace Spindle.Parking;
+
+/// <summary>
+/// Whether a searching worker's yield hands its core to another process's thread for a whole scheduler slice, judged
+/// from how long the searchers' recent yields took while other processes kept the cores busy. Searchers yield as usual
+/// while the verdict allows it and spin briefly in place of each yield while it does not.
+/// </summary>
+/// <remarks>
+/// <para>Why it has to be measured. Linux's fair scheduler shares a core between groups first (a session's autogroup, a
+/// container's cgroup) and between the threads of a group second; a yield only gives way within the yielder's own
+/// group. Busy processes in other groups (another service, another container) do not get the core from a yield: it
+/// returns in a microsecond or two unless a thread of the same group is runnable there, and spinning in its place only
+/// spends the group's share of the core, which the thread that has work to do then lacks. Busy processes in the same
+/// group (a build in the same terminal session, a neighbour in the same container) do get it: the yielder waits out
+/// their slice (milliseconds) while it still counts as searching and every enqueue relies on it. Which case holds is
+/// not something a process can read cheaply, but the yields themselves show it. Measured on 2 cores beside two busy
+/// loops, timing `sched_yield`: with the loops in sessions of their own, 15 of 20,000 yields took a millisecond or
+/// more; in the yielder's session, 180 of 2,000.</para>
+/// <para>The rule, a sequential test between the two cases: each searcher keeps the evidence of its own recent yields
+/// (owner only, <see cref="Window"/>), the log of how much likelier they are if a yield hands the core away than if it
+/// does not. A slow yield (<see cref="SlowYieldTicks"/> or more) adds <see cref="SlowEvidence"/>, a quick one takes
+/// <see cref="QuickEvidence"/> away; the rates behind them are the measured ones with a margin (9 % and 0.3 % of yields
+/// slow: the pool's own searchers beside busy loops in other sessions saw 0.13-0.33 %, where a yield can give way to a
+/// thread of this process that is then preempted). Evidence that reaches <see cref="StopAt"/> (a false stop about once
+/// in 100,000 tests where yields do not hand the core away: four slow yields close together) stops yields for every
+/// searcher of the process for a hold, which starts at <see cref="FirstHoldTicks"/> and doubles (up to
+/// <see cref="MaxHoldTicks"/>) each time yields are stopped again; evidence that falls to <see cref="ClearAt"/> (some
+/// fifty quick yields) starts a new test and sets the hold back to the first. So beside processes in the same group a
+/// hold costs a few slow yields, ever more rarely, and beside processes in other groups yields stay on. Evidence older
+/// than <see cref="StaleWindowTicks"/> is dropped: it was about other processes.</para>
+/// <para>Protocol: <see cref="YieldsStopped"/> is a volatile read on the searcher's path. The rare writes (a stop, the
+/// reset of the hold) take a lock, so that searchers stopping at once extend the hold once.</para>
+/// </remarks>
+internal sealed class YieldVerdict
+{
+    /// <summary>A yield that took this long (500 µs) or longer gave the core to some other thread for a slice.</summary>
+    public static readonly long SlowYieldTicks = Stopwatch.Frequency / 2_000;
+
+    /// <summary>The evidence a slow yield adds: ln(0.09 / 0.003).</summary>
+    public static readonly double SlowEvidence = Math.Log(0.09 / 0.003);
+
+    /// <summary>The evidence a quick yield takes away: ln(0.91 / 0.997), negative.</summary>
+    public static readonly double QuickEvidence = Math.Log(0.91 / 0.997);
+
+    /// <summary>Evidence at which yields stop: ln(100,000).</summary>
+    public static readonly double StopAt = Math.Log(100_000);
+
+    /// <summary>Evidence at which yields are judged fine and a new test starts: ln(0.01).</summary>
+    public static readonly double ClearAt = Math.Log(0.01);
+
+    /// <summary>Evidence gathered since longer ago than this (1 s) is stale: the test starts afresh.</summary>
+    public static readonly long StaleWindowTicks = Stopwatch.Frequency;
+
+    /// <summary>The first hold (1 s).</summary>
+    public static readonly long FirstHoldTicks = Stopwatch.Frequency;
+
+    /// <summary>The longest hold (32 s).</summary>
+    public static readonly long MaxHoldTicks = Stopwatch.Frequency * 32;
+
+    /// <summary>The verdict every pool of the process follows: it is about the machine and the process's group.</summary>
+    public static readonly YieldVerdict Process = new();
+
+    private readonly object _gate = new();
+
+    // Stopwatch ticks until which yields are stopped (0: never stopped). Volatile reads; written under _gate.
+    private long _stoppedUntil;
+
+    // The next hold's length, under _gate.
+    private long _nextHoldTicks = FirstHoldTicks;
+
+    /// <summary>A searcher's evidence from its timed yields: owned by one worker's thread, passed by reference.</summary>
+    public struct Window
+    {
+        internal double Evidence;
+        internal long StartedAt;
+    }
+
+    /// <summary>Whether searchers should spin in place of yields at <paramref name="now"/>.</summary>
+    public bool YieldsStopped(long now) => now < Volatile.Read(ref _stoppedUntil);
+
+    /// <summary>The Stopwatch time until which yields are stopped (0 when they never were); for tests and diagnostics.</summary>
+    public long StoppedUntil => Volatile.Read(ref _stoppedUntil);
+
+    /// <summary>Records one yield that began at <paramref name="startedAt"/> and took <paramref name="elapsedTicks"/>.</summary>
+    public void Record(ref Window window, long elapsedTicks, long startedAt)
+    {
+        Debug.Assert(elapsedTicks >= 0);
+        if (window.StartedAt == 0 || startedAt - window.StartedAt > StaleWindowTicks)
+        {
+            window = new Window { StartedAt = startedAt };
+        }
+        window.Evidence += elapsedTicks >= SlowYieldTicks ? SlowEvidence : QuickEvidence;
+        if (window.Evidence >= StopAt)
+        {
+            Stop(startedAt + elapsedTicks);
+            window = default;
+        }
+        else if (window.Evidence <= ClearAt)
+        {
+            if (Volatile.Read(ref _nextHoldTicks) != FirstHoldTicks)
+            {
+                lock (_gate)
+                {
+                    _nextHoldTicks = FirstHoldTicks; // the yields were quick: the next hold starts small again
+                }
+            }
+            window = default;
+        }
+    }
+
+    private void Stop(long now)
+    {
+        lock (_gate)
+        {
+            if (now < _stoppedUntil)
+            {
+                return; // another searcher stopped yields meanwhile
+            }
+            long hold = _nextHoldTicks;
+            Volatile.Write(ref _stoppedUntil, now + hold);
+            _nextHoldTicks = Math.Min(hold * 2, MaxHoldTicks);
+            Debug.Assert(_nextHoldTicks >= FirstHoldTicks && _nextHoldTicks <= MaxHoldTicks);
+        }
+    }
+}
