@@ -11,8 +11,10 @@ namespace Spindle.Compare.Infrastructure;
 /// <summary>
 /// Process-wide figures of a child run's measured part, reported for every scenario and pool: wall time, process CPU
 /// time, peak thread count, allocated bytes (per item when the scenario says how many items it ran), collections per
-/// generation, and the methods the JIT compiled meanwhile (tier-ups included: a figure well above zero means the
-/// warm-up ended before the code being measured had reached its final tier).
+/// generation, the methods the JIT compiled meanwhile (tier-ups included: a figure well above zero means the
+/// warm-up ended before the code being measured had reached its final tier), and the scheduling decisions that set a
+/// fast run of a case apart from a slow one (<see cref="SchedulingCounts"/>: context switches, voluntary and not, and
+/// Spindle's parks and steals).
 /// </summary>
 /// <remarks>
 /// The measured part starts when the warm-up ends (<see cref="Warmup.Repeat(System.Action)"/> calls <see cref="MarkMeasuredStart"/>;
@@ -34,6 +36,10 @@ internal static class ProcessMeter
         new("process gen1", "collections", Better.Lower),
         new("process gen2", "collections", Better.Lower),
         new("process jit", "methods", Better.Lower),
+        new("process switches", "switches", Better.Lower),
+        new("process preemptions", "switches", Better.Lower),
+        new("process parks", "parks", Better.Lower),
+        new("process steals", "steals", Better.Lower),
     ];
 
     public const string Prefix = "process ";
@@ -42,6 +48,7 @@ internal static class ProcessMeter
     private static long s_startCpu;
     private static GcSnapshot s_startGc;
     private static long s_startJit;
+    private static SchedulingCounts.Snapshot s_startCounts;
     private static int s_peakThreads;
     private static volatile bool s_sampling;
     private static Thread? s_sampler;
@@ -64,6 +71,7 @@ internal static class ProcessMeter
         Volatile.Write(ref s_peakThreads, ReadThreadCount());
         s_startGc = GcSnapshot.Take();
         s_startJit = JitInfo.GetCompiledMethodCount();
+        s_startCounts = SchedulingCounts.Take();
         s_startCpu = CpuClock.ProcessNanoseconds();
         s_startTimestamp = Stopwatch.GetTimestamp();
     }
@@ -74,6 +82,7 @@ internal static class ProcessMeter
         long end = Stopwatch.GetTimestamp();
         long cpu = CpuClock.ProcessNanoseconds();
         long jit = JitInfo.GetCompiledMethodCount() - s_startJit;
+        SchedulingCounts.Snapshot counts = SchedulingCounts.Take() - s_startCounts;
         GcSnapshot gc = GcSnapshot.Take() - s_startGc;
         s_sampling = false;
         int peak = Math.Max(Volatile.Read(ref s_peakThreads), ReadThreadCount());
@@ -86,6 +95,22 @@ internal static class ProcessMeter
             .Set(Metrics[5].Name, gc.Gen1)
             .Set(Metrics[6].Name, gc.Gen2)
             .Set(Metrics[7].Name, jit);
+        SetCount(measurement, Metrics[8].Name, counts.VoluntarySwitches);
+        SetCount(measurement, Metrics[9].Name, counts.InvoluntarySwitches);
+        SetCount(measurement, Metrics[10].Name, counts.Parks);
+        SetCount(measurement, Metrics[11].Name, counts.Steals);
+    }
+
+    private static void SetCount(Measurement measurement, string metric, long? count)
+    {
+        if (count is { } value)
+        {
+            measurement.Set(metric, value);
+        }
+        else
+        {
+            measurement.SetUnavailable(metric);
+        }
     }
 
     private static void Sample()

@@ -9,13 +9,16 @@ namespace Spindle.Compare.Reporting;
 
 /// <summary>
 /// The process figures of every case (<see cref="ProcessMeter"/>), one line per case and pool: medians over the runs
-/// of the measured part's wall time, CPU time, peak thread count, allocation per item, collections and methods compiled.
+/// of the measured part's wall time, CPU time, peak thread count, allocation per item, collections, methods compiled,
+/// context switches (voluntary, and preemptions) and, for Spindle, its workers' parks and steals.
 /// </summary>
 internal static class ProcessTable
 {
     private const int NumericFrom = 3;
 
-    public static readonly string[] Header = ["scenario", "variant", "pool", "wall (ms)", "cpu (ms)", "cpu/wall", "peak threads", "alloc (B/item)", "gen0", "gen1", "gen2", "jit"];
+    public static readonly string[] Header =
+        ["scenario", "variant", "pool", "wall (ms)", "cpu (ms)", "cpu/wall", "peak threads", "alloc (B/item)", "gen0", "gen1", "gen2", "jit",
+         "switches", "preemptions", "parks", "steals"];
 
     /// <summary>The table's cells, one array per line.</summary>
     public static List<string[]> Lines(IReadOnlyList<ReportRow> rows)
@@ -27,7 +30,10 @@ internal static class ProcessTable
             bool first = true;
             foreach (PoolKind pool in PoolKind.All)
             {
-                string Cell(int metric) => byMetric[ProcessMeter.Metrics[metric].Name].For(pool).Median is { } value ? ReportRow.Format(value) : "n/a";
+                string Cell(int metric) =>
+                    byMetric.TryGetValue(ProcessMeter.Metrics[metric].Name, out ReportRow? row) && row.For(pool).Median is { } value
+                        ? ReportRow.Format(value)
+                        : "n/a";
                 double? wall = byMetric[ProcessMeter.Metrics[0].Name].For(pool).Median;
                 double? cpu = byMetric[ProcessMeter.Metrics[1].Name].For(pool).Median;
                 lines.Add(
@@ -44,6 +50,10 @@ internal static class ProcessTable
                     Cell(5),
                     Cell(6),
                     Cell(7),
+                    Cell(8),
+                    Cell(9),
+                    Cell(10),
+                    Cell(11),
                 ]);
                 first = false;
             }
