@@ -226,6 +226,10 @@ internal sealed class IdleCoordinator
         {
             if (sources.TakeForSearcher(self, checkOwnWork, out item))
             {
+                if (attempt > attempts)
+                {
+                    self.Bursts.NoteFoundLate(self.Record.StartedCount); // found after yielding: a trickle, not a burst
+                }
                 int left = Interlocked.Decrement(ref _searching.Value);
                 Debug.Assert(left >= 0);
                 if (left == 0 && sources.AnyWorkVisible())

@@ -5,7 +5,7 @@ namespace Spindle.Tests.Parking;
 
 /// <summary>
 /// <see cref="BurstTracker"/>: a search is extended only after a short park followed by a burst's worth of items; a
-/// trickle of single items or a long park never extends it.
+/// trickle of single items, one caught by searching, or a long park never extends it.
 /// </summary>
 public sealed class BurstTrackerTests
 {
@@ -59,4 +59,25 @@ public sealed class BurstTrackerTests
         Assert.False(tracker.InBackToBackBursts(100 * BurstTracker.BurstItems)); // counted from this wake
         Assert.True(tracker.InBackToBackBursts(101 * BurstTracker.BurstItems));
     }
+
+    [Fact]
+    public void ItemsASearchHadToYieldFor_DoNotCountTowardsABurst()
+    {
+        // A trickle caught by searching: the worker woke soon and keeps starting items, but each was found only after
+        // its search had begun to yield.
+        var tracker = new BurstTracker();
+        tracker.NoteWoken(Short, started: 0);
+        for (long started = 1; started < 10 * BurstTracker.BurstItems; started++)
+        {
+            tracker.NoteFoundLate(started);
+            Assert.False(tracker.InBackToBackBursts(started + 1));
+        }
+
+        // From the last late find on, a burst's worth of items found at once qualifies again.
+        long last = 10 * BurstTracker.BurstItems;
+        tracker.NoteFoundLate(last);
+        Assert.False(tracker.InBackToBackBursts(last + BurstTracker.BurstItems - 1));
+        Assert.True(tracker.InBackToBackBursts(last + BurstTracker.BurstItems));
+    }
+
 }
