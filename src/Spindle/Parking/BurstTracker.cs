@@ -11,14 +11,19 @@ namespace Spindle.Parking;
 /// <remarks>
 /// <para>The rule: the latest park ended within <see cref="ShortParkTicks"/> (200 µs: the gap between two bursts, not
 /// idleness) and the worker has started at least <see cref="BurstItems"/> items since it woke without a search having
-/// to yield for one of them (a burst's worth, not items of a trickle). A trickle of single items, however close
-/// together, never qualifies, so a pool fed one item every 100 µs still parks at once between items and burns no CPU
-/// spinning through the gaps; a long park turns the rule off until the next short one.</para>
-/// <para>Why the yields count: a searcher that catches a trickle's next items in its spin and yields (they arrive while
+/// to wait <see cref="TrickleWaitTicks"/> or more into its yields for one of them (a burst's worth, not items of a
+/// trickle). A trickle of single items, however close together, never qualifies, so a pool fed one item every 100 µs
+/// still parks at once between items and burns no CPU spinning through the gaps; a long park turns the rule off until
+/// the next short one.</para>
+/// <para>Why the long waits count: a searcher that catches a trickle's next items in its spin and yields (they arrive while
 /// it searches) starts many items without parking, and once those counted as a burst the longer search caught still
 /// more of them, a state that fed itself. Beside one item per 100 µs from outside (2 cores, the comparison program's
 /// <c>idle-cpu</c>), the pool's CPU over 3 s read 255-646 ms, and 1,225 ms in one run, against 245-410 ms with no
-/// extension at all. A burst's items are found within the spin: its producer is at most a microsecond ahead.</para>
+/// extension at all. A burst's items are found within the spin: its producer is at most a microsecond ahead. A
+/// hand-off between two parties (a channel's producer waiting for its consumer) is found within microseconds of
+/// yielding, and beside busy processes within tens of them; counting those as a trickle made every hop of a channel
+/// ping-pong beside two busy loops park (20-27 µs a hop against 11-19, ten to a hundred times the parks), hence the
+/// wait's length, not the yields alone.</para>
 /// <para>The cost is bounded: the extension only adds yields to a search (<see cref="Scheduling.IdleCoordinator.DefaultBurstYieldAttempts"/>),
 /// and the first park after the bursts stop is long, so at most one extended search runs per idle period.</para>
 /// </remarks>
@@ -26,6 +31,14 @@ internal sealed class BurstTracker
 {
     /// <summary>A park shorter than this (200 µs) is a gap between bursts.</summary>
     public static readonly long ShortParkTicks = Stopwatch.Frequency / 5_000;
+
+    /// <summary>
+    /// A search that had to yield and found its item only this long (80 µs) after its yields began found a trickle's
+    /// next item (see <see cref="NoteFoundLate"/>): waiting that long costs more than the wake a park would need. One
+    /// item per 100 µs from outside is found about 95 µs into the yields; a channel's hop beside two busy loops in
+    /// 10-20 µs, and at 50 µs enough of them still crossed the line to make a few runs park at every hop.
+    /// </summary>
+    public static readonly long TrickleWaitTicks = Stopwatch.Frequency / 12_500;
 
     /// <summary>Items started since the latest wake for it to count as a burst's wake.</summary>
     public const int BurstItems = 16;
@@ -42,8 +55,9 @@ internal sealed class BurstTracker
     }
 
     /// <summary>
-    /// A search found its item only after it had started yielding (a trickle's next item, not the next of a burst): the
-    /// items started so far, <paramref name="started"/>, came one at a time and no longer count towards a burst.
+    /// A search found its item only <see cref="TrickleWaitTicks"/> or more after it had started yielding (a trickle's next
+    /// item, not the next of a burst): the items started so far, <paramref name="started"/>, came one at a time and no
+    /// longer count towards a burst.
     /// </summary>
     public void NoteFoundLate(long started)
     {

@@ -222,13 +222,14 @@ internal sealed class IdleCoordinator
         int yields = self.Bursts.InBackToBackBursts(self.Record.StartedCount) ? _yieldAttempts + _burstYieldAttempts : _yieldAttempts;
         WorkSources sources = _scheduler.Sources;
         bool coresShared = false;
+        long yieldsFrom = 0; // when the yields began (read only if the item is found after one)
         for (int attempt = 0; ; attempt++)
         {
             if (sources.TakeForSearcher(self, checkOwnWork, out item))
             {
-                if (attempt > attempts)
+                if (attempt > attempts && Stopwatch.GetTimestamp() - yieldsFrom >= BurstTracker.TrickleWaitTicks)
                 {
-                    self.Bursts.NoteFoundLate(self.Record.StartedCount); // found after yielding: a trickle, not a burst
+                    self.Bursts.NoteFoundLate(self.Record.StartedCount); // found after a long wait: a trickle, not a burst
                 }
                 int left = Interlocked.Decrement(ref _searching.Value);
                 Debug.Assert(left >= 0);
@@ -255,6 +256,7 @@ internal sealed class IdleCoordinator
                 if (attempt == attempts)
                 {
                     coresShared = OtherProcessesLoad.Process.CoresShared();
+                    yieldsFrom = Stopwatch.GetTimestamp();
                 }
                 if (coresShared)
                 {
