@@ -62,7 +62,16 @@ public sealed class WorkerPoolHelperWakeTests
         using var otherRan = new ManualResetEventSlim();
         using var ringItemRan = new ManualResetEventSlim();
         using var producerDone = new ManualResetEventSlim();
-        using WorkerPool pool = CreatePool(threads: 2); // disposed first: it drains while the events still exist
+        // The look after the bounded sleep must come after the push below, whatever the machine's load: it is set to
+        // 2 s here (10 ms by default), which the push, a few milliseconds after the park is seen, precedes.
+        using WorkerPool pool = new(new WorkerPoolOptions
+        {
+            Name = nameof(WorkerPoolHelperWakeTests),
+            MinThreads = 2,
+            MaxThreads = 2,
+            ExceptionPolicy = UnhandledExceptionPolicy.Report,
+            RecheckAfterParkMs = 2_000,
+        }); // disposed first: it drains while the events still exist
         bool taken = false;
         int parkedBefore = -1;
         pool.UnsafeQueueUserWorkItem(_ =>

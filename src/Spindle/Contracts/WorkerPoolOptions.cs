@@ -203,6 +203,12 @@ public sealed class WorkerPoolOptions
     /// <summary>Test seam: the yields a search adds while work arrives in back-to-back bursts (null: the default; 0: none).</summary>
     internal int? BurstYieldAttempts { get; set; }
 
+    /// <summary>
+    /// Test seam: how long a worker that parks while another is awake sleeps before its one more look, in milliseconds
+    /// (null: <see cref="Scheduling.IdleCoordinator.RecheckAfterParkMs"/>).
+    /// </summary>
+    internal int? RecheckAfterParkMs { get; set; }
+
     /// <summary>Test seam: the lanes' starvation interval in milliseconds (null: <see cref="Lanes.LaneSet.StarvationIntervalMs"/>).</summary>
     internal int? LaneStarvationIntervalMs { get; set; }
 

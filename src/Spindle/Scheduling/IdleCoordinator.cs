@@ -86,13 +86,13 @@ internal sealed class IdleCoordinator
     /// </summary>
     internal const int RecheckAfterParkMs = 10;
 
-    private static readonly long s_recheckTicks = Stopwatch.Frequency * RecheckAfterParkMs / 1_000;
 
     private readonly IdleStack<Worker> _idle = new();
     private readonly int _maxSpinAttempts;
     private readonly int _yieldAttempts;
     private readonly int _burstYieldAttempts;
     private readonly int _idleTimeoutMs;
+    private readonly long _recheckTicks;
 
     // Workers currently searching for work. Written by searchers and wakers with atomics; read by every enqueue.
     private PaddedInt32 _searching;
@@ -110,6 +110,7 @@ internal sealed class IdleCoordinator
         _yieldAttempts = options.YieldAttempts ?? DefaultYieldAttempts;
         _burstYieldAttempts = options.BurstYieldAttempts ?? DefaultBurstYieldAttempts;
         _idleTimeoutMs = options.IdleTimeoutMilliseconds;
+        _recheckTicks = Stopwatch.Frequency * (options.RecheckAfterParkMs ?? RecheckAfterParkMs) / 1_000;
     }
 
     public void Connect(Scheduler scheduler, IWorkerThreads threads, IStallWatch monitor, IOutsideRelief relief)
@@ -342,7 +343,7 @@ internal sealed class IdleCoordinator
             {
                 // One precise sleep (the blocker's deadline is in Stopwatch ticks), not a timeout in milliseconds, which
                 // a coarse clock can stretch over several wake-ups.
-                if (self.Blocker.WaitUntil(Stopwatch.GetTimestamp() + s_recheckTicks))
+                if (self.Blocker.WaitUntil(Stopwatch.GetTimestamp() + _recheckTicks))
                 {
                     break;
                 }
