@@ -34,7 +34,7 @@ internal sealed class BurstTracker
 
     /// <summary>
     /// A search that had to yield and found its item only this long (80 µs) after its yields began found a trickle's
-    /// next item (see <see cref="NoteFoundLate"/>): waiting that long costs more than the wake a park would need. One
+    /// next item (see <see cref="NoteFoundAfterYielding"/>): waiting that long costs more than the wake a park would need. One
     /// item per 100 µs from outside is found about 95 µs into the yields; a channel's hop beside two busy loops in
     /// 10-20 µs, and at 50 µs enough of them still crossed the line to make a few runs park at every hop.
     /// </summary>
@@ -55,14 +55,17 @@ internal sealed class BurstTracker
     }
 
     /// <summary>
-    /// A search found its item only <see cref="TrickleWaitTicks"/> or more after it had started yielding (a trickle's next
-    /// item, not the next of a burst): the items started so far, <paramref name="started"/>, came one at a time and no
-    /// longer count towards a burst.
+    /// A search found its item <paramref name="waitedTicks"/> after it had started yielding, with <paramref name="started"/>
+    /// items started so far. From <see cref="TrickleWaitTicks"/> on it was a trickle's next item, not the next of a
+    /// burst: the items started so far came one at a time and no longer count towards a burst.
     /// </summary>
-    public void NoteFoundLate(long started)
+    public void NoteFoundAfterYielding(long waitedTicks, long started)
     {
         Debug.Assert(started >= _startedAtWake);
-        _startedAtWake = started;
+        if (waitedTicks >= TrickleWaitTicks)
+        {
+            _startedAtWake = started;
+        }
     }
 
     /// <summary>Whether work has been arriving in back-to-back bursts, given the items started so far (see the remarks).</summary>

@@ -86,7 +86,6 @@ internal sealed class IdleCoordinator
     /// </summary>
     internal const int RecheckAfterParkMs = 10;
 
-
     private readonly IdleStack<Worker> _idle = new();
     private readonly int _maxSpinAttempts;
     private readonly int _yieldAttempts;
@@ -228,9 +227,9 @@ internal sealed class IdleCoordinator
         {
             if (sources.TakeForSearcher(self, checkOwnWork, out item))
             {
-                if (attempt > attempts && Stopwatch.GetTimestamp() - yieldsFrom >= BurstTracker.TrickleWaitTicks)
+                if (attempt > attempts)
                 {
-                    self.Bursts.NoteFoundLate(self.Record.StartedCount); // found after a long wait: a trickle, not a burst
+                    self.Bursts.NoteFoundAfterYielding(Stopwatch.GetTimestamp() - yieldsFrom, self.Record.StartedCount);
                 }
                 int left = Interlocked.Decrement(ref _searching.Value);
                 Debug.Assert(left >= 0);

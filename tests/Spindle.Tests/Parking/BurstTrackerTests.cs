@@ -69,13 +69,13 @@ public sealed class BurstTrackerTests
         tracker.NoteWoken(Short, started: 0);
         for (long started = 1; started < 10 * BurstTracker.BurstItems; started++)
         {
-            tracker.NoteFoundLate(started);
+            tracker.NoteFoundAfterYielding(BurstTracker.TrickleWaitTicks, started);
             Assert.False(tracker.InBackToBackBursts(started + 1));
         }
 
         // From the last late find on, a burst's worth of items found at once qualifies again.
         long last = 10 * BurstTracker.BurstItems;
-        tracker.NoteFoundLate(last);
+        tracker.NoteFoundAfterYielding(BurstTracker.TrickleWaitTicks, last);
         Assert.False(tracker.InBackToBackBursts(last + BurstTracker.BurstItems - 1));
         Assert.True(tracker.InBackToBackBursts(last + BurstTracker.BurstItems));
     }

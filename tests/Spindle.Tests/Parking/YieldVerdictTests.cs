@@ -23,8 +23,7 @@ public sealed class YieldVerdictTests
         long now = Start;
         for (int i = 0; i < 100_000; i++)
         {
-            verdict.Record(ref window, Quick, now);
-            now += Quick;
+            Yield(verdict, ref window, ref now, Quick);
         }
         Assert.False(verdict.YieldsStopped(now));
         Assert.Equal(0, verdict.StoppedUntil);
@@ -38,12 +37,10 @@ public sealed class YieldVerdictTests
         long now = Start;
         for (int i = 0; i < 3; i++)
         {
-            verdict.Record(ref window, Slow, now);
-            now += Slow;
+            Yield(verdict, ref window, ref now, Slow);
             Assert.False(verdict.YieldsStopped(now)); // three are not yet enough evidence
         }
-        verdict.Record(ref window, Slow, now);
-        now += Slow;
+        Yield(verdict, ref window, ref now, Slow);
         Assert.True(verdict.YieldsStopped(now));
         Assert.Equal(now + YieldVerdict.FirstHoldTicks, verdict.StoppedUntil);
         Assert.True(verdict.YieldsStopped(now + YieldVerdict.FirstHoldTicks - 1));
@@ -61,8 +58,7 @@ public sealed class YieldVerdictTests
         while (!verdict.YieldsStopped(now))
         {
             long took = yields % 11 == 5 ? Slow : Quick;
-            verdict.Record(ref window, took, now);
-            now += took;
+            Yield(verdict, ref window, ref now, took);
             yields++;
             Assert.True(yields <= 60, $"Yields were not stopped after {yields} yields, one in eleven slow.");
         }
@@ -78,8 +74,7 @@ public sealed class YieldVerdictTests
         for (int i = 0; i < 1_000_000; i++)
         {
             long took = i % 300 == 150 ? Slow : Quick;
-            verdict.Record(ref window, took, now);
-            now += took;
+            Yield(verdict, ref window, ref now, took);
         }
         Assert.Equal(0, verdict.StoppedUntil);
     }
@@ -103,8 +98,7 @@ public sealed class YieldVerdictTests
         // Quick yields enough to clear the evidence: the next stop holds for the first hold again.
         for (int i = 0; i < 100; i++)
         {
-            verdict.Record(ref window, Quick, now);
-            now += Quick;
+            Yield(verdict, ref window, ref now, Quick);
         }
         now = StopYields(verdict, ref window, now);
         Assert.Equal(now + YieldVerdict.FirstHoldTicks, verdict.StoppedUntil);
@@ -118,8 +112,7 @@ public sealed class YieldVerdictTests
         long now = Start;
         for (int i = 0; i < 3; i++)
         {
-            verdict.Record(ref window, Slow, now);
-            now += Slow;
+            Yield(verdict, ref window, ref now, Slow);
         }
         now += YieldVerdict.StaleWindowTicks + 1;
         verdict.Record(ref window, Slow, now); // would be the fourth in a row, but the first three are stale
@@ -136,8 +129,7 @@ public sealed class YieldVerdictTests
         for (int i = 0; i < 3; i++)
         {
             verdict.Record(ref first, Slow, now);
-            verdict.Record(ref second, Slow, now);
-            now += Slow;
+            Yield(verdict, ref second, ref now, Slow);
         }
         verdict.Record(ref first, Slow, now);
         long stoppedUntil = verdict.StoppedUntil;
@@ -149,13 +141,19 @@ public sealed class YieldVerdictTests
         Assert.Equal(now + (2 * YieldVerdict.FirstHoldTicks), verdict.StoppedUntil);
     }
 
+    /// <summary>Records one yield of <paramref name="took"/> that began at <paramref name="now"/>, and moves the clock past it.</summary>
+    private static void Yield(YieldVerdict verdict, ref YieldVerdict.Window window, ref long now, long took)
+    {
+        verdict.Record(ref window, took, now);
+        now += took;
+    }
+
     /// <summary>Records slow yields from <paramref name="now"/> until yields stop; returns the time they stopped.</summary>
     private static long StopYields(YieldVerdict verdict, ref YieldVerdict.Window window, long now)
     {
         while (!verdict.YieldsStopped(now))
         {
-            verdict.Record(ref window, Slow, now);
-            now += Slow;
+            Yield(verdict, ref window, ref now, Slow);
         }
         Debug.Assert(verdict.StoppedUntil > now);
         return now;
