@@ -171,10 +171,14 @@ internal static class Program
                 {
                     foreach (PoolKind pool in PoolKind.All)
                     {
-                        ChildOutcome outcome = ChildProcess.Run(scenario, result.Variant, pool, options.Full, options.Timeout);
+                        string? sameAs = scenario.SameRunAs(result.Variant, pool);
+                        ChildOutcome outcome = sameAs is null
+                            ? ChildProcess.Run(scenario, result.Variant, pool, options.Full, options.Timeout)
+                            : SharedOutcome(results, sameAs, pool, run);
                         result.Add(pool, outcome);
                         progress.RunFinished();
-                        string label = $"{scenario.Id} {result.Variant} {pool.Id} run {run}/{caseRuns}";
+                        string label = $"{scenario.Id} {result.Variant} {pool.Id} run {run}/{caseRuns}"
+                            + (sameAs is null ? "" : $" (the {sameAs} run: the same code on this pool)");
                         Console.WriteLine($"{progress.Prefix()} " + (outcome.Succeeded
                             ? $"{label}: {Headline(scenario, outcome.Measurement!)}  [{outcome.Threads} threads, {outcome.WallTime.TotalSeconds:F1} s]"
                             : $"{label}: FAILED: {outcome.Failure}"));
@@ -186,6 +190,19 @@ internal static class Program
                 }
             }
         }
+    }
+
+    /// <summary>The outcome of round <paramref name="run"/> of <paramref name="variant"/> on <paramref name="pool"/>, measured earlier in the round.</summary>
+    private static ChildOutcome SharedOutcome(List<CaseResult> results, string variant, PoolKind pool, int run)
+    {
+        CaseResult? source = results.Find(r => r.Variant == variant);
+        IReadOnlyList<ChildOutcome>? outcomes = source?.Outcomes(pool);
+        if (outcomes is null || outcomes.Count < run)
+        {
+            throw new InvalidOperationException(
+                $"Variant '{variant}' on {pool.Id} has no run {run} to share: a scenario's SameRunAs must name a variant listed before the one that shares it.");
+        }
+        return outcomes[run - 1];
     }
 
     private static string Headline(IScenario scenario, Measurement measurement)

@@ -13,7 +13,7 @@ namespace Spindle.Compare.Scenarios;
 /// <c>scheduler</c>: tasks of the pool's TaskScheduler, so the yields come back through it (for Spindle its
 /// TaskScheduler; for the built-in pool <c>Task.Run</c> and the default one). <c>context</c>: started with
 /// <c>Run(async () => …)</c>, under the pool's SynchronizationContext (Spindle's Run installs it; the built-in pool has
-/// none, so it runs as in <c>scheduler</c>).
+/// none, so its column is its <c>scheduler</c> run of the same round, see <see cref="SameRunAs"/>).
 /// </summary>
 internal sealed class AsyncYieldScenario : IScenario
 {
@@ -45,6 +45,12 @@ internal sealed class AsyncYieldScenario : IScenario
 
     // Three runs per pool in the default (quick) run, which must stay under ten minutes.
     public int? MaxDefaultRuns => 3;
+
+    /// <summary>
+    /// The built-in pool's <c>context</c> column is its <c>scheduler</c> run: it installs no context, and both start the
+    /// tasks with <c>Task.Run</c>, so the two children would run the same code.
+    /// </summary>
+    public string? SameRunAs(string variant, PoolKind pool) => variant == "context" && pool == PoolKind.BuiltIn ? "scheduler" : null;
 
     public Measurement Run(IPoolUnderTest pool, string variant, bool full)
     {

@@ -54,6 +54,13 @@ internal interface IScenario
     /// </summary>
     IReadOnlyList<VariantComparison> Comparisons => [];
 
+    /// <summary>
+    /// An earlier variant (in <see cref="Variants"/> order) whose run on <paramref name="pool"/> is exactly this one's
+    /// as well (the pool lacks the feature the variant measures and runs the same code for both), or null. The runner
+    /// measures it once per round and reports the outcome under both variants, so the duplicate costs no child process.
+    /// </summary>
+    string? SameRunAs(string variant, PoolKind pool) => null;
+
     /// <summary>How the pool should be configured for <paramref name="variant"/>.</summary>
     PoolSettings GetPoolSettings(string variant) => PoolSettings.Default;
 
