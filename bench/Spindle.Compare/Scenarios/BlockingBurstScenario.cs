@@ -12,7 +12,8 @@ namespace Spindle.Compare.Scenarios;
 /// 200 items queued at once from outside, each blocking 100 ms: the ideal, with a thread per item, is 100 ms. Variants:
 /// <c>sleep</c> (<see cref="Thread.Sleep(int)"/>, which no pool can see), <c>task-wait</c> (a synchronous wait on
 /// <see cref="Task.Delay(int)"/>, which the built-in pool recognises and compensates for), and <c>region</c> (the sleep
-/// inside Spindle's <c>WorkerPool.EnterBlockingRegion()</c>; the built-in pool has no such API and just sleeps). The
+/// inside Spindle's <c>WorkerPool.EnterBlockingRegion()</c>; the built-in pool has no such API and just sleeps, so its
+/// column is its <c>sleep</c> run of the same round, see <see cref="SameRunAs"/>). The
 /// warm-up runs the same items with a zero block, so neither pool injects threads before the timed run.
 /// </summary>
 /// <remarks>
@@ -51,6 +52,12 @@ internal sealed class BlockingBurstScenario : IScenario
     // The built-in runs take 3.5-6 s each (up to the cut-off): two runs per pool keep the quick comparison under its time
     // budget (Spindle's runs spread by a few percent, the built-in pool's by seconds whatever the count).
     public int? MaxDefaultRuns => 2;
+
+    /// <summary>
+    /// The built-in pool's <c>region</c> column is its <c>sleep</c> run: without a blocking region to enter it just
+    /// sleeps (<see cref="IPoolUnderTest.RunBlocking"/>), so the two children would run the same code.
+    /// </summary>
+    public string? SameRunAs(string variant, PoolKind pool) => variant == "region" && pool == PoolKind.BuiltIn ? "sleep" : null;
 
     public Measurement Run(IPoolUnderTest pool, string variant, bool full)
     {
