@@ -25,16 +25,17 @@ internal sealed class WorkerLocalQueue(WorkStealingRing ring, RunningItemRecord 
     /// cache lines back and forth for every item or two.
     /// </summary>
     /// <remarks>
-    /// <para>Measured with outside batches of 1,000 <c>Run</c> items (<c>task-run</c>) on 2 cores, two sets of 30 interleaved
-    /// runs of each: medians of 5.44M and 5.37M items/s without the wait, 6.28M and 5.73M with it (3 spins then).</para>
-    /// <para>Why 12: the wait gives up at the first spin that sees no new item, so its length only matters while a producer
-    /// keeps publishing, and a producer that a consumer has caught up with publishes slowly (it is the one fetching the
-    /// lines back): at 100 ns an item, 3 spins let it get about 10 items ahead, not a batch of 32. Counting the sizes of the
-    /// takes over one timed <c>task-run</c> (1,000,000 items): with 3 spins two takes in three came out short (mostly
-    /// 16-31 items) and the producer spent 104-117 ns per <c>Run</c>; with 12, 85 % were whole (90 % of the items) and it
-    /// spent 81-96 ns. Eight
-    /// interleaved runs of each: medians of 6.63M items/s with 3 and 7.21M with 12 (7.20M with 40); <c>burst-remote</c>,
-    /// <c>queue-drain/mixed</c>, <c>socket-echo</c> and <c>http</c> level in 3-5 pairs each.</para>
+    /// <para>Measured with outside batches of 1,000 <c>Run</c> items (<c>task-run</c>) on 2 cores, two sets of 30
+    /// interleaved runs of each: medians of 5.44M and 5.37M items/s without the wait, 6.28M and 5.73M with it (3 spins
+    /// then).</para>
+    /// <para>Why 12: the wait gives up at the first spin that sees no new item, so its length only matters while a
+    /// producer keeps publishing, and a producer that a consumer has caught up with publishes slowly (it is the one
+    /// fetching the lines back): at 100 ns an item, 3 spins let it get about 10 items ahead, not a batch of 32. Counting
+    /// the sizes of the takes over one timed <c>task-run</c> (1,000,000 items): with 3 spins two takes in three came out
+    /// short (mostly 16-31 items) and the producer spent 104-117 ns per <c>Run</c>; with 12, 85 % were whole (90 % of
+    /// the items) and it spent 81-96 ns. Eight interleaved runs of each: medians of 6.63M items/s with 3 and 7.21M with
+    /// 12 (7.20M with 40); <c>burst-remote</c>, <c>queue-drain/mixed</c>, <c>socket-echo</c> and <c>http</c> level in
+    /// 3-5 pairs each.</para>
     /// </remarks>
     internal const int GlobalTakeGapWaits = 12;
 
