@@ -152,6 +152,10 @@ internal static class Program
     private static void RunAll(CommandLine options, int runs, IReadOnlyList<IScenario> scenarios, List<CaseResult> cases, List<string> failures)
     {
         int CaseRuns(IScenario scenario) => options.Runs ?? Math.Min(runs, scenario.MaxDefaultRuns ?? runs);
+        foreach (IScenario scenario in scenarios)
+        {
+            CheckSharedRuns(scenario); // before any child runs, not when the first shared run is reached
+        }
         var progress = new RunProgress(scenarios.Sum(s => s.Variants.Count * PoolKind.All.Count * CaseRuns(s)));
         int scenarioIndex = 0;
         foreach (IScenario scenario in scenarios)
@@ -192,18 +196,26 @@ internal static class Program
         }
     }
 
-    /// <summary>The outcome of round <paramref name="run"/> of <paramref name="variant"/> on <paramref name="pool"/>, measured earlier in the round.</summary>
-    private static ChildOutcome SharedOutcome(List<CaseResult> results, string variant, PoolKind pool, int run)
+    /// <summary>Throws unless every variant <paramref name="scenario"/> shares a run with is listed before the one sharing it.</summary>
+    private static void CheckSharedRuns(IScenario scenario)
     {
-        CaseResult? source = results.Find(r => r.Variant == variant);
-        IReadOnlyList<ChildOutcome>? outcomes = source?.Outcomes(pool);
-        if (outcomes is null || outcomes.Count < run)
+        for (int i = 0; i < scenario.Variants.Count; i++)
         {
-            throw new InvalidOperationException(
-                $"Variant '{variant}' on {pool.Id} has no run {run} to share: a scenario's SameRunAs must name a variant listed before the one that shares it.");
+            foreach (PoolKind pool in PoolKind.All)
+            {
+                if (scenario.SameRunAs(scenario.Variants[i], pool) is { } sameAs
+                    && !scenario.Variants.Take(i).Contains(sameAs))
+                {
+                    throw new InvalidOperationException(
+                        $"{scenario.Id}/{scenario.Variants[i]} on {pool.Id} shares the run of '{sameAs}', which is not a variant listed before it.");
+                }
+            }
         }
-        return outcomes[run - 1];
     }
+
+    /// <summary>The outcome of round <paramref name="run"/> of <paramref name="variant"/> on <paramref name="pool"/>, measured earlier in the round.</summary>
+    private static ChildOutcome SharedOutcome(List<CaseResult> results, string variant, PoolKind pool, int run) =>
+        results.First(r => r.Variant == variant).Outcomes(pool)[run - 1];
 
     private static string Headline(IScenario scenario, Measurement measurement)
     {
