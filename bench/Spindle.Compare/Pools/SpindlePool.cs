@@ -15,6 +15,8 @@ internal sealed class SpindlePool : IPoolUnderTest
         var options = new WorkerPoolOptions
         {
             Name = "Spindle.Compare",
+            // Short enough that the kernel's 15-byte thread names tell the pool's threads apart in perf and /proc.
+            ThreadNamePrefix = "Spindle",
             MinThreads = settings.MinThreads,
             MaxThreads = settings.MaxThreads ?? WorkerPoolOptions.MaxThreadLimit,
             FlowExecutionContext = true,
