@@ -124,25 +124,53 @@ public sealed class WorkerPoolQueuedContinuationTests
     public void QueueingTheSameCallbackAgain_AllocatesNothingPerItem()
     {
         const int items = 4_000;
-        using WorkerPool pool = NewPool();
+        const int threads = 2;
+        using WorkerPool pool = NewPool(threads);
         Action<CountdownEvent> signal = static countdown => countdown.Signal();
         using var done = new CountdownEvent(items);
-        void Round()
+        void Round(int count)
         {
-            done.Reset();
-            for (int i = 0; i < items; i++)
+            done.Reset(count);
+            for (int i = 0; i < count; i++)
             {
                 pool.UnsafeQueueContinuation(signal, done, preferLocal: false);
             }
             Waits.For(done, "the continuations");
         }
-        // Warm: the delegate's wrapper, the queue's segments, the JIT.
-        for (int warm = 0; warm < 4; warm++)
+        // Warm: the delegate's wrapper and the JIT, and the queue's segments at a depth the measured round cannot reach.
+        // How far the workers fall behind the loop depends on the machine, and a round that queues deeper than any
+        // before it needs a segment more; so one warm round queues twice the measured count while every worker waits on
+        // a gate (the pool has no thread beyond them), and the drained segments stay on the queue's free list.
+        using var gate = new ManualResetEventSlim();
+        using var blocked = new CountdownEvent(threads);
+        for (int i = 0; i < threads; i++)
         {
-            Round();
+            pool.UnsafeQueueUserWorkItem(_ =>
+            {
+                blocked.Signal();
+                gate.Wait();
+            }, null);
+        }
+        try
+        {
+            Waits.For(blocked, "every worker to wait on the gate");
+            done.Reset(2 * items);
+            for (int i = 0; i < 2 * items; i++)
+            {
+                pool.UnsafeQueueContinuation(signal, done, preferLocal: false);
+            }
+        }
+        finally
+        {
+            gate.Set();
+        }
+        Waits.For(done, "the continuations queued behind the gate");
+        for (int warm = 0; warm < 3; warm++)
+        {
+            Round(items);
         }
         long before = GC.GetAllocatedBytesForCurrentThread();
-        Round();
+        Round(items);
         long allocated = GC.GetAllocatedBytesForCurrentThread() - before;
         // A cold queue's segments come to about 30 bytes per item and a wrapper per call would be more; a warm queue and
         // a wrapped delegate need nothing (the bound, under a byte per item, leaves room for what the runtime allocates).
