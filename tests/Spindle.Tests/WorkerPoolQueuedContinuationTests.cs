@@ -128,13 +128,17 @@ public sealed class WorkerPoolQueuedContinuationTests
         using WorkerPool pool = NewPool(threads);
         Action<CountdownEvent> signal = static countdown => countdown.Signal();
         using var done = new CountdownEvent(items);
-        void Round(int count)
+        void Queue(int count)
         {
             done.Reset(count);
             for (int i = 0; i < count; i++)
             {
                 pool.UnsafeQueueContinuation(signal, done, preferLocal: false);
             }
+        }
+        void Round()
+        {
+            Queue(items);
             Waits.For(done, "the continuations");
         }
         // Warm: the delegate's wrapper and the JIT, and the queue's segments at a depth the measured round cannot reach.
@@ -154,11 +158,7 @@ public sealed class WorkerPoolQueuedContinuationTests
         try
         {
             Waits.For(blocked, "every worker to wait on the gate");
-            done.Reset(2 * items);
-            for (int i = 0; i < 2 * items; i++)
-            {
-                pool.UnsafeQueueContinuation(signal, done, preferLocal: false);
-            }
+            Queue(2 * items);
         }
         finally
         {
@@ -167,10 +167,10 @@ public sealed class WorkerPoolQueuedContinuationTests
         Waits.For(done, "the continuations queued behind the gate");
         for (int warm = 0; warm < 3; warm++)
         {
-            Round(items);
+            Round();
         }
         long before = GC.GetAllocatedBytesForCurrentThread();
-        Round(items);
+        Round();
         long allocated = GC.GetAllocatedBytesForCurrentThread() - before;
         // A cold queue's segments come to about 30 bytes per item and a wrapper per call would be more; a warm queue and
         // a wrapped delegate need nothing (the bound, under a byte per item, leaves room for what the runtime allocates).
