@@ -155,20 +155,10 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
     public UnhandledExceptionPolicy ExceptionPolicy => _options.ExceptionPolicy;
 
     /// <summary>
-    /// The number of worker threads in service right now (started or taken back from the reserve, and not yet retired),
-    /// including workers blocked inside an item. Threads that wait in the reserve are counted by
-    /// <see cref="ReservedThreadCount"/>, dedicated threads of long-running items by <see cref="DedicatedThreadCount"/>.
+    /// The number of worker threads that exist right now (created and not yet retired), including workers blocked
+    /// inside an item. Dedicated threads of long-running items are counted by <see cref="DedicatedThreadCount"/>.
     /// </summary>
     public int ThreadCount => _threads.ThreadCount;
-
-    /// <summary>
-    /// The number of threads of workers retired as surplus (after a blocking burst or a stall, once the pool no longer
-    /// needs them) that wait, parked, to be reused: the next time the pool adds a worker it takes one of these instead of
-    /// starting a thread, so a burst that repeats does not start its threads again. Each exits once it has waited
-    /// <see cref="WorkerPoolOptions.IdleTimeout"/>, at shutdown, or when <see cref="SetThreadLimits(int, int)"/> lowers the
-    /// maximum below the threads the pool holds. Not counted by <see cref="ThreadCount"/>.
-    /// </summary>
-    public int ReservedThreadCount => _threads.ReservedThreadCount;
 
     /// <summary>The number of dedicated threads (running or idle) that serve <see cref="WorkItemOptions.LongRunning"/> items.</summary>
     public int DedicatedThreadCount => _dedicated.Count;

@@ -2,10 +2,7 @@ namespace Spindle;
 
 /// <summary>
 /// Why a <see cref="WorkerPool"/> added or removed a thread. The pool counts every decision by reason; read the counts
-/// with <see cref="WorkerPool.GetThreadInjectionCount(ThreadInjectionReason)"/>. A worker added for
-/// <see cref="Demand"/>, <see cref="Starvation"/>, <see cref="BlockingRegion"/> or <see cref="MinimumRaised"/> is a
-/// thread taken back from the reserve (<see cref="WorkerPool.ReservedThreadCount"/>) when one waits there, and a new
-/// thread otherwise.
+/// with <see cref="WorkerPool.GetThreadInjectionCount(ThreadInjectionReason)"/>.
 /// </summary>
 public enum ThreadInjectionReason
 {
@@ -34,10 +31,8 @@ public enum ThreadInjectionReason
     RetiredIdle,
 
     /// <summary>
-    /// A worker left service because the pool had more threads than its current target: a blocking region ended, a
-    /// starvation episode was over, or the maximum was lowered. Its thread waits in the reserve to be reused
-    /// (<see cref="WorkerPool.ReservedThreadCount"/>) and exits after <see cref="WorkerPoolOptions.IdleTimeout"/> unused;
-    /// above the maximum it exits at once.
+    /// A worker exited because the pool had more threads than its current target: a blocking region ended, a starvation
+    /// episode was over, or the maximum was lowered.
     /// </summary>
     RetiredSurplus,
 }

@@ -99,8 +99,7 @@ public sealed class WorkerPoolOptions
     /// <summary>
     /// How long a parked worker waits for work before it exits, when the pool has more threads than
     /// <see cref="MinThreads"/> (threads added for bursts, starvation or blocking retire this way); the same timeout
-    /// applies to threads in the reserve (<see cref="WorkerPool.ReservedThreadCount"/>) and to idle dedicated threads of
-    /// <see cref="WorkItemOptions.LongRunning"/> items. Defaults to 20 seconds;
+    /// applies to idle dedicated threads of <see cref="WorkItemOptions.LongRunning"/> items. Defaults to 20 seconds;
     /// <see cref="Timeout.InfiniteTimeSpan"/> keeps idle threads forever. Must be positive (at least 1 ms) or infinite.
     /// </summary>
     public TimeSpan IdleTimeout { get; set; } = TimeSpan.FromSeconds(20);

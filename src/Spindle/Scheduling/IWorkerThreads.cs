@@ -22,17 +22,8 @@ internal interface IWorkerThreads
     /// <summary>Adds a worker while below the target; false at the target, at the limit, or when creation failed.</summary>
     bool TryAddWorker(ThreadInjectionReason reason);
 
-    /// <summary>
-    /// The calling worker asks to retire; true when it leaves service now (its place in the count was given back): its
-    /// dispatch loop ends, and <see cref="WaitInReserve"/> tells whether its thread serves again or exits.
-    /// </summary>
+    /// <summary>The calling worker asks to retire; true when it must exit now (its thread count was given back).</summary>
     bool TryRetire(Worker worker, ThreadInjectionReason reason);
-
-    /// <summary>
-    /// The calling worker's dispatch loop has ended: if it retired into the reserve, waits there until it is taken back
-    /// (true: serve again) or its time is up (false). False at once for a worker that must exit.
-    /// </summary>
-    bool WaitInReserve(Worker worker);
 
     /// <summary>The calling worker asks to exit because the pool is shutting down and nothing it could run is left.</summary>
     bool TryExitForShutdown(Worker worker);

@@ -24,9 +24,6 @@ internal sealed partial class Worker
         _life.InjectedFor = reason;
     }
 
-    /// <summary>The controller, under its lock, takes this worker back from its reserve (the worker reads it under the lock).</summary>
-    public void Reinject(ThreadInjectionReason reason) => _life.InjectedFor = reason;
-
     /// <summary>
     /// This worker, on its own thread: it queued a lone local item without waking anyone; the stall monitor watches that
     /// its completed count moves on (see <see cref="WorkerRequests.OpenDeferral"/>).

@@ -107,12 +107,6 @@ internal sealed partial class Worker : IWaitPacer
             _services.Threads.ContinueRamp(this);
             _services.Runner.RunHook(_services.Options.OnWorkerStarted);
             Dispatch(ref threadState);
-            // Retired into the reserve and taken back: it serves as a new worker would (empty ring, counted searching).
-            while (_services.Threads.WaitInReserve(this))
-            {
-                _services.Threads.ContinueRamp(this);
-                Dispatch(ref threadState);
-            }
         }
         finally
         {
@@ -141,9 +135,19 @@ internal sealed partial class Worker : IWaitPacer
             {
                 continue;
             }
+            if (end == BusySpellEnd.Exit)
+            {
+                return;
+            }
             Record.DropCallback(); // an idle worker keeps no item alive
-            _pacing.EndBusySpell(Scheduler.Relief);
-            if (end == BusySpellEnd.Exit || !_services.Idle.Park(this))
+            // A pace set while busy would hold through the idle spell: the first items after it are sampled.
+            _pacing.Duration.Rewind();
+            _pacing.Wait.Rewind();
+            // The next look outside times the work after the wake, not the idle spell (which would cut the interval
+            // to one item and cost a clock read per item for the first looks of every busy spell).
+            _pacing.Looks.RestartAfterPark();
+            _pacing.Looks.Leave(Scheduler.Relief); // a parked worker is woken for outside work: the relief need not watch for it
+            if (!_services.Idle.Park(this))
             {
                 return; // shutting down and nothing left to run, or retired
             }

@@ -5,7 +5,7 @@ using System.Threading;
 namespace Spindle.Scheduling;
 
 /// <summary>
-/// The pool's live workers, their count in service and the count the pool aims for: the state the thread controller decides about
+/// The pool's live workers, their count and the count the pool aims for: the state the thread controller decides about
 /// and every worker reads on every item (am I surplus?), every enqueue that finds nobody searching (is a thread
 /// missing?) and every search (whom can I steal from?). A sealed class of the scheduling layer, so that those reads are
 /// plain loads, not calls into the thread layer.
@@ -16,26 +16,18 @@ namespace Spindle.Scheduling;
 /// count, so a reader that sees the count also sees the worker in the list; the count and the target are each one
 /// aligned word, read with acquire semantics, and a stale read costs a later retirement or wake, never a lost item (the
 /// controller decides again under its lock before it acts).
-/// <para>A worker retired from service whose thread waits in the controller's reserve stays listed (so that the list
-/// changes, and allocates, only when a thread starts or exits) but is not counted: <see cref="Count"/> is the workers
-/// in service, <see cref="ReservedCount"/> the listed rest. A reserved worker's local queues are empty and it takes
-/// nothing, so a reader that walks the list (a thief, the stall monitor) finds nothing in it.</para>
 /// </remarks>
 internal sealed class WorkerRoster
 {
     private Worker[] _workers = [];
     private int _count;
-    private int _reserved;
     private volatile int _target;
 
     /// <summary>The workers (a snapshot of the copy-on-write list: read it once per use).</summary>
     public Worker[] Workers => Volatile.Read(ref _workers);
 
-    /// <summary>Workers in service: listed, not in the reserve, not yet exited.</summary>
+    /// <summary>Workers listed and not yet exited.</summary>
     public int Count => Volatile.Read(ref _count);
-
-    /// <summary>Listed workers whose threads wait in the controller's reserve (out of service).</summary>
-    public int ReservedCount => Volatile.Read(ref _reserved);
 
     /// <summary>The number of workers the pool aims for.</summary>
     public int Target => _target;
@@ -64,27 +56,8 @@ internal sealed class WorkerRoster
         Volatile.Write(ref _count, _count + 1);
     }
 
-    /// <summary>The thread controller, under its lock: a listed worker leaves service for the reserve (it stays listed).</summary>
-    public void ReserveLocked()
-    {
-        Debug.Assert(_count > 0);
-        Volatile.Write(ref _count, _count - 1);
-        Volatile.Write(ref _reserved, _reserved + 1);
-    }
-
-    /// <summary>The thread controller, under its lock: a reserved worker returns to service.</summary>
-    public void UnreserveLocked()
-    {
-        Debug.Assert(_reserved > 0);
-        Volatile.Write(ref _reserved, _reserved - 1);
-        Volatile.Write(ref _count, _count + 1);
-    }
-
-    /// <summary>
-    /// The thread controller, under its lock: a leaving worker is unlisted and uncounted (from the reserve when
-    /// <paramref name="reserved"/>, else from the workers in service).
-    /// </summary>
-    public void RemoveLocked(Worker worker, bool reserved = false)
+    /// <summary>The thread controller, under its lock: a leaving worker is unlisted and uncounted.</summary>
+    public void RemoveLocked(Worker worker)
     {
         Worker[] current = _workers;
         int index = Array.IndexOf(current, worker);
@@ -93,15 +66,7 @@ internal sealed class WorkerRoster
         Array.Copy(current, 0, next, 0, index);
         Array.Copy(current, index + 1, next, index, current.Length - index - 1);
         Volatile.Write(ref _workers, next);
-        if (reserved)
-        {
-            Debug.Assert(_reserved > 0);
-            Volatile.Write(ref _reserved, _reserved - 1);
-        }
-        else
-        {
-            Volatile.Write(ref _count, _count - 1);
-        }
-        Debug.Assert(_count + _reserved == next.Length, "Each listed worker is counted once, in service or in the reserve.");
+        Volatile.Write(ref _count, _count - 1);
+        Debug.Assert(_count == next.Length, "Each listed worker is counted once.");
     }
 }

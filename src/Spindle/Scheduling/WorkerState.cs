@@ -50,22 +50,10 @@ internal struct WorkerPacing()
     /// <summary>The pacing of timer work (see Worker.CheckTimers).</summary>
     public TimerPacer Timers = TimerPacer.Create();
 
-    /// <summary>The worker goes idle (it parks, or leaves service): the paces of its busy spell are put away.</summary>
-    public void EndBusySpell(IOutsideRelief relief)
-    {
-        // A pace set while busy would hold through the idle spell: the first items after it are sampled.
-        Duration.Rewind();
-        Wait.Rewind();
-        // The next look outside times the work after the wake, not the idle spell (which would cut the interval to one
-        // item and cost a clock read per item for the first looks of every busy spell).
-        Looks.RestartAfterPark();
-        Looks.Leave(relief); // an idle worker is woken for outside work: the relief need not watch for it
-    }
-
     private CacheLinePad _after;
 }
 
-/// <summary>A worker's thread and lifetime: set by the creating thread before the thread starts (see Worker.Attach), the reason again by the controller when it takes the worker back from its reserve (Worker.Reinject), then the exit mark.</summary>
+/// <summary>A worker's thread and lifetime: set once by the creating thread before the thread starts (see Worker.Attach), then the exit mark.</summary>
 internal struct WorkerLife
 {
     public Thread? Thread;

@@ -13,11 +13,8 @@ internal interface IPoolReadings
     /// <summary>The pool's name (the <c>spindle.pool.name</c> tag).</summary>
     string Name { get; }
 
-    /// <summary>Worker threads in service (created or taken from the reserve, and not yet retired).</summary>
+    /// <summary>Worker threads created and not yet retired.</summary>
     int ThreadCount { get; }
-
-    /// <summary>Threads of retired workers that wait in the reserve for reuse.</summary>
-    int ReservedThreadCount { get; }
 
     /// <summary>Dedicated long-running threads alive.</summary>
     int DedicatedThreadCount { get; }

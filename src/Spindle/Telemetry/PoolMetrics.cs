@@ -114,9 +114,7 @@ internal sealed class PoolMetrics : IDisposable
         KeyValuePair<string, object?> poolTag = _poolTag;
 
         _meter.CreateObservableUpDownCounter("spindle.pool.thread.count", () => new Measurement<long>(pool.ThreadCount, poolTag),
-            "{thread}", "Worker threads of the pool in service (not retired), blocked ones included.");
-        _meter.CreateObservableUpDownCounter("spindle.pool.thread.reserved.count", () => new Measurement<long>(pool.ReservedThreadCount, poolTag),
-            "{thread}", "Threads of retired workers that wait, parked, to be reused before the idle timeout.");
+            "{thread}", "Worker threads of the pool (created and not yet retired), blocked ones included.");
         _meter.CreateObservableUpDownCounter("spindle.pool.dedicated_thread.count", () => new Measurement<long>(pool.DedicatedThreadCount, poolTag),
             "{thread}", "Dedicated threads of long-running items, running or idle.");
         _meter.CreateObservableUpDownCounter("spindle.pool.thread.blocking.count", () => new Measurement<long>(pool.BlockingCount, poolTag),
@@ -130,9 +128,9 @@ internal sealed class PoolMetrics : IDisposable
         _meter.CreateObservableCounter("spindle.pool.callback.redirected.count", () => new Measurement<long>(pool.RedirectedCallbackCount, poolTag),
             "{work_item}", "Callbacks that arrived after the pool stopped and ran on the built-in thread pool.");
         _meter.CreateObservableCounter("spindle.pool.thread.added.count", () => InjectionCounts(pool, poolTag, s_addedReasons),
-            "{thread}", "Threads the pool put in service (started, or taken back from the reserve), by reason (spindle.thread.reason: demand, starvation, blocking_region, long_running, minimum_raised).");
+            "{thread}", "Threads the pool started, by reason (spindle.thread.reason: demand, starvation, blocking_region, long_running, minimum_raised).");
         _meter.CreateObservableCounter("spindle.pool.thread.retired.count", () => InjectionCounts(pool, poolTag, s_retiredReasons),
-            "{thread}", "Worker threads retired from service while the pool ran, by reason (spindle.thread.reason: idle: the thread exited; surplus: it waits in the reserve, or exited above the maximum).");
+            "{thread}", "Worker threads that exited while the pool ran, by reason (spindle.thread.reason: idle, surplus).");
         _meter.CreateObservableCounter("spindle.pool.thread.creation_failure.count", () => CreationFailures(pool, poolTag),
             "{thread}", "Thread starts the OS refused, by kind of thread (spindle.thread.kind); the pool carries on without them.");
         _meter.CreateObservableUpDownCounter("spindle.pool.thread.limit", () => new Measurement<long>(pool.MaxThreads, poolTag),

@@ -82,7 +82,6 @@ internal sealed partial class ThreadController
             OnStopped();
         }
         _idle.WakeAll();
-        WakeReserve(); // reserved threads leave: the pool stops only once none is listed
         _monitor.Signal();
         return true;
     }
@@ -122,7 +121,7 @@ internal sealed partial class ThreadController
     private bool TryStopLocked()
     {
         Debug.Assert(_lock.IsHeldByCurrentThread);
-        if (_stopped || !_scheduler.IsShutdownStarted || _roster.Workers.Length != 0 || Volatile.Read(ref _drainHolds) != 0)
+        if (_stopped || !_scheduler.IsShutdownStarted || _roster.Count != 0 || Volatile.Read(ref _drainHolds) != 0)
         {
             return false;
         }

@@ -189,9 +189,8 @@ internal sealed partial class ThreadController : IWorkerThreads
         if (lowered)
         {
             // Parked workers re-evaluate: above the new maximum they retire, and with a lower minimum their idle
-            // timeout may now apply. Reserved threads above the new maximum exit.
+            // timeout may now apply.
             _idle.WakeAll();
-            WakeReserve();
         }
         _monitor.EnsureMonitor();
     }
@@ -219,67 +218,37 @@ internal sealed partial class ThreadController : IWorkerThreads
         Worker worker = null!;
         Thread thread = null!;
         bool created = true;
-        bool reused = false;
         lock (_lock)
         {
             // During the drain a worker may still be needed (a continuation arriving when every worker had exited or
             // retired), though not to replace one that is leaving (RefusesWhileWindingDownLocked); once the pool
             // has stopped, never.
-            if (_roster.Count >= Math.Min(_roster.Target + aboveTarget, _maxThreads) || _stopped
+            if (_roster.Count >= Math.Min(_roster.Target + aboveTarget, _maxThreads) || _stopped || InBackoffLocked()
                 || RefusesWhileWindingDownLocked(reason))
             {
                 return false;
             }
-            // A reserved thread serves again (ThreadController.Reserve.cs): nothing to create or start, so no refusal's
-            // backoff applies to it.
-            reused = TryTakeFromReserveLocked(reason, out worker);
-            if (!reused)
+            try
             {
-                if (InBackoffLocked())
-                {
-                    return false;
-                }
-                try
-                {
-                    worker = new Worker(_pool, _options, _scheduler, _idle, this, _timers, _runner, ++_nextWorkerId);
-                    thread = PoolThread.Create(_options, worker.Main, $"{_threadNamePrefix} #{worker.Id}");
-                }
-                catch (Exception)
-                {
-                    // Whatever the failure (OutOfMemoryException, ThreadStartException, a throwing factory), the enqueue
-                    // that got us here has already been accepted: never throw, retry later.
-                    BackOffLocked();
-                    created = false;
-                }
-                if (created)
-                {
-                    worker.Attach(thread!, reason);
-                    _idle.CountNewWorkerAsSearcher(worker);
-                    // Listed before it starts, so that whatever it does first (including exiting) finds itself in the list.
-                    _roster.AddLocked(worker);
-                    Record(reason); // before the thread runs anything, so that whoever sees its work done sees the reason
-                }
+                worker = new Worker(_pool, _options, _scheduler, _idle, this, _timers, _runner, ++_nextWorkerId);
+                thread = PoolThread.Create(_options, worker.Main, $"{_threadNamePrefix} #{worker.Id}");
+            }
+            catch (Exception)
+            {
+                // Whatever the failure (OutOfMemoryException, ThreadStartException, a throwing factory), the enqueue
+                // that got us here has already been accepted: never throw, retry later.
+                BackOffLocked();
+                created = false;
+            }
+            if (created)
+            {
+                worker.Attach(thread!, reason);
+                _idle.CountNewWorkerAsSearcher(worker);
+                // Listed before it starts, so that whatever it does first (including exiting) finds itself in the list.
+                _roster.AddLocked(worker);
+                Record(reason); // before the thread runs anything, so that whoever sees its work done sees the reason
             }
         }
-        if (!reused && !StartCreated(worker, thread, reason, created))
-        {
-            return false;
-        }
-        _monitor.EnsureMonitorIfNoneIdle();
-        _timers.OnWorkerAdded(); // stuck-item detection: the timer thread watches while the pool has workers
-        if (SpindleEventSource.Log.IsOn(EventLevel.Informational, SpindleEventSource.Keywords.Threads))
-        {
-            SpindleEventSource.Log.ThreadInjected(_pool.Name, reason.ToString(), ThreadCount);
-        }
-        return true;
-    }
-
-    /// <summary>
-    /// Starts the thread of a worker <see cref="TryAddWorker(ThreadInjectionReason, int)"/> created and listed (false, and
-    /// nothing to undo, when the creation itself failed): a refused start unlists it again and backs off.
-    /// </summary>
-    private bool StartCreated(Worker worker, Thread thread, ThreadInjectionReason reason, bool created)
-    {
         if (!created)
         {
             OnRefused(reason, counted: false);
@@ -312,6 +281,12 @@ internal sealed partial class ThreadController : IWorkerThreads
         {
             _creationFailures = 0;
             _retryAt = 0;
+        }
+        _monitor.EnsureMonitorIfNoneIdle();
+        _timers.OnWorkerAdded(); // stuck-item detection: the timer thread watches while the pool has workers
+        if (SpindleEventSource.Log.IsOn(EventLevel.Informational, SpindleEventSource.Keywords.Threads))
+        {
+            SpindleEventSource.Log.ThreadInjected(_pool.Name, reason.ToString(), ThreadCount);
         }
         return true;
     }
@@ -380,16 +355,9 @@ internal sealed partial class ThreadController : IWorkerThreads
                 return false;
             }
             Record(reason); // before the count drops, so that a reader who sees the lower count sees the reason too
-            if (reason == ThreadInjectionReason.RetiredSurplus && _roster.Workers.Length <= _maxThreads)
-            {
-                ReserveLocked(worker); // its thread waits for reuse (ThreadController.Reserve.cs)
-            }
-            else
-            {
-                RemoveWorkerLocked(worker);
-                _retiredThreads.RemoveAll(static t => !t.IsAlive);
-                _retiredThreads.Add(worker.Thread!);
-            }
+            RemoveWorkerLocked(worker);
+            _retiredThreads.RemoveAll(static t => !t.IsAlive);
+            _retiredThreads.Add(worker.Thread!);
         }
         // See the remarks: one more look after leaving the list, so that no enqueue is left without a worker.
         LookAgainAfterLeaving();
@@ -447,7 +415,7 @@ internal sealed partial class ThreadController : IWorkerThreads
         }
     }
 
-    private void RemoveWorkerLocked(Worker worker, bool reserved = false)
+    private void RemoveWorkerLocked(Worker worker)
     {
         // Completed count first, then the list: a reader summing both may briefly count this worker twice, never zero
         // times, and the completed count is documented as a snapshot.
@@ -455,13 +423,13 @@ internal sealed partial class ThreadController : IWorkerThreads
         Interlocked.Add(ref _exitedWorkersSteals, worker.Counts.Steals);
         Interlocked.Add(ref _exitedWorkersParks, worker.Counts.Parks);
         Interlocked.Add(ref _exitedWorkersInlineRuns, worker.Counts.InlineRuns);
-        DropFromListLocked(worker, reserved);
+        DropFromListLocked(worker);
     }
 
-    private void DropFromListLocked(Worker worker, bool reserved = false)
+    private void DropFromListLocked(Worker worker)
     {
         Debug.Assert(_lock.IsHeldByCurrentThread);
         Debug.Assert(worker.Local.IsEmpty, "A worker leaves only with an empty ring and LIFO slot.");
-        _roster.RemoveLocked(worker, reserved);
+        _roster.RemoveLocked(worker);
     }
 }

@@ -67,33 +67,6 @@ public sealed class MetricsTests
         Assert.Single(measurements, m => m.Instrument == instrument).Value;
 
     [Fact]
-    public void TheReservedThreadGauge_CountsTheThreadsABurstLeftInTheReserve()
-    {
-        string name = $"{nameof(MetricsTests)}-{Guid.NewGuid():N}";
-        using var collector = new Collector(name);
-        using var pool = new WorkerPool(new WorkerPoolOptions { Name = name, MinThreads = 1, MaxThreads = 32, IdleTimeout = TimeSpan.FromMinutes(5) });
-        int burst = Environment.ProcessorCount + 4;
-        using var running = new CountdownEvent(burst);
-        using var gate = new ManualResetEventSlim();
-        for (int i = 0; i < burst; i++)
-        {
-            pool.QueueUserWorkItem(_ =>
-            {
-                running.Signal();
-                gate.Wait(Waits.MustHappen);
-            });
-        }
-        Waits.For(running, "a burst of blocked items, each on a thread of its own");
-        gate.Set();
-        Waits.Until(() => pool.ReservedThreadCount >= burst - Environment.ProcessorCount && pool.ThreadCount <= Environment.ProcessorCount,
-            $"the burst's surplus in the reserve (in service {pool.ThreadCount}, reserved {pool.ReservedThreadCount})");
-
-        List<(string Instrument, double Value, Dictionary<string, object?> Tags)> seen = collector.Collect();
-        Assert.Equal(pool.ReservedThreadCount, Single(seen, "spindle.pool.thread.reserved.count"));
-        Assert.Equal(pool.ThreadCount, Single(seen, "spindle.pool.thread.count"));
-    }
-
-    [Fact]
     public void ThePoolsInstruments_AgreeWithItsCounters()
     {
         string name = $"{nameof(MetricsTests)}-{Guid.NewGuid():N}";
@@ -115,7 +88,6 @@ public sealed class MetricsTests
         Assert.Equal(0, Single(seen, "spindle.pool.queue.length"));
         Assert.Equal(0, Single(seen, "spindle.pool.work_item.cancelled.count"));
         Assert.Equal(0, Single(seen, "spindle.pool.dedicated_thread.count"));
-        Assert.Equal(0, Single(seen, "spindle.pool.thread.reserved.count")); // two threads, both in service
         Assert.Equal(0, Single(seen, "spindle.pool.thread.blocking.count"));
         Assert.Equal(1, Single(seen, "spindle.pool.timer.count"));
         Assert.Equal(0, Single(seen, "spindle.pool.registered_wait.count"));
