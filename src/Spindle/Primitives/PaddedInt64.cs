@@ -44,3 +44,16 @@ internal struct PaddedReference
     [FieldOffset(CacheLine.Size)]
     public object? Value;
 }
+
+/// <summary>
+/// An object of two cache lines of nothing, allocated right after an object whose thread touches it on every item (a
+/// pool thread's <see cref="System.Threading.Thread"/>), so that whatever the allocating thread allocates next (the next
+/// worker's parts) never shares a cache line with it. The collector's compaction slides live objects together in their
+/// order, so the guard stays between them for as long as its holder keeps it alive.
+/// </summary>
+internal sealed class CacheLineGuard
+{
+#pragma warning disable CS0169 // never read: its size is its purpose
+    private CacheLinePad _pad;
+#pragma warning restore CS0169
+}

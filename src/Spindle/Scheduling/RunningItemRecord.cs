@@ -19,18 +19,19 @@ namespace Spindle.Scheduling;
 /// <para>A reader reads the completed count, then the started count (both with acquire): if the started count is ahead,
 /// item <c>n + 1</c> had started when it looked. It reads the callback and owner after the counts and keeps them only
 /// if the completed count has not moved meanwhile, in which case no later item has started and they are that item's.
-/// The cost per item: one load, one compare and two plain stores of counters; no fence, no clock. The completed count
-/// sits on a cache line of its own, so that a neighbour's fields never share the line written per item.</para>
+/// The cost per item: one load, one compare and two plain stores of counters; no fence, no clock. Each count sits on a
+/// cache line of its own, so that a neighbour's fields never share a line written per item (the started count, at the
+/// object's start, once shared one with whatever the creating thread had allocated before the record).</para>
 /// </remarks>
 internal sealed class RunningItemRecord
 {
     private object? _callback;
-    private long _started;
     private object? _owner;
+    private PaddedInt64 _started;
     private PaddedInt64 _completed;
 
     /// <summary>Items started; one ahead of <see cref="CompletedCount"/> while the thread runs one (a snapshot).</summary>
-    public long StartedCount => Volatile.Read(ref _started);
+    public long StartedCount => Volatile.Read(ref _started.Value);
 
     /// <summary>Items completed (a snapshot).</summary>
     public long CompletedCount => Volatile.Read(ref _completed.Value);
@@ -52,7 +53,7 @@ internal sealed class RunningItemRecord
         {
             Volatile.Write(ref _callback, callback);
         }
-        Volatile.Write(ref _started, _started + 1);
+        Volatile.Write(ref _started.Value, _started.Value + 1);
     }
 
     /// <summary>The owner's thread: the item that <see cref="Begin"/> started has returned.</summary>

@@ -20,8 +20,7 @@ internal sealed partial class Worker
     public void Attach(Thread thread, ThreadInjectionReason reason)
     {
         Debug.Assert(_life.Thread is null);
-        _life.Thread = thread;
-        _life.InjectedFor = reason;
+        _life.Attach(thread, reason);
     }
 
     /// <summary>

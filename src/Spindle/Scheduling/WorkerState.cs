@@ -58,6 +58,18 @@ internal struct WorkerLife
 {
     public Thread? Thread;
     public ThreadInjectionReason InjectedFor;
+    private CacheLineGuard? _threadGuard;
+
+    /// <summary>The creating thread, right after it made <paramref name="thread"/>: see Worker.Attach.</summary>
+    public void Attach(Thread thread, ThreadInjectionReason reason)
+    {
+        Thread = thread;
+        InjectedFor = reason;
+        // The thread object is read on every item (PoolThreadState.Reset): its lines must not be shared with what the
+        // creating thread allocates next, the next worker's parts, which that worker writes on every item. A guard
+        // allocated now sits between them.
+        _threadGuard = new CacheLineGuard();
+    }
 
     // Owner only: set before the stop hook runs. By then the worker may have left the worker list (a retirement), so
     // nobody would look at its local queues again: what the hook queues goes to the shared queue instead.
