@@ -15,8 +15,8 @@ namespace Spindle.Compare.Scenarios;
 /// <c>no-ec</c>: <c>UnsafeQueueUserWorkItem</c> with a <see cref="WaitCallback"/>; <c>work-item</c>: one reusable
 /// <see cref="PoolWorkItem"/> (<c>IWorkItem</c> / <c>IThreadPoolWorkItem</c>) queued N times with
 /// <c>UnsafeQueueUserWorkItem</c>, so the caller allocates nothing per item and <c>alloc</c> is the queue's own.
-/// The first warm-up round queues N items (and a margin) behind the gate in every variant, so the measured round finds every queue
-/// warm at its full depth.
+/// The first warm-up round queues N items and a margin behind the gate in every variant, so the measured round finds
+/// every queue warm at its full depth.
 /// </summary>
 internal sealed class QueueDrainScenario : IScenario
 {

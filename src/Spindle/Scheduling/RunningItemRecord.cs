@@ -20,8 +20,8 @@ namespace Spindle.Scheduling;
 /// item <c>n + 1</c> had started when it looked. It reads the callback and owner after the counts and keeps them only
 /// if the completed count has not moved meanwhile, in which case no later item has started and they are that item's.
 /// The cost per item: one load, one compare and two plain stores of counters; no fence, no clock. Each count sits on a
-/// cache line of its own, so that a neighbour's fields never share a line written per item (the started count, at the
-/// object's start, once shared one with whatever the creating thread had allocated before the record).</para>
+/// cache line of its own, so that no line written per item is shared with a neighbouring object, whatever the creating
+/// thread allocated before or after the record.</para>
 /// </remarks>
 internal sealed class RunningItemRecord
 {
