@@ -51,13 +51,42 @@ public sealed class WorkerPoolRampTests
     public void ABacklogBehindBlockedWorkers_WithTheCoresIdle_GetsAThreadPerWaitingItemInOneStep()
     {
         WarmUpTheInjectionPaths();
+        // The controller judges the cores by the process's CPU and the runtime's own time over the stall's window, and
+        // this test process's leftovers (a previous test's threads winding down, tiered compilation of the Debug build)
+        // can fill half of that window now and then: the stall is then judged busy and ramps from one, a judgement this
+        // test is not about. So the scenario runs again on a fresh pool, up to three times, until one stall was judged
+        // with the cores idle, and the step of that one is asserted.
+        const int maxThreads = 128;
+        var attempts = new System.Collections.Generic.List<(long Pending, int Added, int Threads)>();
+        for (int attempt = 0; attempt < 3; attempt++)
+        {
+            (long pending, int added, int threads) = FirstStarvationStep(maxThreads);
+            attempts.Add((pending, added, threads));
+            Assert.True(pending > 0, $"pending {pending}");
+            if (added > 1 || pending == 1)
+            {
+                break; // judged with the cores idle (a ramp from one adds a single thread)
+            }
+        }
+        (long firstPending, int firstAdded, int firstThreads) = attempts[^1];
+        // One step covers what was waiting (a ramp from one would have added a single thread here).
+        Assert.True(Math.Min(firstPending, maxThreads - firstThreads) == firstAdded,
+            "first starvation step per attempt (pending, added, threads): " + string.Join("; ", attempts));
+    }
+
+    /// <summary>
+    /// Blocks every worker and a backlog of 40 behind a gate on a fresh pool, and returns the first starvation step the
+    /// pool traced: the items pending, the threads added and the threads there were.
+    /// </summary>
+    private static (long Pending, int Added, int Threads) FirstStarvationStep(int maxThreads)
+    {
         string name = $"{nameof(WorkerPoolRampTests)}-{Guid.NewGuid():N}";
         using var listener = new EventSourceTests.Listener(name);
         using var pool = new WorkerPool(new WorkerPoolOptions
         {
             Name = name,
             MinThreads = 1,
-            MaxThreads = 128,
+            MaxThreads = maxThreads,
             ExceptionPolicy = UnhandledExceptionPolicy.Report,
         });
         const int backlog = 40;
@@ -79,12 +108,8 @@ public sealed class WorkerPoolRampTests
 
         Waits.Until(() => listener.Events.Any(e => e.EventName == "StarvationDetected"), "the starvation traced");
         EventWrittenEventArgs first = listener.Events.First(e => e.EventName == "StarvationDetected");
-        long pending = (long)listener.Payload(first, "PendingCount")!;
-        int added = (int)listener.Payload(first, "AddedThreads")!;
-        int threads = (int)listener.Payload(first, "ThreadCount")!;
-        Assert.True(pending > 0, $"pending {pending}");
-        // One step covers what was waiting (a ramp from one would have added a single thread here).
-        Assert.Equal(Math.Min(pending, 128 - threads), added);
+        return ((long)listener.Payload(first, "PendingCount")!, (int)listener.Payload(first, "AddedThreads")!,
+            (int)listener.Payload(first, "ThreadCount")!);
     }
 
     [Fact]
