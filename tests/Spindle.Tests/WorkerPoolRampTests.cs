@@ -9,8 +9,8 @@ namespace Spindle.Tests;
 
 /// <summary>
 /// How the thread controller ramps when work starves: with the cores idle (the workers blocked), one step adds a thread
-/// per waiting item. Runs alone (the process-wide collection), since the controller judges the process's CPU use and
-/// other tests computing beside it would make the cores look busy.
+/// per waiting item. Runs alone (the process-wide collection): where the kernel cannot say what the workers do, the
+/// controller also judges the process's CPU use, and other tests computing beside it would make the cores look busy.
 /// </summary>
 [Collection(ProcessWideMeasurementCollection.Name)]
 public sealed class WorkerPoolRampTests
@@ -51,16 +51,50 @@ public sealed class WorkerPoolRampTests
     public void ABacklogBehindBlockedWorkers_WithTheCoresIdle_GetsAThreadPerWaitingItemInOneStep()
     {
         WarmUpTheInjectionPaths();
-        // The controller judges the cores by the process's CPU and the runtime's own time over the stall's window, and
-        // this test process's leftovers (a previous test's threads winding down, tiered compilation of the Debug build)
-        // can fill half of that window now and then: the stall is then judged busy and ramps from one, a judgement this
-        // test is not about. So the scenario runs again on a fresh pool, up to three times, until one stall was judged
-        // with the cores idle, and the step of that one is asserted.
+        AssertTheFirstStepCoversTheBacklog();
+    }
+
+    [Fact]
+    public void ABacklogBehindBlockedWorkers_BesideThreadsComputingOutsideThePool_GetsAThreadPerWaitingItemInOneStep()
+    {
+        // Every core kept busy by threads of this process that are not the pool's (producers, say): the process's CPU
+        // time reads as busy cores, but the workers are blocked, and the step is judged by the workers. The items wait
+        // on a kernel event, which does not spin first: a worker spinning on its way into a wait (behind a spinner for a
+        // whole slice, with the cores this busy) would be judged computing, and get a ramp (see StallMonitor).
+        WarmUpTheInjectionPaths();
+        int spinners = Environment.ProcessorCount;
+        bool stop = false;
+        var threads = Enumerable.Range(0, spinners).Select(i => new Thread(() =>
+        {
+            while (!Volatile.Read(ref stop))
+            {
+                Thread.SpinWait(100);
+            }
+        }) { IsBackground = true, Name = $"outside spinner {i}" }).ToList();
+        threads.ForEach(t => t.Start());
+        try
+        {
+            AssertTheFirstStepCoversTheBacklog(kernelWait: true);
+        }
+        finally
+        {
+            Volatile.Write(ref stop, true);
+            threads.ForEach(t => t.Join());
+        }
+    }
+
+    private static void AssertTheFirstStepCoversTheBacklog(bool kernelWait = false)
+    {
+        // The controller judges a stall in which the runtime's own time (tiered compilation of the Debug build, a
+        // collection) took half the window as busy, and this test process's leftovers (a previous test's threads
+        // winding down) can cause that now and then: the stall then ramps from one, a judgement this test is not
+        // about. So the scenario runs again on a fresh pool, up to three times, until one stall was judged with the
+        // cores idle, and the step of that one is asserted.
         const int maxThreads = 128;
         var attempts = new System.Collections.Generic.List<(long Pending, int Added, int Threads)>();
         for (int attempt = 0; attempt < 3; attempt++)
         {
-            (long pending, int added, int threads) = FirstStarvationStep(maxThreads);
+            (long pending, int added, int threads) = FirstStarvationStep(maxThreads, kernelWait);
             attempts.Add((pending, added, threads));
             Assert.True(pending > 0, $"pending {pending}");
             if (added > 1 || pending == 1)
@@ -75,10 +109,11 @@ public sealed class WorkerPoolRampTests
     }
 
     /// <summary>
-    /// Blocks every worker and a backlog of 40 behind a gate on a fresh pool, and returns the first starvation step the
+    /// Blocks every worker and a backlog of 40 behind a gate on a fresh pool (its kernel event, which waits without
+    /// spinning first, when <paramref name="kernelWait"/>), and returns the first starvation step the
     /// pool traced: the items pending, the threads added and the threads there were.
     /// </summary>
-    private static (long Pending, int Added, int Threads) FirstStarvationStep(int maxThreads)
+    private static (long Pending, int Added, int Threads) FirstStarvationStep(int maxThreads, bool kernelWait)
     {
         string name = $"{nameof(WorkerPoolRampTests)}-{Guid.NewGuid():N}";
         using var listener = new EventSourceTests.Listener(name);
@@ -97,7 +132,18 @@ public sealed class WorkerPoolRampTests
         {
             for (int i = 0; i < blockers + backlog; i++)
             {
-                pool.QueueUserWorkItem(_ => { started.Signal(); gate.Wait(Waits.MustHappen); });
+                pool.QueueUserWorkItem(_ =>
+                {
+                    started.Signal();
+                    if (kernelWait)
+                    {
+                        gate.WaitHandle.WaitOne(Waits.MustHappen);
+                    }
+                    else
+                    {
+                        gate.Wait(Waits.MustHappen);
+                    }
+                });
             }
             Waits.For(started, "every blocking item to start, each on its own thread");
         }

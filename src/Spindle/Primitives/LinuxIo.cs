@@ -51,6 +51,10 @@ internal static unsafe partial class LinuxIo
     [LibraryImport(Libc, EntryPoint = "clock_gettime")]
     public static partial int ClockGetTime(int clock, long* timespec);
 
+    /// <summary><c>gettid</c>: the calling thread's id to the kernel (glibc 2.30 and later, musl 1.2.2 and later).</summary>
+    [LibraryImport(Libc, EntryPoint = "gettid")]
+    public static partial int GetTid();
+
     [LibraryImport(Libc, EntryPoint = "prctl")]
     public static partial int Prctl(int option, nuint arg2, nuint arg3, nuint arg4, nuint arg5);
 

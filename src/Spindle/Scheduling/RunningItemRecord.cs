@@ -30,6 +30,12 @@ internal sealed class RunningItemRecord
     private PaddedInt64 _started;
     private PaddedInt64 _completed;
 
+    /// <summary>The thread's id to the kernel (0: not started yet, or unknown here): see <see cref="KernelThreadState"/>.</summary>
+    public int KernelThreadId { get; private set; }
+
+    /// <summary>The owner's thread, first thing when it starts: publishes its id to the kernel.</summary>
+    public void NoteKernelThread() => KernelThreadId = KernelThreadState.CurrentId();
+
     /// <summary>Items started; one ahead of <see cref="CompletedCount"/> while the thread runs one (a snapshot).</summary>
     public long StartedCount => Volatile.Read(ref _started.Value);
 

@@ -23,10 +23,8 @@ internal sealed partial class Worker
         _life.Attach(thread, reason);
     }
 
-    /// <summary>
-    /// This worker, on its own thread: it queued a lone local item without waking anyone; the stall monitor watches that
-    /// its completed count moves on (see <see cref="WorkerRequests.OpenDeferral"/>).
-    /// </summary>
+    /// <summary>This worker, on its own thread: it queued a lone local item without waking anyone; the stall monitor
+    /// watches that its completed count moves on (see <see cref="WorkerRequests.OpenDeferral"/>).</summary>
     public void OpenDeferral()
     {
         Debug.Assert(IsCurrentThread);

@@ -99,6 +99,7 @@ internal sealed partial class Worker : IWaitPacer
     public void Main()
     {
         t_current = this;
+        Record.NoteKernelThread(); // for the stall monitor's judgement of a stall (see StallMonitor.CountRunnableWorkers)
         BlockingRegion.SetThreadOwner(Regions);
         DefaultContext.OnPoolThreadStarted();
         var threadState = new PoolThreadState(_services.Options.UseBackgroundThreads);

@@ -75,6 +75,83 @@ internal sealed partial class StallMonitor
         return marked;
     }
 
+    /// <summary>
+    /// The most kernel states one judgement reads beyond the runnable workers it needs: a pool of hundreds of threads
+    /// blocked in system calls (synchronous socket reads, say) costs a few microseconds each, and workers left unread
+    /// count as waiting.
+    /// </summary>
+    internal const int MaxStateReadsBeyondNeeded = 64;
+
+    /// <summary>
+    /// Whether the workers' own work keeps the cores busy, for a stall that has lasted the shorter allowance: whether
+    /// at least <see cref="RunnableWorkersForBusyCores"/> of them want a CPU. A worker in a managed wait (a lock, an
+    /// event, a sleep: <see cref="System.Threading.ThreadState.WaitSleepJoin"/>) is blocked; on Linux the kernel says
+    /// of each other one whether it runs or waits for a CPU, or sleeps in a wait of another kind (a system call, a native
+    /// lock: see <see cref="KernelThreadState"/>). Where the kernel cannot say, a worker outside a managed wait may be
+    /// computing, and the process's CPU time over the stall (<paramref name="cpuBusy"/>) must agree before the cores
+    /// count as busy.
+    /// </summary>
+    /// <remarks>
+    /// <para>The process's CPU time alone judged wrong both ways: a thread outside the pool that keeps one core of two
+    /// busy (a producer queueing behind a gate that holds every worker) made blocked workers look busy, so a backlog
+    /// behind them got a ramp from one instead of a thread per item, or the opposite from one stall to the next, whenever
+    /// the producer's share sat at the one-core line; and beside other busy processes, workers computing on two cores got
+    /// one core between them, which read as a core left idle, so CPU-bound items got a thread per waiting item (15-35
+    /// threads for 100 items of 20 ms on two cores beside two busy loops).</para>
+    /// <para>The workers' CPU time over the stall does not do either: the stall is often the workers' preemption itself
+    /// (both wait in the run queue for the same slice, using no CPU). The state is a snapshot, and a worker still on its
+    /// way into a wait (spinning before it blocks) reads as runnable: the stall is then judged busy, which costs the
+    /// long allowance and a ramp, not oversubscription; with the cores contended, a worker can take a whole slice to
+    /// get there.</para>
+    /// </remarks>
+    private bool WorkersKeepCoresBusy(bool cpuBusy)
+    {
+        int needed = RunnableWorkersForBusyCores(Environment.ProcessorCount);
+        int runnable = CountRunnableWorkers(needed, out bool kernelKnows);
+        return runnable >= needed && (kernelKnows || cpuBusy);
+    }
+
+    /// <summary>
+    /// How many workers must want a CPU for the cores to count as busy: all cores but one (a whole core left idle means
+    /// the workers are blocked), at least one.
+    /// </summary>
+    internal static int RunnableWorkersForBusyCores(int cores) => Math.Max(1, cores - 1);
+
+    /// <summary>
+    /// Counts the workers that want a CPU now, stopping at <paramref name="needed"/>. <paramref name="kernelKnows"/>: the
+    /// kernel could be asked here (Linux); where not, or where a read fails (an exiting thread), a worker outside a
+    /// managed wait counts as runnable. Monitor thread only.
+    /// </summary>
+    private int CountRunnableWorkers(int needed, out bool kernelKnows)
+    {
+        kernelKnows = KernelThreadState.IsAvailable;
+        int runnable = 0;
+        int reads = 0;
+        foreach (Worker worker in _threads.Workers)
+        {
+            if (runnable >= needed || reads >= needed + MaxStateReadsBeyondNeeded)
+            {
+                break;
+            }
+            Thread? thread = worker.Thread;
+            if (thread is null || (thread.ThreadState & (System.Threading.ThreadState.WaitSleepJoin | System.Threading.ThreadState.Unstarted)) != 0)
+            {
+                continue; // blocked in a managed wait, or not started yet: no CPU either way
+            }
+            reads++;
+            KernelThreadState.State state = KernelThreadState.Read(worker.Record.KernelThreadId);
+            if (state == KernelThreadState.State.Unknown)
+            {
+                kernelKnows = false;
+            }
+            if (state != KernelThreadState.State.Waiting)
+            {
+                runnable++;
+            }
+        }
+        return runnable;
+    }
+
     /// <summary>Settles finished deferrals, rescues stalled ones. Returns whether any deferral is still open.</summary>
     private bool CheckDeferrals()
     {

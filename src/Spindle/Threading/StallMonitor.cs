@@ -33,9 +33,11 @@ namespace Spindle.Threading;
 //
 // 3. Starvation (the thread controller's detector). Work is starving when it is visible in a queue, no worker is
 //    parked or searching (nobody free to take it), and no item has completed (nor has a worker run a task inline: see
-//    ThreadController.WorkerProgressCount) for the stall allowance. The allowance is StallThresholdMs while the process
-//    leaves a whole core idle (the workers are blocked, not computing) and the runtime itself (JIT compilation, GC
-//    pauses) did not take half the window (workers waiting for the JIT's lock or a collection are not blocked), and
+//    ThreadController.WorkerProgressCount) for the stall allowance. The allowance is StallThresholdMs while the workers
+//    are blocked, not computing (fewer than all cores but one of them want a CPU, by their managed waits and the
+//    kernel's word: see WorkersKeepCoresBusy; threads outside the pool and other processes do not count) and the
+//    runtime itself (JIT compilation, GC pauses) did not take half the window (workers waiting for the JIT's lock or a
+//    collection are not blocked), and
 //    max(SaturatedStallMs, 4 x the recent gap between completions) while the cores are busy (long CPU-bound items;
 //    adding threads then only helps items that never end, such as a spin-wait on a flag). On starvation the monitor
 //    raises the controller's starvation boost and adds threads: with the cores idle, a thread per waiting item at once
@@ -305,7 +307,8 @@ internal sealed partial class StallMonitor : IStallWatch
         }
         _outsideWaitingAtLastTick = outsideWaiting;
         bool starving = pending && !progress && idle == 0 && _idle.SearchingCount == 0;
-        bool saturated = false;
+        bool cpuBusy = false;     // the process's CPU time says the cores are busy (see IsSaturated)
+        bool runtimeBusy = false; // the runtime's own time took half the window (see RuntimeBusy)
         bool judged = true;
         if (starving || _threads.StarvationBoost > 0)
         {
@@ -325,7 +328,8 @@ internal sealed partial class StallMonitor : IStallWatch
                 double cpuMs = (cpu - _cpuAtStallStart).TotalMilliseconds;
                 double runtimeMs = (runtime - _runtimeAtStallStart).TotalMilliseconds;
                 int cores = Environment.ProcessorCount;
-                saturated = IsSaturated(cpuMs, windowMs, cores) || RuntimeBusy(runtimeMs, windowMs);
+                cpuBusy = IsSaturated(cpuMs, windowMs, cores);
+                runtimeBusy = RuntimeBusy(runtimeMs, windowMs);
                 if (windowMs >= 100)
                 {
                     _stallStartAt = now; // a rolling window while a long stall or boost lasts
@@ -342,30 +346,39 @@ internal sealed partial class StallMonitor : IStallWatch
         {
             long since = _lastInjectionAt != 0 ? _lastInjectionAt : _lastProgressAt;
             double stalledMs = Stopwatch.GetElapsedTime(since, now).TotalMilliseconds;
-            // Saturated by long CPU-bound items, only items that never end justify threads, so the allowance is long.
-            // Not for fired timers: a timer callback waiting behind such items gets a thread after the short allowance,
-            // so timers stay punctual however long the running items are.
-            // Once a saturated stall has earned its first thread, the next steps of the ramp come sooner: still no item
-            // has completed, so what runs does not end, and each step of 20 ms made ten such items wait 80-100 ms.
-            double allowance = saturated && !_scheduler.Urgent.MayBeWaiting
-                ? (_lastInjectionAt == 0
-                    ? Math.Max(SaturatedStallMs, 4 * _completionGapMs)
-                    : Math.Max(SaturatedRampStepMs, _completionGapMs))
-                : (_lastInjectionAt == 0 ? StallThresholdMs : MonitorTickMs);
-            if (stalledMs >= allowance)
+            double shortest = _lastInjectionAt == 0 ? StallThresholdMs : MonitorTickMs;
+            // The workers' states are read only once the stall has lasted the shorter allowance: before that nothing
+            // is added whatever they say.
+            if (stalledMs >= shortest)
             {
-                InjectForStarvation(threads, stalledMs, saturated);
-                _lastInjectionAt = now;
+                bool saturated = runtimeBusy || WorkersKeepCoresBusy(cpuBusy);
+                // Saturated by long CPU-bound items, only items that never end justify threads, so the allowance is
+                // long. Not for fired timers: a timer callback waiting behind such items gets a thread after the short
+                // allowance, so timers stay punctual however long the running items are.
+                // Once a saturated stall has earned its first thread, the next steps of the ramp come sooner: still no
+                // item has completed, so what runs does not end, and each step of 20 ms made ten such items wait 80-100 ms.
+                double allowance = saturated && !_scheduler.Urgent.MayBeWaiting
+                    ? (_lastInjectionAt == 0
+                        ? Math.Max(SaturatedStallMs, 4 * _completionGapMs)
+                        : Math.Max(SaturatedRampStepMs, _completionGapMs))
+                    : shortest;
+                if (stalledMs >= allowance)
+                {
+                    InjectForStarvation(threads, stalledMs, saturated);
+                    _lastInjectionAt = now;
+                }
             }
         }
-        DecayBoost(now, pending, progress, saturated);
+        DecayBoost(now, pending, progress, cpuBusy || runtimeBusy);
         quiet = !deferralsOpen && (idle != 0 || threads == 0) && _threads.StarvationBoost == 0 && !_threads.CreationRetryPending;
         return deferralsOpen || starving;
     }
 
     /// <summary>
     /// Whether <paramref name="cpuMs"/> of process CPU time over <paramref name="windowMs"/> means the cores are busy
-    /// (ramp slowly) rather than idle (the workers are blocked: a thread per waiting item).
+    /// (ramp slowly) rather than idle (the workers are blocked: a thread per waiting item). The stall itself is judged
+    /// by the workers (see WorkersKeepCoresBusy), with this as the check where the kernel cannot be asked; the boost's
+    /// decay reads it as it is.
     /// </summary>
     /// <remarks>
     /// Idle means at least one whole core unused over the window (a blocked worker uses none); on one core, at most
