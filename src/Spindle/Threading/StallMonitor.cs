@@ -31,26 +31,25 @@ namespace Spindle.Threading;
 //    is stale. Work that has just arrived is left to the workers' own looks (a yield's continuation, which asks to run
 //    after the local work, is not pulled ahead of it).
 //
-// 3. Starvation (the thread controller's detector). Work is starving when it is visible in a queue, no worker is
-//    parked or searching (nobody free to take it), and no item has completed (nor has a worker run a task inline: see
+// 3. Starvation (the thread controller's detector). Work is starving when it is visible in a queue, no worker is parked
+//    or searching (nobody free to take it), and no item has completed (nor has a worker run a task inline: see
 //    ThreadController.WorkerProgressCount) for the stall allowance. The allowance is StallThresholdMs while the workers
 //    are blocked, not computing (fewer than all cores but one of them want a CPU, by their managed waits and the
 //    kernel's word: see WorkersKeepCoresBusy; threads outside the pool and other processes do not count) and the
 //    runtime itself (JIT compilation, GC pauses) did not take half the window (workers waiting for the JIT's lock or a
-//    collection are not blocked), and
-//    max(SaturatedStallMs, 4 x the recent gap between completions) while the cores are busy (long CPU-bound items;
-//    adding threads then only helps items that never end, such as a spin-wait on a flag). On starvation the monitor
-//    raises the controller's starvation boost and adds threads: with the cores idle, a thread per waiting item at once
-//    (blocked workers cost no CPU, so this cannot oversubscribe computation, and ramping from one made a burst of 200
-//    blocking items wait for eight doublings); with the cores busy, a ramp, 1, 2, 4 ..., the first step after the
-//    allowance and the next ones every SaturatedRampStepMs (at least the recent gap between completions) while the
-//    stall lasts. Both are capped by the waiting items and MaxThreads, and stop as soon as an item completes: a step of
-//    a thread per item takes a few hundred microseconds per thread, long enough for the stall to end meanwhile, so the
-//    monitor's loop and the workers that continue the ramp compare the progress count with the mark taken when the
-//    step began, and the monitor holds the boost at the threads that exist (ThreadController.HoldStarvationBoost). The
-//    boost decays (halves every DecayIntervalMs) while the queues are empty, or while the cores are saturated and items
-//    complete; surplus workers then retire (ThreadController). CPU-bound work whose items complete keeps the thread
-//    count at the target.
+//    collection are not blocked), and max(SaturatedStallMs, 4 x the recent gap between completions) while the cores are
+//    busy (long CPU-bound items; adding threads then only helps items that never end, such as a spin-wait on a flag).
+//    On starvation the monitor raises the controller's starvation boost and adds threads: with the workers blocked, a
+//    thread per waiting item at once (blocked workers cost no CPU, so this cannot oversubscribe computation, and
+//    ramping from one made a burst of 200 blocking items wait for eight doublings); with the cores busy, a ramp, 1, 2,
+//    4 ..., the first step after the allowance and the next ones every SaturatedRampStepMs (at least the recent gap
+//    between completions) while the stall lasts. Both are capped by the waiting items and MaxThreads, and stop as soon
+//    as an item completes: a step of a thread per item takes a few hundred microseconds per thread, long enough for the
+//    stall to end meanwhile, so the monitor's loop and the workers that continue the ramp compare the progress count
+//    with the mark taken when the step began, and the monitor holds the boost at the threads that exist
+//    (ThreadController.HoldStarvationBoost). The boost decays (halves every DecayIntervalMs) while the queues are
+//    empty, or while the cores are saturated and items complete; surplus workers then retire (ThreadController).
+//    CPU-bound work whose items complete keeps the thread count at the target.
 //
 // Ticks: 1 ms while something is suspicious (a deferral is open, or work waits with no free worker and no completion),
 // otherwise the interval doubles up to MaxTickMs. So a stall is noticed within MaxTickMs and acted on within the
