@@ -70,7 +70,8 @@ public sealed class WorkerPoolRampTests
             {
                 Thread.SpinWait(100);
             }
-        }) { IsBackground = true, Name = $"outside spinner {i}" }).ToList();
+        })
+        { IsBackground = true, Name = $"outside spinner {i}" }).ToList();
         threads.ForEach(t => t.Start());
         try
         {

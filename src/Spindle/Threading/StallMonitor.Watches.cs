@@ -104,12 +104,30 @@ internal sealed partial class StallMonitor
     /// long allowance and a ramp, not oversubscription; with the cores contended, a worker can take a whole slice to
     /// get there.</para>
     /// </remarks>
-    private bool WorkersKeepCoresBusy(bool cpuBusy)
+    private bool WorkersKeepCoresBusy(bool cpuBusy, long now)
     {
+        // A verdict of busy holds for RejudgeBusyMs: a long stall of CPU-bound items is judged every tick, and on many
+        // cores each judgement reads as many states as cores (a few microseconds each). A verdict of blocked acts at once
+        // (a thread per waiting item), so it is never kept.
+        if (_busySeenAt != 0 && Stopwatch.GetElapsedTime(_busySeenAt, now).TotalMilliseconds < RejudgeBusyMs)
+        {
+            return true;
+        }
         int needed = RunnableWorkersForBusyCores(Environment.ProcessorCount);
         int runnable = CountRunnableWorkers(needed, out bool kernelKnows);
-        return runnable >= needed && (kernelKnows || cpuBusy);
+        bool busy = runnable >= needed && (kernelKnows || cpuBusy);
+        _busySeenAt = busy ? now : 0;
+        return busy;
     }
+
+    /// <summary>How long a verdict that the workers keep the cores busy holds within one stall (see WorkersKeepCoresBusy).</summary>
+    internal const int RejudgeBusyMs = MaxTickMs;
+
+    // Monitor thread only: when the current stall was last judged busy by its workers (0: not busy, or a new stall).
+    private long _busySeenAt;
+
+    /// <summary>An item completed: the stall is over, and so is the verdict on its workers.</summary>
+    private void ForgetWorkersVerdict() => _busySeenAt = 0;
 
     /// <summary>
     /// How many workers must want a CPU for the cores to count as busy: all cores but one (a whole core left idle means

@@ -254,6 +254,7 @@ internal sealed partial class StallMonitor : IStallWatch
 
     private void ResetProgress(long now)
     {
+        ForgetWorkersVerdict();
         _lastProgressAt = now;
         _lastInjectionAt = 0;
         _ramp = 1;
@@ -350,7 +351,7 @@ internal sealed partial class StallMonitor : IStallWatch
             // is added whatever they say.
             if (stalledMs >= shortest)
             {
-                bool saturated = runtimeBusy || WorkersKeepCoresBusy(cpuBusy);
+                bool saturated = runtimeBusy || WorkersKeepCoresBusy(cpuBusy, now);
                 // Saturated by long CPU-bound items, only items that never end justify threads, so the allowance is
                 // long. Not for fired timers: a timer callback waiting behind such items gets a thread after the short
                 // allowance, so timers stay punctual however long the running items are.

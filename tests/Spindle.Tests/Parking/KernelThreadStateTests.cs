@@ -51,7 +51,8 @@ public sealed class KernelThreadStateTests
             readerId = KernelThreadState.CurrentId();
             idKnown.Set();
             client.ReadByte();
-        }) { IsBackground = true };
+        })
+        { IsBackground = true };
         reader.Start();
         Waits.For(idKnown, "the reader thread to start");
         // Before its read the thread still compiles and sets up the stream (runnable, or briefly waiting for a lock);
@@ -68,7 +69,8 @@ public sealed class KernelThreadStateTests
             {
                 Thread.SpinWait(100);
             }
-        }) { IsBackground = true };
+        })
+        { IsBackground = true };
         spinner.Start();
         try
         {
