@@ -20,7 +20,8 @@ namespace Spindle.Primitives;
 /// <para>A thread learns its own id (<see cref="CurrentId"/>) once, when it starts; another thread reads the state by
 /// that id with three system calls (open, read, close: no descriptor is kept per thread), a few microseconds. An id
 /// that is gone (the thread exited) or unreadable reads as <see cref="State.Unknown"/>; so does every id where
-/// <c>gettid</c> is missing, after which nothing is tried again.</para>
+/// <c>gettid</c> is missing, after which nothing is tried again. <see cref="IsAvailable"/> says whether a reading can
+/// be trusted at all.</para>
 /// </remarks>
 internal static class KernelThreadState
 {
@@ -42,8 +43,28 @@ internal static class KernelThreadState
     private static readonly byte[] s_pathPrefix = Encoding.ASCII.GetBytes("/proc/self/task/");
     private static readonly byte[] s_pathSuffix = Encoding.ASCII.GetBytes("/stat\0");
 
-    /// <summary>Whether states can be read here (Linux, with <c>gettid</c>); false once a call found they cannot.</summary>
-    public static bool IsAvailable => !s_unavailable;
+    // 0: not probed yet; 1: the calling thread's own state read as runnable once; -1: it did not (no /proc, a /proc that
+    // hides threads, no gettid), so states are not read at all.
+    private static volatile int s_probed;
+
+    /// <summary>
+    /// Whether states can be read here: Linux, with <c>gettid</c>, and a <c>/proc</c> that showed the first caller its
+    /// own thread running. A missing thread then reads as <see cref="State.Unknown"/> because it is gone, not because
+    /// nothing can be read.
+    /// </summary>
+    public static bool IsAvailable
+    {
+        get
+        {
+            int probed = s_probed;
+            if (probed == 0)
+            {
+                probed = !s_unavailable && Read(CurrentId()) == State.Runnable ? 1 : -1;
+                s_probed = probed;
+            }
+            return probed > 0 && !s_unavailable;
+        }
+    }
 
     /// <summary>The calling thread's id to the kernel, or 0 where it cannot be learnt.</summary>
     public static int CurrentId()

@@ -137,8 +137,10 @@ internal sealed partial class StallMonitor
 
     /// <summary>
     /// Counts the workers that want a CPU now, stopping at <paramref name="needed"/>. <paramref name="kernelKnows"/>: the
-    /// kernel could be asked here (Linux); where not, or where a read fails (an exiting thread), a worker outside a
-    /// managed wait counts as runnable. Monitor thread only.
+    /// kernel could be asked here (Linux, see <see cref="KernelThreadState.IsAvailable"/>); where not, a worker outside
+    /// a managed wait counts as runnable. A worker that has not yet published its kernel id (the monitor has just
+    /// started it: it has run nothing) or whose state cannot be read (it has exited) does not count. Monitor thread
+    /// only.
     /// </summary>
     private int CountRunnableWorkers(int needed, out bool kernelKnows)
     {
@@ -156,13 +158,18 @@ internal sealed partial class StallMonitor
             {
                 continue; // blocked in a managed wait, or not started yet: no CPU either way
             }
-            reads++;
-            KernelThreadState.State state = KernelThreadState.Read(worker.Record.KernelThreadId);
-            if (state == KernelThreadState.State.Unknown)
+            if (!kernelKnows)
             {
-                kernelKnows = false;
+                runnable++;
+                continue;
             }
-            if (state != KernelThreadState.State.Waiting)
+            int id = worker.Record.KernelThreadId;
+            if (id == 0)
+            {
+                continue; // just started: its first item will say what it does
+            }
+            reads++;
+            if (KernelThreadState.Read(id) == KernelThreadState.State.Runnable)
             {
                 runnable++;
             }
