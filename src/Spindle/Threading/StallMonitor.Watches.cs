@@ -96,8 +96,8 @@ internal sealed partial class StallMonitor
     /// busy (a producer queueing behind a gate that holds every worker) made blocked workers look busy, so a backlog
     /// behind them got a ramp from one instead of a thread per item, or the opposite from one stall to the next, whenever
     /// the producer's share sat at the one-core line; and beside other busy processes, workers computing on two cores got
-    /// one core between them, which read as a core left idle, so CPU-bound items got a thread per waiting item (15-35
-    /// threads for 100 items of 20 ms on two cores beside two busy loops).</para>
+    /// one core between them, which read as a core left idle, so CPU-bound items got a thread per waiting item (34-49
+    /// threads for 100 items of about 27 ms of CPU on two cores beside two busy loops; 3-22 now, all from the ramp).</para>
     /// <para>The workers' CPU time over the stall does not do either: the stall is often the workers' preemption itself
     /// (both wait in the run queue for the same slice, using no CPU). The state is a snapshot, and a worker still on its
     /// way into a wait (spinning before it blocks) reads as runnable: the stall is then judged busy, which costs the
