@@ -71,7 +71,13 @@ internal sealed class PoolIo
             {
                 throw ShutDownError(_poolName);
             }
-            return _driver ??= EpollDriver.Create(_poolName, _starts);
+            if (_driver is null)
+            {
+                driver = EpollDriver.Create(_poolName, _scheduler, _starts);
+                Volatile.Write(ref _driver, driver);
+                _scheduler.Sources.AttachIo(driver); // from now on busy workers collect readiness themselves
+            }
+            return _driver;
         }
     }
 

@@ -112,6 +112,12 @@ internal sealed partial class Scheduler
     /// <summary>Workers parked on the idle stack (a snapshot).</summary>
     public int ParkedWorkerCount => _idle.IdleCount;
 
+    /// <summary>
+    /// Whether no worker will look for queued work soon by itself: one is parked (it must be woken), or none exists (a
+    /// snapshot). The I/O driver's poller then delivers readiness at once (see <see cref="IIoReadiness"/>).
+    /// </summary>
+    public bool WorkersAwaitWakeUp => _idle.IdleCount != 0 || _roster.Count == 0;
+
     /// <summary>Whether shutdown with <see cref="ShutdownMode.CancelPending"/> has begun.</summary>
     public bool IsCancelling => _state == StateCancelling;
 
