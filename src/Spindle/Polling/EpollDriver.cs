@@ -24,12 +24,12 @@ namespace Spindle.Polling;
 /// that hop (the poller's wake of a parked worker: a few microseconds per event at the median when the pool is lightly
 /// loaded, README "Sockets") at the price of an <c>epoll_wait</c> in every park; it is left for later, and the seam is
 /// this class.</para>
-/// <para>Who collects readiness (the partial file EpollDriver.Harvest.cs). While a worker is parked (or none exists),
-/// the poller waits in <c>epoll_wait</c> and delivers each event at once. While every worker is busy, a waiting poller
-/// would be woken for nearly every event (the kernel wakes an epoll waiter whenever its ready list gains an entry), each
-/// wake a context switch and often an interrupt between cores; so the poller sleeps instead, polls once per
-/// <see cref="PollPeriodMs"/>, and the workers collect what has arrived when their own queues run dry
-/// (<see cref="HarvestIfDue"/>).</para>
+/// <para>Who collects readiness (the partial file EpollDriver.Harvest.cs). While a worker is parked, none exists, or
+/// every one runs long items (<see cref="Scheduler.WorkersAwaitWakeUp"/>), the poller waits in <c>epoll_wait</c> and
+/// delivers each event at once. While the workers are busy with short items, a waiting poller would be woken for nearly
+/// every event (the kernel wakes an epoll waiter whenever its ready list gains an entry), each wake a context switch and
+/// often an interrupt between cores; so the poller sleeps instead, polls once per <see cref="PollPeriodMs"/>, and the
+/// workers collect what has arrived before they take from the shared queue (<see cref="HarvestIfDue"/>).</para>
 /// <para>State. <see cref="_sockets"/> maps a registration's token (never reused, so a late event for a closed socket
 /// finds nothing) to its socket: written by registering and unregistering threads, read by the poller.
 /// <see cref="_stopping"/> is written once by <see cref="Stop"/>, then the event fd wakes the poller, which closes the
@@ -217,9 +217,10 @@ internal sealed unsafe partial class EpollDriver : IIoReadiness
         byte* events = (byte*)NativeMemory.Alloc((nuint)(MaxEvents * _eventSize));
         try
         {
+            int count = 0;
             while (true)
             {
-                int count = WaitForEvents(events, MaxEvents);
+                count = WaitForEvents(events, MaxEvents, count);
                 if (count < 0)
                 {
                     int errno = Marshal.GetLastPInvokeError();

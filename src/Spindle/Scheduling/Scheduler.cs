@@ -113,10 +113,18 @@ internal sealed partial class Scheduler
     public int ParkedWorkerCount => _idle.IdleCount;
 
     /// <summary>
-    /// Whether no worker will look for queued work soon by itself: one is parked (it must be woken), or none exists (a
-    /// snapshot). The I/O driver's poller then delivers readiness at once (see <see cref="IIoReadiness"/>).
+    /// Whether no worker will look for queued work soon by itself: one is parked (it must be woken), none exists, or
+    /// every one runs long items (work queued from outside then waits for the relief thread, which starts within
+    /// microseconds). A snapshot. The I/O driver's poller then delivers readiness at once (see <see cref="IIoReadiness"/>).
     /// </summary>
-    public bool WorkersAwaitWakeUp => _idle.IdleCount != 0 || _roster.Count == 0;
+    public bool WorkersAwaitWakeUp
+    {
+        get
+        {
+            int workers = _roster.Count;
+            return _idle.IdleCount != 0 || workers == 0 || Relief.LongItemWorkerCount >= workers;
+        }
+    }
 
     /// <summary>Whether shutdown with <see cref="ShutdownMode.CancelPending"/> has begun.</summary>
     public bool IsCancelling => _state == StateCancelling;

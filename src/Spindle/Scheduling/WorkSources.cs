@@ -21,8 +21,8 @@ namespace Spindle.Scheduling;
 /// <item><b>lanes</b> by class, High, Normal, Low (<see cref="LaneSet"/>), the pool's own queue being the Normal class's
 /// default member: the lane set's rule decides between them, with a minimum share for each class;</item>
 /// <item><b>the pool's own queue</b>, which is this worker's LIFO slot, then its ring (newest first), then the global
-/// queue (<see cref="GlobalQueue"/>, oldest first, in batches), before which socket readiness that arrived while no
-/// worker was parked is collected into it (<see cref="IIoReadiness"/>);</item>
+/// queue (<see cref="GlobalQueue"/>, oldest first, in batches); before any take from it (a batch or a look's one item),
+/// socket readiness that arrived while no worker was parked is collected into it (<see cref="IIoReadiness"/>);</item>
 /// <item><b>peers</b>: other workers' rings and LIFO slots, as a thief.</item>
 /// </list>
 /// <para>The orders (each a few lines below):</para>
@@ -205,7 +205,7 @@ internal sealed partial class WorkSources
         }
         bool lanesReady = Lanes.AnyReady;
         return (lanesReady && Lanes.TryTakeForSearcher(new LaneTaker(self), LaneSet.HighClass, LaneSet.NormalClass, out item))
-            || TakeGlobalBatch(self, out item)
+            || TakeGlobalBatch(self, out item, searching: true)
             || StealFromPeers(self, out item)
             || (lanesReady && Lanes.TryTakeForSearcher(new LaneTaker(self), LaneSet.LowClass, LaneSet.LowClass, out item));
     }
@@ -350,11 +350,11 @@ internal sealed partial class WorkSources
     }
 
     /// <summary>The owner: a batch of the global queue into its ring (see <see cref="WorkerLocalQueue.TryTakeGlobalBatch"/>).</summary>
-    private bool TakeGlobalBatch(Worker self, out WorkItemEntry item)
+    private bool TakeGlobalBatch(Worker self, out WorkItemEntry item, bool searching = false)
     {
         // Readiness that arrived while every worker was busy becomes queued work here (a plain read: a stale null only
         // leaves the events to the poller's next poll).
-        _io?.HarvestIfDue();
+        _io?.HarvestIfDue(searching);
         if (!self.Local.TryTakeGlobalBatch(this, out item, out bool full))
         {
             return false;
@@ -399,6 +399,7 @@ internal sealed partial class WorkSources
     /// <summary>The owner, at a look while local work waits: one item of the global queue, no batch (noted by its look pacer).</summary>
     private bool TakeOneGlobal(Worker self, out WorkItemEntry item)
     {
+        _io?.HarvestIfDue(searching: false); // a look outside looks at readiness too (see TakeGlobalBatch)
         if (self.Local.TryTakeOneGlobal(this, out item))
         {
             self.NoteTookOutside();
