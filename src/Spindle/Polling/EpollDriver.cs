@@ -5,7 +5,6 @@ using System.Runtime.CompilerServices;
 using System.Runtime.InteropServices;
 using System.Threading;
 using Spindle.Primitives;
-using Spindle.Scheduling;
 using Spindle.Threading;
 
 using Spindle.Polling;
@@ -22,14 +21,8 @@ namespace Spindle.Polling;
 /// model): the poller costs one mostly-blocked thread per pool that uses sockets, and leaves the workers' parking
 /// protocol (LIFO futex parking, the wake rules, the stall monitor) exactly as it is. Folding the driver into parking saves
 /// that hop (the poller's wake of a parked worker: a few microseconds per event at the median when the pool is lightly
-/// loaded, README "Sockets") at the price of an <c>epoll_wait</c> in every park; it is left for later, and the seam is
-/// this class.</para>
-/// <para>Who collects readiness (the partial file EpollDriver.Harvest.cs). While a worker is parked, none exists, or
-/// every one runs long items (<see cref="Scheduler.WorkersAwaitWakeUp"/>), the poller waits in <c>epoll_wait</c> and
-/// delivers each event at once. While the workers are busy with short items, a waiting poller would be woken for nearly
-/// every event (the kernel wakes an epoll waiter whenever its ready list gains an entry), each wake a context switch and
-/// often an interrupt between cores; so the poller sleeps instead, polls once per <see cref="PollPeriodMs"/>, and the
-/// workers collect what has arrived before they take from the shared queue (<see cref="HarvestIfDue"/>).</para>
+/// loaded, README "Sockets") at the price of an <c>epoll_wait</c> in every park and of busy workers polling the
+/// driver; it is left for later, and the seam is this class.</para>
 /// <para>State. <see cref="_sockets"/> maps a registration's token (never reused, so a late event for a closed socket
 /// finds nothing) to its socket: written by registering and unregistering threads, read by the poller.
 /// <see cref="_stopping"/> is written once by <see cref="Stop"/>, then the event fd wakes the poller, which closes the
@@ -38,13 +31,12 @@ namespace Spindle.Polling;
 /// <see cref="_descriptorsClosed"/> under the lock, and <see cref="Stop"/> writes the event fd under it only while that
 /// is false, so the wake-up never goes to a descriptor number the process has reused since.</para>
 /// </remarks>
-internal sealed unsafe partial class EpollDriver : IIoReadiness
+internal sealed unsafe class EpollDriver
 {
     private const int MaxEvents = 256;
     private const ulong WakeToken = 0;
 
     private readonly string _poolName;
-    private readonly Scheduler _scheduler;
     private readonly int _epoll;
     private readonly int _eventFd;
     private readonly int _eventSize;
@@ -57,10 +49,9 @@ internal sealed unsafe partial class EpollDriver : IIoReadiness
     private bool _stopping;
     private bool _descriptorsClosed;
 
-    private EpollDriver(string poolName, Scheduler scheduler, int epoll, int eventFd)
+    private EpollDriver(string poolName, int epoll, int eventFd)
     {
         _poolName = poolName;
-        _scheduler = scheduler;
         _epoll = epoll;
         _eventFd = eventFd;
         // struct epoll_event { uint32_t events; uint64_t data; } is packed on x64 (12 bytes) and naturally aligned on arm64 (16).
@@ -75,7 +66,7 @@ internal sealed unsafe partial class EpollDriver : IIoReadiness
 
     /// <summary>Creates the epoll instance and its wake-up event; the poller thread starts with the first registration.</summary>
     /// <exception cref="System.Net.Sockets.SocketException">The kernel refused a descriptor (the process is out of them).</exception>
-    public static EpollDriver Create(string poolName, Scheduler scheduler, ThreadStarts starts)
+    public static EpollDriver Create(string poolName, ThreadStarts starts)
     {
         Debug.Assert(IsSupported);
         int epoll = LinuxIo.EpollCreate1(LinuxIo.EpollCloexec);
@@ -90,7 +81,7 @@ internal sealed unsafe partial class EpollDriver : IIoReadiness
             LinuxIo.Close(epoll);
             throw LinuxIo.Error(errno);
         }
-        var driver = new EpollDriver(poolName, scheduler, epoll, eventFd) { _starts = starts };
+        var driver = new EpollDriver(poolName, epoll, eventFd) { _starts = starts };
         int added = driver.Control(LinuxIo.EpollCtlAdd, eventFd, LinuxIo.EpollIn, WakeToken);
         if (added != 0)
         {
@@ -201,7 +192,6 @@ internal sealed unsafe partial class EpollDriver : IIoReadiness
                 LinuxIo.Write(_eventFd, &one, sizeof(ulong));
             }
         }
-        _pollerSleep.Signal(); // a poller between polls sees the flag now, not at its next poll
     }
 
     private int Control(int operation, int fd, uint events, ulong token)
@@ -217,10 +207,9 @@ internal sealed unsafe partial class EpollDriver : IIoReadiness
         byte* events = (byte*)NativeMemory.Alloc((nuint)(MaxEvents * _eventSize));
         try
         {
-            int count = 0;
             while (true)
             {
-                count = WaitForEvents(events, MaxEvents, count);
+                int count = LinuxIo.EpollWait(_epoll, events, MaxEvents, -1);
                 if (count < 0)
                 {
                     int errno = Marshal.GetLastPInvokeError();
@@ -238,7 +227,22 @@ internal sealed unsafe partial class EpollDriver : IIoReadiness
                     OnShutdownStarted();
                     break;
                 }
-                Deliver(events, count, poller: true);
+                for (int i = 0; i < count; i++)
+                {
+                    byte* ev = events + i * _eventSize;
+                    uint flags = Unsafe.ReadUnaligned<uint>(ev);
+                    ulong token = Unsafe.ReadUnaligned<ulong>(ev + _dataOffset);
+                    if (token == WakeToken)
+                    {
+                        ulong value;
+                        LinuxIo.Read(_eventFd, &value, sizeof(ulong));
+                        continue;
+                    }
+                    if (_sockets.TryGetValue(token, out IPolledSocket? socket))
+                    {
+                        socket.OnReadiness(flags);
+                    }
+                }
                 if (Volatile.Read(ref _stopping))
                 {
                     break;
@@ -255,38 +259,9 @@ internal sealed unsafe partial class EpollDriver : IIoReadiness
         }
     }
 
-    /// <summary>
-    /// Hands <paramref name="count"/> events to their sockets' waiters. The event fd's wake-up is the poller's alone: it
-    /// is registered level-triggered, so a worker's harvest leaves it for the poller to read.
-    /// </summary>
-    private void Deliver(byte* events, int count, bool poller)
-    {
-        Debug.Assert(poller || Volatile.Read(ref _harvesting) > 0, "A worker delivers only within a counted harvest (see WaitForHarvests).");
-        for (int i = 0; i < count; i++)
-        {
-            byte* ev = events + i * _eventSize;
-            uint flags = Unsafe.ReadUnaligned<uint>(ev);
-            ulong token = Unsafe.ReadUnaligned<ulong>(ev + _dataOffset);
-            if (token == WakeToken)
-            {
-                if (poller)
-                {
-                    ulong value;
-                    LinuxIo.Read(_eventFd, &value, sizeof(ulong));
-                }
-                continue;
-            }
-            if (_sockets.TryGetValue(token, out IPolledSocket? socket))
-            {
-                socket.OnReadiness(flags);
-            }
-        }
-    }
-
     private void CloseDescriptorsLocked()
     {
-        Volatile.Write(ref _descriptorsClosed, true);
-        WaitForHarvests(); // a worker's epoll_wait in flight must not meet a descriptor number reused after the close
+        _descriptorsClosed = true;
         LinuxIo.Close(_eventFd);
         LinuxIo.Close(_epoll);
     }

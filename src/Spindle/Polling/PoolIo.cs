@@ -71,13 +71,7 @@ internal sealed class PoolIo
             {
                 throw ShutDownError(_poolName);
             }
-            if (_driver is null)
-            {
-                driver = EpollDriver.Create(_poolName, _scheduler, _starts);
-                Volatile.Write(ref _driver, driver);
-                _scheduler.Sources.AttachIo(driver); // from now on busy workers collect readiness themselves
-            }
-            return _driver;
+            return _driver ??= EpollDriver.Create(_poolName, _starts);
         }
     }
 

@@ -24,9 +24,6 @@ internal interface IOutsideRelief
     /// <summary>A worker began or stopped running long items (called at each transition only).</summary>
     void NoteLongItems(bool longItems);
 
-    /// <summary>Workers counted as running long items (a snapshot of what <see cref="NoteLongItems"/> maintains).</summary>
-    int LongItemWorkerCount { get; }
-
     /// <summary>Work was queued for which no worker could be woken.</summary>
     void OnOutsideWorkUnattended();
 

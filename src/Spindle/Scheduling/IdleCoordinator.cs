@@ -428,9 +428,6 @@ internal sealed class IdleCoordinator
         _idle.Push(self);
         recheck = _roster.Count - _idle.Count > 0;
         Interlocked.MemoryBarrier();
-        // After the push and its fence: the I/O driver's poller, if it left readiness to the busy workers, watches again
-        // (it reads the idle count after its own flag, so one of the two sees the other; see IIoReadiness).
-        _scheduler.Sources.OnWorkerParked();
         if (WorkVisibleToParked() && _idle.TryRemove(self))
         {
             return false;

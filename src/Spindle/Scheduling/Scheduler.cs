@@ -112,20 +112,6 @@ internal sealed partial class Scheduler
     /// <summary>Workers parked on the idle stack (a snapshot).</summary>
     public int ParkedWorkerCount => _idle.IdleCount;
 
-    /// <summary>
-    /// Whether no worker will look for queued work soon by itself: one is parked (it must be woken), none exists, or
-    /// every one runs long items (work queued from outside then waits for the relief thread, which starts within
-    /// microseconds). A snapshot. The I/O driver's poller then delivers readiness at once (see <see cref="IIoReadiness"/>).
-    /// </summary>
-    public bool WorkersAwaitWakeUp
-    {
-        get
-        {
-            int workers = _roster.Count;
-            return _idle.IdleCount != 0 || workers == 0 || Relief.LongItemWorkerCount >= workers;
-        }
-    }
-
     /// <summary>Whether shutdown with <see cref="ShutdownMode.CancelPending"/> has begun.</summary>
     public bool IsCancelling => _state == StateCancelling;
 

@@ -1,7 +1,5 @@
 using System;
-using System.Diagnostics;
 using System.Runtime.CompilerServices;
-using System.Threading;
 using Spindle.Lanes;
 using Spindle.Parking;
 using Spindle.Primitives;
@@ -21,8 +19,7 @@ namespace Spindle.Scheduling;
 /// <item><b>lanes</b> by class, High, Normal, Low (<see cref="LaneSet"/>), the pool's own queue being the Normal class's
 /// default member: the lane set's rule decides between them, with a minimum share for each class;</item>
 /// <item><b>the pool's own queue</b>, which is this worker's LIFO slot, then its ring (newest first), then the global
-/// queue (<see cref="GlobalQueue"/>, oldest first, in batches); before any take from it (a batch or a look's one item),
-/// socket readiness that arrived while no worker was parked is collected into it (<see cref="IIoReadiness"/>);</item>
+/// queue (<see cref="GlobalQueue"/>, oldest first, in batches);</item>
 /// <item><b>peers</b>: other workers' rings and LIFO slots, as a thief.</item>
 /// </list>
 /// <para>The orders (each a few lines below):</para>
@@ -52,9 +49,6 @@ internal sealed partial class WorkSources
     private WorkerRoster _roster = null!;
     private IdleCoordinator _idle = null!;
 
-    // Set once by AttachIo when the pool's first socket creates its I/O driver; null until then (and where there is none).
-    private IIoReadiness? _io;
-
     public WorkSources(GlobalQueue global, UrgentQueue urgent, LaneSet lanes)
     {
         _global = global;
@@ -77,19 +71,6 @@ internal sealed partial class WorkSources
         _roster = roster;
         _idle = idle;
     }
-
-    /// <summary>
-    /// The pool's I/O driver, once it exists: a worker about to take a batch from the shared queue collects the
-    /// readiness that has arrived first (see <see cref="IIoReadiness"/>), and a parking worker tells it. Set once.
-    /// </summary>
-    public void AttachIo(IIoReadiness io)
-    {
-        Debug.Assert(_io is null || _io == io, "A pool has one I/O driver.");
-        Volatile.Write(ref _io, io);
-    }
-
-    /// <summary>A worker has pushed itself on the idle stack: the I/O driver's poller takes over from the busy workers.</summary>
-    public void OnWorkerParked() => Volatile.Read(ref _io)?.OnWorkerParked();
 
     /// <summary>The worker's order: urgent, then lanes by their rule (the pool's queue among them), else the pool's queue.</summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
@@ -205,7 +186,7 @@ internal sealed partial class WorkSources
         }
         bool lanesReady = Lanes.AnyReady;
         return (lanesReady && Lanes.TryTakeForSearcher(new LaneTaker(self), LaneSet.HighClass, LaneSet.NormalClass, out item))
-            || TakeGlobalBatch(self, out item, searching: true)
+            || TakeGlobalBatch(self, out item)
             || StealFromPeers(self, out item)
             || (lanesReady && Lanes.TryTakeForSearcher(new LaneTaker(self), LaneSet.LowClass, LaneSet.LowClass, out item));
     }
@@ -350,11 +331,8 @@ internal sealed partial class WorkSources
     }
 
     /// <summary>The owner: a batch of the global queue into its ring (see <see cref="WorkerLocalQueue.TryTakeGlobalBatch"/>).</summary>
-    private bool TakeGlobalBatch(Worker self, out WorkItemEntry item, bool searching = false)
+    private bool TakeGlobalBatch(Worker self, out WorkItemEntry item)
     {
-        // Readiness that arrived while every worker was busy becomes queued work here (a plain read: a stale null only
-        // leaves the events to the poller's next poll).
-        _io?.HarvestIfDue(searching);
         if (!self.Local.TryTakeGlobalBatch(this, out item, out bool full))
         {
             return false;
@@ -399,7 +377,6 @@ internal sealed partial class WorkSources
     /// <summary>The owner, at a look while local work waits: one item of the global queue, no batch (noted by its look pacer).</summary>
     private bool TakeOneGlobal(Worker self, out WorkItemEntry item)
     {
-        _io?.HarvestIfDue(searching: false); // a look outside looks at readiness too (see TakeGlobalBatch)
         if (self.Local.TryTakeOneGlobal(this, out item))
         {
             self.NoteTookOutside();

@@ -173,9 +173,6 @@ internal sealed partial class OutsideRelief : IOutsideRelief
         Debug.Assert(count >= 0, "A worker leaves the count only after entering it.");
     }
 
-    /// <inheritdoc/>
-    public int LongItemWorkerCount => Volatile.Read(ref _longItemWorkers.Value);
-
     /// <summary>A global enqueue found no worker to wake: arms the relief if some worker is in long items.</summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public void OnOutsideWorkUnattended()
