@@ -114,7 +114,8 @@ internal sealed partial class StallMonitor
             return true;
         }
         int needed = RunnableWorkersForBusyCores(Environment.ProcessorCount);
-        int runnable = CountRunnableWorkers(needed, out bool kernelKnows);
+        bool kernelKnows = KernelThreadState.IsAvailable;
+        int runnable = CountRunnableWorkers(needed, kernelKnows);
         bool busy = runnable >= needed && (kernelKnows || cpuBusy);
         _busySeenAt = busy ? now : 0;
         return busy;
@@ -137,14 +138,13 @@ internal sealed partial class StallMonitor
 
     /// <summary>
     /// Counts the workers that want a CPU now, stopping at <paramref name="needed"/>. <paramref name="kernelKnows"/>: the
-    /// kernel could be asked here (Linux, see <see cref="KernelThreadState.IsAvailable"/>); where not, a worker outside
-    /// a managed wait counts as runnable. A worker that has not yet published its kernel id (the monitor has just
+    /// kernel can be asked here (<see cref="KernelThreadState.IsAvailable"/>); where not, a worker outside a managed wait
+    /// counts as runnable. A worker that has not yet published its kernel id (the monitor has just
     /// started it: it has run nothing) or whose state cannot be read (it has exited) does not count. Monitor thread
     /// only.
     /// </summary>
-    private int CountRunnableWorkers(int needed, out bool kernelKnows)
+    private int CountRunnableWorkers(int needed, bool kernelKnows)
     {
-        kernelKnows = KernelThreadState.IsAvailable;
         int runnable = 0;
         int reads = 0;
         foreach (Worker worker in _threads.Workers)

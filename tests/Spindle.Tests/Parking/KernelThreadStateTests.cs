@@ -3,6 +3,7 @@ using System.IO.Pipes;
 using System.Linq;
 using System.Text;
 using System.Threading;
+using System.Threading.Tasks;
 using Spindle.Primitives;
 using Spindle.Threading;
 using Xunit;
@@ -87,6 +88,17 @@ public sealed class KernelThreadStateTests
             reader.Join();
         }
         Waits.Until(() => KernelThreadState.Read(spinnerId) == KernelThreadState.State.Unknown, "the exited thread to read as unknown");
+    }
+
+    [Fact]
+    public void AWorker_PublishesItsKernelThreadId_BeforeItsFirstItem()
+    {
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = nameof(KernelThreadStateTests), MinThreads = 1, MaxThreads = 1 });
+        Task<(int Published, int Own)> seen = pool.Run(static () => (Spindle.Scheduling.Worker.Current!.Record.KernelThreadId, KernelThreadState.CurrentId()));
+        Assert.True(seen.Wait(Waits.MustHappen), "the item did not run");
+        // What the stall monitor reads a worker's state by: the worker's own id to the kernel (0 where there is none).
+        Assert.Equal(seen.Result.Own, seen.Result.Published);
+        Assert.Equal(OperatingSystem.IsLinux(), seen.Result.Published != 0);
     }
 
     [Theory]
