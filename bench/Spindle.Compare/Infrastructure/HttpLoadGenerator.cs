@@ -10,27 +10,64 @@ using System.Threading;
 namespace Spindle.Compare.Infrastructure;
 
 /// <summary>
-/// The HTTP scenarios' load generator: keep-alive HTTP/1.1 connections, each driven by a dedicated thread with blocking
-/// socket calls (so neither pool under test, nor the built-in pool, runs any of it), sending one GET and reading its
-/// whole response (a <c>Content-Length</c> body, or a chunked one without trailers) before the next: a closed loop, as
-/// wrk's connections without pipelining.
+/// The HTTP scenarios' load generator: keep-alive HTTP/1.1 connections, one GET in flight on each (no pipelining), the
+/// next sent as soon as the whole response (a <c>Content-Length</c> body, or a chunked one without trailers) has
+/// arrived: a closed loop, as wrk's connections. On Linux (x64, arm64) it is built as wrk is: a few event-loop threads
+/// (<see cref="LoopCount"/>), each owning a share of the connections, non-blocking sockets and an epoll instance of its
+/// own (<c>HttpLoadGenerator.EventLoop.cs</c>); elsewhere each connection is a thread with blocking socket calls. Either
+/// way neither pool under test, nor the built-in pool, runs any of it, and it allocates nothing per request.
 /// </summary>
-internal sealed class HttpLoadGenerator : IDisposable
+internal sealed partial class HttpLoadGenerator : IDisposable
 {
     /// <summary>Latencies kept per connection and phase (the first ones; enough for a p99 over 64 connections).</summary>
     private const int LatencySlots = 4_096;
 
     private readonly Connection[] _connections;
+    private readonly EventLoop[]? _loops;
 
     public HttpLoadGenerator(EndPoint server, string path, int connections)
     {
         byte[] request = Encoding.ASCII.GetBytes($"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n");
         _connections = new Connection[connections];
-        for (int i = 0; i < connections; i++)
+        try
         {
-            _connections[i] = new Connection(server, request);
+            for (int i = 0; i < connections; i++)
+            {
+                _connections[i] = new Connection(server, request);
+            }
+            if (EventLoop.IsSupported)
+            {
+                int loops = Math.Min(LoopCount, connections);
+                _loops = new EventLoop[loops];
+                for (int i = 0; i < loops; i++)
+                {
+                    // Connection c goes to loop c % loops: the shares differ by one at most.
+                    var share = new List<Connection>();
+                    for (int c = i; c < connections; c += loops)
+                    {
+                        share.Add(_connections[c]);
+                    }
+                    _loops[i] = new EventLoop([.. share]);
+                }
+            }
+        }
+        catch
+        {
+            Dispose();
+            throw;
         }
     }
+
+    /// <summary>
+    /// The event-loop threads on Linux: wrk's default of two up to 8 cores, then one per four cores (at most eight), so
+    /// that the generator does not take the cores the server is measured on.
+    /// </summary>
+    public static int LoopCount => Math.Clamp(Environment.ProcessorCount / 4, 2, 8);
+
+    /// <summary>How the connections are driven, for the report: event loops or blocking threads.</summary>
+    public string Shape => _loops is { } loops
+        ? $"{loops.Length} epoll loops, {_connections.Length} non-blocking connections"
+        : $"{_connections.Length} threads with blocking connections";
 
     /// <summary>
     /// Every connection loops for <paramref name="duration"/>; returns the requests answered and their latencies
@@ -39,7 +76,7 @@ internal sealed class HttpLoadGenerator : IDisposable
     public (long Requests, double[] Latencies) RunFor(TimeSpan duration)
     {
         long deadline = Stopwatch.GetTimestamp() + Pacer.Ticks(duration);
-        RunAll(connection => connection.LoopUntil(deadline, int.MaxValue, answerBy: false));
+        RunAll(deadline, int.MaxValue, answerBy: false);
         long requests = 0;
         foreach (Connection connection in _connections)
         {
@@ -60,7 +97,7 @@ internal sealed class HttpLoadGenerator : IDisposable
     /// </summary>
     public (double[] Latencies, int Failed) RunCount(int perConnection, long triggered, long deadline)
     {
-        RunAll(connection => connection.LoopUntil(deadline, perConnection, answerBy: true));
+        RunAll(deadline, perConnection, answerBy: true);
         int failed = 0;
         foreach (Connection connection in _connections)
         {
@@ -71,27 +108,59 @@ internal sealed class HttpLoadGenerator : IDisposable
 
     public void Dispose()
     {
-        foreach (Connection connection in _connections)
+        if (_loops is not null)
         {
-            connection.Dispose();
+            foreach (EventLoop? loop in _loops)
+            {
+                loop?.Dispose();
+            }
+        }
+        foreach (Connection? connection in _connections)
+        {
+            connection?.Dispose();
         }
     }
 
-    private void RunAll(Action<Connection> loop)
+    /// <summary>
+    /// Runs every connection until <paramref name="deadline"/> or <paramref name="limit"/> requests each. With
+    /// <paramref name="answerBy"/>, a response must arrive by the deadline (a request still waiting then ends the
+    /// connection's loop and leaves it out of step, unusable); without, the deadline stops the sending of new requests
+    /// only, and the one in flight is answered first.
+    /// </summary>
+    private void RunAll(long deadline, int limit, bool answerBy)
     {
-        var threads = new Thread[_connections.Length];
-        for (int i = 0; i < threads.Length; i++)
+        foreach (Connection connection in _connections)
         {
-            Connection connection = _connections[i];
             connection.Reset();
-            threads[i] = new Thread(() => loop(connection)) { IsBackground = true, Name = "http load" };
-            threads[i].Start();
+        }
+        Thread[] threads;
+        if (_loops is { } loops)
+        {
+            threads = new Thread[loops.Length];
+            for (int i = 0; i < threads.Length; i++)
+            {
+                EventLoop loop = loops[i];
+                threads[i] = new Thread(() => loop.Run(deadline, limit, answerBy)) { IsBackground = true, Name = "http load" };
+            }
+        }
+        else
+        {
+            threads = new Thread[_connections.Length];
+            for (int i = 0; i < threads.Length; i++)
+            {
+                Connection connection = _connections[i];
+                threads[i] = new Thread(() => connection.LoopBlocking(deadline, limit, answerBy)) { IsBackground = true, Name = "http load" };
+            }
         }
         foreach (Thread thread in threads)
         {
-            if (!thread.Join(Waits.Stuck))
+            thread.Start();
+        }
+        foreach (Thread thread in threads)
+        {
+            if (!thread.Join(Waits.Stuck + Waits.Stuck))
             {
-                throw new TimeoutException("A load generator connection did not finish.");
+                throw new TimeoutException("A load generator thread did not finish.");
             }
         }
     }
@@ -115,30 +184,106 @@ internal sealed class HttpLoadGenerator : IDisposable
         return sorted;
     }
 
-    /// <summary>One keep-alive connection and its figures, written by its thread only.</summary>
+    /// <summary>
+    /// The length of the first whole response in <paramref name="data"/>, or -1 while more must arrive. Throws for a
+    /// status other than 200 or a response it cannot frame.
+    /// </summary>
+    private static int ResponseLength(ReadOnlySpan<byte> data)
+    {
+        int headerEnd = data.IndexOf(s_headerEnd);
+        if (headerEnd < 0)
+        {
+            return -1;
+        }
+        ReadOnlySpan<byte> head = data[..headerEnd];
+        if (!head.StartsWith(s_ok))
+        {
+            throw new InvalidOperationException($"The server answered {Encoding.ASCII.GetString(head[..Math.Min(head.Length, 40)])}.");
+        }
+        int bodyStart = headerEnd + s_headerEnd.Length;
+        int at = head.IndexOf(s_contentLength);
+        if (at >= 0 && Utf8Parser.TryParse(head[(at + s_contentLength.Length)..], out int length, out _))
+        {
+            return data.Length >= bodyStart + length ? bodyStart + length : -1;
+        }
+        if (head.IndexOf(s_chunked) >= 0)
+        {
+            return ChunkedEnd(data, bodyStart);
+        }
+        throw new InvalidOperationException("The response has neither a Content-Length nor a chunked body.");
+    }
+
+    /// <summary>
+    /// Where a chunked body that starts at <paramref name="at"/> ends (its last chunk, size 0, without trailers), or -1
+    /// while more must arrive.
+    /// </summary>
+    private static int ChunkedEnd(ReadOnlySpan<byte> data, int at)
+    {
+        while (true)
+        {
+            int lineEnd = data[at..].IndexOf(s_lineEnd);
+            if (lineEnd < 0)
+            {
+                return -1;
+            }
+            if (!Utf8Parser.TryParse(data.Slice(at, lineEnd), out int size, out _, 'x') || size < 0)
+            {
+                throw new InvalidOperationException("The response has a malformed chunk size.");
+            }
+            at += lineEnd + s_lineEnd.Length;
+            if (size == 0)
+            {
+                at += s_lineEnd.Length; // the empty line that ends a body without trailers
+                return data.Length >= at ? at : -1;
+            }
+            at += size + s_lineEnd.Length;
+            if (data.Length < at)
+            {
+                return -1;
+            }
+        }
+    }
+
+    private static readonly byte[] s_headerEnd = "\r\n\r\n"u8.ToArray();
+    private static readonly byte[] s_contentLength = "\r\nContent-Length: "u8.ToArray();
+    private static readonly byte[] s_ok = "HTTP/1.1 200 "u8.ToArray();
+    private static readonly byte[] s_chunked = "\r\nTransfer-Encoding: chunked"u8.ToArray();
+    private static readonly byte[] s_lineEnd = "\r\n"u8.ToArray();
+
+    /// <summary>
+    /// One keep-alive connection and its figures, written by the one thread that drives it in a run (its event loop's,
+    /// or its own).
+    /// </summary>
     private sealed class Connection : IDisposable
     {
-        private static readonly byte[] s_headerEnd = "\r\n\r\n"u8.ToArray();
-        private static readonly byte[] s_contentLength = "\r\nContent-Length: "u8.ToArray();
-        private static readonly byte[] s_ok = "HTTP/1.1 200 "u8.ToArray();
-        private static readonly byte[] s_chunked = "\r\nTransfer-Encoding: chunked"u8.ToArray();
-        private static readonly byte[] s_lineEnd = "\r\n"u8.ToArray();
-
-        private readonly Socket _socket;
         private readonly byte[] _request;
         private readonly byte[] _buffer = new byte[64 * 1024];
-        private bool _broken;
+        private int _received;
+        private long _sentAt;
 
         public Connection(EndPoint server, byte[] request)
         {
             _request = request;
-            _socket = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp) { NoDelay = true };
-            _socket.Connect(server);
+            Socket = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp) { NoDelay = true };
+            try
+            {
+                Socket.Connect(server);
+            }
+            catch
+            {
+                Socket.Dispose();
+                throw;
+            }
         }
+
+        public Socket Socket { get; }
 
         public readonly long[] Latencies = new long[LatencySlots];
         public long Completed;
         public Exception? Failure;
+
+        /// <summary>A response was outstanding when a run's answer-by deadline passed: the connection is out of step.</summary>
+        public bool Broken { get; private set; }
 
         public void Reset()
         {
@@ -146,118 +291,96 @@ internal sealed class HttpLoadGenerator : IDisposable
             Failure = null;
         }
 
+        public void Fail(Exception failure)
+        {
+            Broken = true;
+            Failure = failure;
+        }
+
+        public void MarkOutOfStep() => Broken = true;
+
+        /// <summary>Sends the next request (a non-blocking socket takes it whole: nothing else is in flight on it).</summary>
+        public void Send(long now)
+        {
+            _sentAt = now;
+            _received = 0;
+            int sent = Socket.Send(_request, SocketFlags.None, out SocketError error);
+            if (error != SocketError.Success || sent != _request.Length)
+            {
+                throw new InvalidOperationException($"Sending a request failed ({error}, {sent} of {_request.Length} bytes).");
+            }
+        }
+
         /// <summary>
-        /// Requests until <paramref name="deadline"/> or <paramref name="limit"/> of them; a failure ends the loop. With
-        /// <paramref name="answerBy"/>, a response must arrive by the deadline (a request still waiting then ends the
-        /// loop, and leaves the connection out of step, unusable); without, the deadline stops the sending of new
-        /// requests only, and the one in flight is answered first.
+        /// Reads what has arrived (one receive call); true, with the latency recorded, when the response is whole. A
+        /// non-blocking socket with nothing to read returns false.
         /// </summary>
-        public void LoopUntil(long deadline, int limit, bool answerBy)
+        public bool ReceiveSome(long now)
+        {
+            int received = Socket.Receive(_buffer.AsSpan(_received), SocketFlags.None, out SocketError error);
+            if (error == SocketError.WouldBlock)
+            {
+                return false;
+            }
+            if (error != SocketError.Success)
+            {
+                throw new SocketException((int)error);
+            }
+            if (received == 0)
+            {
+                throw new InvalidOperationException("The server closed the connection.");
+            }
+            _received += received;
+            int total = ResponseLength(_buffer.AsSpan(0, _received));
+            if (total < 0)
+            {
+                if (_received == _buffer.Length)
+                {
+                    throw new InvalidOperationException($"A response is longer than {_buffer.Length} bytes.");
+                }
+                return false;
+            }
+            if (total != _received)
+            {
+                throw new InvalidOperationException("The server sent more than one response.");
+            }
+            if (Completed < LatencySlots)
+            {
+                Latencies[Completed] = now - _sentAt;
+            }
+            Completed++;
+            return true;
+        }
+
+        /// <summary>The loop of a connection with a thread of its own and a blocking socket.</summary>
+        public void LoopBlocking(long deadline, int limit, bool answerBy)
         {
             try
             {
-                while (!_broken && Completed < limit)
+                while (!Broken && Completed < limit)
                 {
                     long now = Stopwatch.GetTimestamp();
                     if (now >= deadline)
                     {
                         return;
                     }
-                    _socket.ReceiveTimeout = answerBy ? Math.Max(1, (int)Pacer.ToMilliseconds(deadline - now)) : (int)Waits.Stuck.TotalMilliseconds;
-                    RoundTrip();
-                    long latency = Stopwatch.GetTimestamp() - now;
-                    if (Completed < LatencySlots)
+                    Socket.ReceiveTimeout = answerBy ? Math.Max(1, (int)Pacer.ToMilliseconds(deadline - now)) : (int)Waits.Stuck.TotalMilliseconds;
+                    Send(now);
+                    while (!ReceiveSome(Stopwatch.GetTimestamp()))
                     {
-                        Latencies[Completed] = latency;
                     }
-                    Completed++;
                 }
             }
             catch (SocketException e) when (answerBy && e.SocketErrorCode == SocketError.TimedOut)
             {
-                _broken = true; // the deadline passed with a response outstanding: the connection is out of step now
+                MarkOutOfStep();
             }
             catch (Exception e)
             {
-                _broken = true;
-                Failure = e;
+                Fail(e);
             }
         }
 
-        private void RoundTrip()
-        {
-            _socket.Send(_request);
-            int received = 0;
-            int headerEnd;
-            while ((headerEnd = _buffer.AsSpan(0, received).IndexOf(s_headerEnd)) < 0)
-            {
-                received += Receive(received);
-            }
-            ReadOnlySpan<byte> head = _buffer.AsSpan(0, headerEnd);
-            if (!head.StartsWith(s_ok))
-            {
-                throw new InvalidOperationException($"The server answered {Encoding.ASCII.GetString(head[..Math.Min(head.Length, 40)])}.");
-            }
-            int total;
-            int at = head.IndexOf(s_contentLength);
-            if (at >= 0 && Utf8Parser.TryParse(head[(at + s_contentLength.Length)..], out int length, out _))
-            {
-                total = headerEnd + s_headerEnd.Length + length;
-            }
-            else if (head.IndexOf(s_chunked) >= 0)
-            {
-                total = ReceiveChunks(headerEnd + s_headerEnd.Length, ref received);
-            }
-            else
-            {
-                throw new InvalidOperationException("The response has neither a Content-Length nor a chunked body.");
-            }
-            while (received < total)
-            {
-                received += Receive(received);
-            }
-            if (received != total)
-            {
-                throw new InvalidOperationException("The server sent more than one response.");
-            }
-        }
-
-        /// <summary>
-        /// Reads a chunked body that starts at <paramref name="at"/> up to its last chunk (size 0, no trailers): returns
-        /// where the response ends, with <paramref name="received"/> counting what has been read so far.
-        /// </summary>
-        private int ReceiveChunks(int at, ref int received)
-        {
-            while (true)
-            {
-                int lineEnd;
-                while ((lineEnd = _buffer.AsSpan(at, received - at).IndexOf(s_lineEnd)) < 0)
-                {
-                    received += Receive(received);
-                }
-                if (!Utf8Parser.TryParse(_buffer.AsSpan(at, lineEnd), out int size, out _, 'x') || size < 0)
-                {
-                    throw new InvalidOperationException("The response has a malformed chunk size.");
-                }
-                at += lineEnd + s_lineEnd.Length;
-                if (size == 0)
-                {
-                    return at + s_lineEnd.Length; // the empty line that ends a body without trailers
-                }
-                at += size + s_lineEnd.Length;
-                while (received < at)
-                {
-                    received += Receive(received);
-                }
-            }
-        }
-
-        private int Receive(int offset)
-        {
-            int received = _socket.Receive(_buffer, offset, _buffer.Length - offset, SocketFlags.None);
-            return received > 0 ? received : throw new InvalidOperationException("The server closed the connection.");
-        }
-
-        public void Dispose() => _socket.Dispose();
+        public void Dispose() => Socket.Dispose();
     }
 }

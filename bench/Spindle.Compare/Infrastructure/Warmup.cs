@@ -53,4 +53,41 @@ internal static class Warmup
         Thread.Sleep(100);
         ProcessMeter.MarkMeasuredStart();
     }
+
+    /// <summary>
+    /// Fewer methods than this compiled in a whole round: tiered compilation has promoted the workload's hot methods.
+    /// A round of a steady workload still compiles a few (a timer's callback, an on-stack replacement).
+    /// </summary>
+    private const int SettledCompilations = 10;
+
+    /// <summary>
+    /// As <see cref="Repeat(Action, TimeSpan)"/>, and then on until a round compiles fewer than
+    /// <see cref="SettledCompilations"/> methods (the process's JIT count, both pools alike), or until
+    /// <paramref name="maximum"/>: for workloads of much code, such as a web server's request path, whose tiering ends
+    /// at a time that depends on how many of its methods come precompiled (the framework's do; Spindle's do not).
+    /// </summary>
+    public static void RepeatUntilJitSettles(Action round, TimeSpan minimum, TimeSpan maximum)
+    {
+        var elapsed = Stopwatch.StartNew();
+        int rounds = 0;
+        long compiled = JitInfo.GetCompiledMethodCount();
+        while (true)
+        {
+            round();
+            rounds++;
+            long now = JitInfo.GetCompiledMethodCount();
+            bool settled = now - compiled < SettledCompilations;
+            compiled = now;
+            if (s_trace)
+            {
+                Console.Error.WriteLine($"warm-up round {rounds}: {elapsed.Elapsed.TotalMilliseconds:F0} ms, {now} methods compiled");
+            }
+            if (rounds >= 2 && elapsed.Elapsed >= minimum && (settled || elapsed.Elapsed >= maximum))
+            {
+                break;
+            }
+        }
+        Thread.Sleep(100);
+        ProcessMeter.MarkMeasuredStart();
+    }
 }
