@@ -35,8 +35,9 @@ public sealed class HttpLoadGeneratorTests
         Assert.Equal(100, latencies.Length);
         Assert.Equal(100, server.Requests);
         Assert.All(latencies, l => Assert.True(l > 0, $"A latency of {l} us."));
-        (long requests, double[] timed) = load.RunFor(TimeSpan.FromMilliseconds(200));
+        (long requests, double seconds, double[] timed) = load.RunFor(TimeSpan.FromMilliseconds(200));
         Assert.True(requests > 0, "No request was answered in 200 ms.");
+        Assert.InRange(seconds, 0.2, 60);
         Assert.Equal(requests, timed.Length);
         Assert.Equal(100 + requests, server.Requests);
     }

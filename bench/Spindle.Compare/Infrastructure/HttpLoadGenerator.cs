@@ -70,13 +70,15 @@ internal sealed partial class HttpLoadGenerator : IDisposable
         : $"{_connections.Length} threads with blocking connections";
 
     /// <summary>
-    /// Every connection loops for <paramref name="duration"/>; returns the requests answered and their latencies
-    /// (microseconds, sorted). Throws if a connection fails.
+    /// Every connection loops for <paramref name="duration"/>; returns the requests answered, the seconds from the start
+    /// until the last answer (the latencies' sorting excluded), and their latencies (microseconds, sorted). Throws if a
+    /// connection fails.
     /// </summary>
-    public (long Requests, double[] Latencies) RunFor(TimeSpan duration)
+    public (long Requests, double Seconds, double[] Latencies) RunFor(TimeSpan duration)
     {
-        long deadline = Stopwatch.GetTimestamp() + Pacer.Ticks(duration);
-        RunAll(deadline, int.MaxValue, answerBy: false);
+        long start = Stopwatch.GetTimestamp();
+        RunAll(start + Pacer.Ticks(duration), int.MaxValue, answerBy: false);
+        double seconds = (Stopwatch.GetTimestamp() - start) / (double)Stopwatch.Frequency;
         long requests = 0;
         foreach (Connection connection in _connections)
         {
@@ -86,7 +88,7 @@ internal sealed partial class HttpLoadGenerator : IDisposable
             }
             requests += connection.Completed;
         }
-        return (requests, SortedLatencies(extraStalls: 0, stalledMicroseconds: 0));
+        return (requests, seconds, SortedLatencies(extraStalls: 0, stalledMicroseconds: 0));
     }
 
     /// <summary>

@@ -111,11 +111,8 @@ internal sealed partial class HttpScenario : IScenario
     {
         GcSnapshot.CollectFully();
         GcSnapshot before = GcSnapshot.Take();
-        long start = Stopwatch.GetTimestamp();
-        (long requests, double[] latencies) = load.RunFor(full ? s_full : s_quick);
-        long end = Stopwatch.GetTimestamp();
+        (long requests, double seconds, double[] latencies) = load.RunFor(full ? s_full : s_quick);
         GcSnapshot used = GcSnapshot.Take() - before;
-        double seconds = (end - start) / (double)Stopwatch.Frequency;
         return new Measurement { Items = requests }
             .Set("throughput", requests / seconds)
             .Set("p99", latencies.Length == 0 ? double.NaN : Stats.Percentile(latencies, 99))
