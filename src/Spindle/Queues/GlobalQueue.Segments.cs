@@ -1,11 +1,13 @@
 using System;
 using System.Diagnostics;
+using System.Runtime.CompilerServices;
 using System.Threading;
 
 namespace Spindle.Queues;
 
-// The segment life cycle of the global queue: moving the head past an exhausted segment, retiring it, and taking a
-// retired segment back for reuse. The protocol (what makes reuse safe) is in the remarks on GlobalQueue.
+// The slots and segment life cycle of the global queue: filling a claimed slot, moving the head past an exhausted
+// segment, retiring it, and taking a retired segment back for reuse. The protocol (what makes reuse safe) is in the
+// remarks on GlobalQueue.
 internal sealed partial class GlobalQueue
 {
     /// <summary>Moves the head past <paramref name="exhausted"/> and retires it, if it is still the exhausted head.</summary>
@@ -131,6 +133,26 @@ internal sealed partial class GlobalQueue
             _freeCount -= released;
             Debug.Assert(_freeCount == keep);
             return released;
+        }
+    }
+
+    /// <summary>
+    /// Writes an item into a claimed slot. A free slot holds no references (a consumer clears the slot it takes, a new or
+    /// recycled segment is cleared), so only the item's non-null fields are written: an unflowed item's null context
+    /// costs no write barrier.
+    /// </summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private static void Fill(ref WorkItemEntry free, in WorkItemEntry item)
+    {
+        Debug.Assert(free.Callback is null && free.State is null && free.Context is null, "A free slot holds no references.");
+        free.Callback = item.Callback;
+        if (item.State is { } state)
+        {
+            free.State = state;
+        }
+        if (item.Context is { } context)
+        {
+            free.Context = context;
         }
     }
 

@@ -248,7 +248,7 @@ internal sealed partial class GlobalQueue
                         Volatile.Write(ref slot.Sequence, position + 1);
                         return false;
                     }
-                    slot.Item = item;
+                    Fill(ref slot.Item, item);
                     Volatile.Write(ref slot.Sequence, position + 1);
                     return true;
                 }

@@ -147,12 +147,15 @@ internal sealed partial class Scheduler
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public bool TryEnqueue(in WorkItemEntry entry, bool preferLocal)
     {
-        Worker? worker = Worker.Current;
-        if (_metrics.WaitEnabled && PoolMetrics.ShouldSampleWait(worker))
+        if (_metrics.WaitEnabled)
         {
-            return TryEnqueueCore(_metrics.SampleWait(entry, lane: null, worker), preferLocal, worker);
+            Worker? current = Worker.Current;
+            return PoolMetrics.ShouldSampleWait(current)
+                ? TryEnqueueCore(_metrics.SampleWait(entry, lane: null, current), preferLocal, current)
+                : TryEnqueueCore(entry, preferLocal, current);
         }
-        return TryEnqueueCore(entry, preferLocal, worker);
+        // A shared enqueue needs no worker: the thread-static read is left out of the outside callers' loops.
+        return TryEnqueueCore(entry, preferLocal, preferLocal ? Worker.Current : null);
     }
 
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
