@@ -59,7 +59,7 @@ internal sealed partial class HttpLoadGenerator : IDisposable
     }
 
     /// <summary>
-    /// The event-loop threads on Linux: wrk's default of two up to 8 cores, then one per four cores (at most eight), so
+    /// The event-loop threads on Linux: wrk's default of two below 12 cores, then one per four cores (at most eight), so
     /// that the generator does not take the cores the server is measured on.
     /// </summary>
     public static int LoopCount => Math.Clamp(Environment.ProcessorCount / 4, 2, 8);
