@@ -64,11 +64,6 @@ internal sealed partial class HttpLoadGenerator : IDisposable
     /// </summary>
     public static int LoopCount => Math.Clamp(Environment.ProcessorCount / 4, 2, 8);
 
-    /// <summary>How the connections are driven, for the report: event loops or blocking threads.</summary>
-    public string Shape => _loops is { } loops
-        ? $"{loops.Length} epoll loops, {_connections.Length} non-blocking connections"
-        : $"{_connections.Length} threads with blocking connections";
-
     /// <summary>
     /// Every connection loops for <paramref name="duration"/>; returns the requests answered, the seconds from the start
     /// until the last answer (the latencies' sorting excluded), and their latencies (microseconds, sorted). Throws if a
