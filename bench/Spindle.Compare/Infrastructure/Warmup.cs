@@ -33,26 +33,7 @@ internal static class Warmup
     /// As <see cref="Repeat(Action)"/>, for at least <paramref name="minimum"/> (or <see cref="Minimum"/> if that is
     /// longer): for workloads whose hot paths take longer to reach their final tier.
     /// </summary>
-    public static void Repeat(Action round, TimeSpan minimum)
-    {
-        if (minimum < Minimum)
-        {
-            minimum = Minimum;
-        }
-        var elapsed = Stopwatch.StartNew();
-        int rounds = 0;
-        while (rounds < 2 || elapsed.Elapsed < minimum)
-        {
-            round();
-            rounds++;
-            if (s_trace)
-            {
-                Console.Error.WriteLine($"warm-up round {rounds}: {elapsed.Elapsed.TotalMilliseconds:F0} ms, {JitInfo.GetCompiledMethodCount()} methods compiled");
-            }
-        }
-        Thread.Sleep(100);
-        ProcessMeter.MarkMeasuredStart();
-    }
+    public static void Repeat(Action round, TimeSpan minimum) => Repeat(round, minimum, untilJitSettles: null);
 
     /// <summary>
     /// Fewer methods than this compiled in a whole round: tiered compilation has promoted the workload's hot methods.
@@ -66,8 +47,19 @@ internal static class Warmup
     /// <paramref name="maximum"/>: for workloads of much code, such as a web server's request path, whose tiering ends
     /// at a time that depends on how many of its methods come precompiled (the framework's do; Spindle's do not).
     /// </summary>
-    public static void RepeatUntilJitSettles(Action round, TimeSpan minimum, TimeSpan maximum)
+    public static void RepeatUntilJitSettles(Action round, TimeSpan minimum, TimeSpan maximum) =>
+        Repeat(round, minimum, untilJitSettles: maximum);
+
+    /// <summary>
+    /// The rounds: at least two, for at least <paramref name="minimum"/> (or <see cref="Minimum"/>), and with
+    /// <paramref name="untilJitSettles"/> on until a round compiles few methods or that much time has passed.
+    /// </summary>
+    private static void Repeat(Action round, TimeSpan minimum, TimeSpan? untilJitSettles)
     {
+        if (minimum < Minimum)
+        {
+            minimum = Minimum;
+        }
         var elapsed = Stopwatch.StartNew();
         int rounds = 0;
         long compiled = JitInfo.GetCompiledMethodCount();
@@ -76,13 +68,13 @@ internal static class Warmup
             round();
             rounds++;
             long now = JitInfo.GetCompiledMethodCount();
-            bool settled = now - compiled < SettledCompilations;
+            bool settled = untilJitSettles is not { } maximum || now - compiled < SettledCompilations || elapsed.Elapsed >= maximum;
             compiled = now;
             if (s_trace)
             {
                 Console.Error.WriteLine($"warm-up round {rounds}: {elapsed.Elapsed.TotalMilliseconds:F0} ms, {now} methods compiled");
             }
-            if (rounds >= 2 && elapsed.Elapsed >= minimum && (settled || elapsed.Elapsed >= maximum))
+            if (rounds >= 2 && elapsed.Elapsed >= minimum && settled)
             {
                 break;
             }
