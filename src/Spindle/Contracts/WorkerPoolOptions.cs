@@ -83,7 +83,8 @@ public sealed class WorkerPoolOptions
     /// <summary>Prefix of worker thread names; a worker is named "<c>{prefix} #{n}</c>". Defaults to <see cref="Name"/>.</summary>
     /// <remarks>
     /// The pool's other threads take the same prefix (<c>{prefix} timer</c>, <c>{prefix} relief</c>,
-    /// <c>{prefix} monitor</c>, <c>{prefix} wait {n}</c>, <c>{prefix} long-running</c>). On Linux the kernel keeps the
+    /// <c>{prefix} monitor</c>, <c>{prefix} wait {n}</c>, <c>{prefix} long-running</c>, and the socket poller
+    /// <c>{prefix} io</c>). On Linux the kernel keeps the
     /// first 15 bytes of a thread's name, and that is what <c>top -H</c>, <c>ps -L</c>, <c>perf</c> and
     /// <c>/proc/PID/task/TID/comm</c> show: with a prefix of 15 bytes or more every thread of the pool reads the same
     /// there, so keep it short (the managed <see cref="System.Threading.Thread.Name"/> keeps the whole name).

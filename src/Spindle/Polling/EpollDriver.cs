@@ -37,6 +37,7 @@ internal sealed unsafe class EpollDriver
     private const ulong WakeToken = 0;
 
     private readonly string _poolName;
+    private readonly string _threadName;
     private readonly int _epoll;
     private readonly int _eventFd;
     private readonly int _eventSize;
@@ -49,9 +50,10 @@ internal sealed unsafe class EpollDriver
     private bool _stopping;
     private bool _descriptorsClosed;
 
-    private EpollDriver(string poolName, int epoll, int eventFd)
+    private EpollDriver(string poolName, string threadName, int epoll, int eventFd)
     {
         _poolName = poolName;
+        _threadName = threadName;
         _epoll = epoll;
         _eventFd = eventFd;
         // struct epoll_event { uint32_t events; uint64_t data; } is packed on x64 (12 bytes) and naturally aligned on arm64 (16).
@@ -64,9 +66,12 @@ internal sealed unsafe class EpollDriver
     public static bool IsSupported =>
         OperatingSystem.IsLinux() && RuntimeInformation.ProcessArchitecture is Architecture.X64 or Architecture.Arm64;
 
-    /// <summary>Creates the epoll instance and its wake-up event; the poller thread starts with the first registration.</summary>
+    /// <summary>
+    /// Creates the epoll instance and its wake-up event; the poller thread, named <paramref name="threadName"/>, starts with
+    /// the first registration.
+    /// </summary>
     /// <exception cref="System.Net.Sockets.SocketException">The kernel refused a descriptor (the process is out of them).</exception>
-    public static EpollDriver Create(string poolName, ThreadStarts starts)
+    public static EpollDriver Create(string poolName, string threadName, ThreadStarts starts)
     {
         Debug.Assert(IsSupported);
         int epoll = LinuxIo.EpollCreate1(LinuxIo.EpollCloexec);
@@ -81,7 +86,7 @@ internal sealed unsafe class EpollDriver
             LinuxIo.Close(epoll);
             throw LinuxIo.Error(errno);
         }
-        var driver = new EpollDriver(poolName, epoll, eventFd) { _starts = starts };
+        var driver = new EpollDriver(poolName, threadName, epoll, eventFd) { _starts = starts };
         int added = driver.Control(LinuxIo.EpollCtlAdd, eventFd, LinuxIo.EpollIn, WakeToken);
         if (added != 0)
         {
@@ -116,7 +121,7 @@ internal sealed unsafe class EpollDriver
                 var poller = new Thread(static state => ((EpollDriver)state!).Poll())
                 {
                     IsBackground = true,
-                    Name = $"{_poolName} io",
+                    Name = _threadName,
                 };
                 try
                 {

@@ -21,15 +21,18 @@ internal sealed class PoolIo
 {
     private readonly Lock _lock = new();
     private readonly string _poolName;
+    private readonly string _pollerName;
     private readonly Scheduler _scheduler;
     private readonly ThreadStarts _starts;
     private readonly HashSet<IPolledSocket> _runtimeEngineSockets = [];
     private EpollDriver? _driver;
     private PipeScheduler? _pipeScheduler;
 
-    public PoolIo(string poolName, Scheduler scheduler, ThreadStarts starts)
+    /// <summary>Sockets of the pool <paramref name="poolName"/>; its poller thread is <c>{threadNamePrefix} io</c>.</summary>
+    public PoolIo(string poolName, string threadNamePrefix, Scheduler scheduler, ThreadStarts starts)
     {
         _poolName = poolName;
+        _pollerName = $"{threadNamePrefix} io";
         _scheduler = scheduler;
         _starts = starts;
     }
@@ -71,7 +74,7 @@ internal sealed class PoolIo
             {
                 throw ShutDownError(_poolName);
             }
-            return _driver ??= EpollDriver.Create(_poolName, _starts);
+            return _driver ??= EpollDriver.Create(_poolName, _pollerName, _starts);
         }
     }
 

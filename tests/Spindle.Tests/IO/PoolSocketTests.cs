@@ -426,6 +426,42 @@ public sealed class PoolSocketDriverTests : PoolSocketTests
     protected override bool RuntimeEngine => false;
 
     [Fact]
+    public async Task ThePollerThread_IsNamedWithThePoolsThreadNamePrefix()
+    {
+        if (!Spindle.Polling.EpollDriver.IsSupported)
+        {
+            return; // no driver on this platform: no poller thread
+        }
+        using var pool = new WorkerPool(new WorkerPoolOptions
+        {
+            Name = "A pool name the poller must not take",
+            ThreadNamePrefix = "PollName",
+            ExceptionPolicy = UnhandledExceptionPolicy.Report,
+        });
+        (PoolSocket client, PoolSocket server) = await SocketPairs.ConnectAsync(pool);
+        using (client)
+        using (server)
+        {
+            // What top -H, ps -L and perf show: the kernel's copy of the name.
+            string[] names = Directory.GetDirectories("/proc/self/task")
+                .Select(static task =>
+                {
+                    try
+                    {
+                        return File.ReadAllText(Path.Combine(task, "comm")).TrimEnd('\n');
+                    }
+                    catch (IOException)
+                    {
+                        return ""; // the thread exited meanwhile
+                    }
+                })
+                .ToArray();
+            Assert.Contains("PollName io", names);
+            Assert.DoesNotContain(names, static name => name.StartsWith("A pool name", StringComparison.Ordinal));
+        }
+    }
+
+    [Fact]
     public async Task DisposingAPoolSocketWhoseSocketWasClosedDirectly_LeavesTheRegistrationOfItsReusedDescriptorAlone()
     {
         if (!Spindle.Polling.EpollDriver.IsSupported)
