@@ -207,9 +207,7 @@ public sealed partial class WorkerPool
     /// </summary>
     private List<Thread> ReleaseThreadsAfterStop()
     {
-        // The spares first: a retired worker's thread may be parked as one, and would otherwise be joined only when it
-        // stopped waiting for a worker (the idle timeout).
-        List<Thread> threads = [.. _threads.CloseSpares(), .. _threads.SnapshotRetiredThreads(), .. _dedicated.SnapshotThreads()];
+        List<Thread> threads = [.. _threads.SnapshotRetiredThreads(), .. _dedicated.SnapshotThreads()];
         if (_threads.ReleaseMonitor() is Thread monitor)
         {
             threads.Add(monitor);

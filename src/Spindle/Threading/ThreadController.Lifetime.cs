@@ -323,15 +323,6 @@ internal sealed partial class ThreadController
         }
     }
 
-    /// <summary>
-    /// Shutdown has waited for the stop: ends the spare threads (parked ones at once, the others once their worker is
-    /// done) and returns them, for shutdown to join before the retired threads, some of which they are.
-    /// </summary>
-    public Thread[] CloseSpares() => _spares.Close();
-
-    /// <summary>Spare threads parked right now (tests and diagnostics).</summary>
-    public int ParkedSpareCount => _spares.ParkedCount;
-
     /// <summary>Shutdown has waited for the stop: wakes the stall monitor to exit and returns its thread (null if none).</summary>
     public Thread? ReleaseMonitor() => _monitor.Release();
 }

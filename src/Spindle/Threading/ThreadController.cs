@@ -49,7 +49,6 @@ internal sealed partial class ThreadController : IWorkerThreads
     private readonly ItemRunner _runner;
     private readonly IWorkerTimers _timers;
     private readonly ThreadStarts _starts;
-    private readonly SpareThreads _spares; // threads of surplus workers, parked for the next ramp
     private StallMonitor _monitor = null!; // set once by Connect, before any thread of the pool exists
 
     private readonly WorkerRoster _roster = new(); // the workers, their count and the target: changed under _lock
@@ -73,7 +72,6 @@ internal sealed partial class ThreadController : IWorkerThreads
     {
         _starts = starts;
         starts.Connect(this);
-        _spares = new SpareThreads(options);
         _pool = pool;
         _options = options;
         _threadNamePrefix = options.ThreadNamePrefix ?? options.Name;
@@ -219,8 +217,6 @@ internal sealed partial class ThreadController : IWorkerThreads
             or ThreadInjectionReason.BlockingRegion or ThreadInjectionReason.MinimumRaised);
         Worker worker = null!;
         Thread thread = null!;
-        string name = null!;
-        SpareThreads.Spare? reused = null;
         bool created = true;
         lock (_lock)
         {
@@ -235,10 +231,7 @@ internal sealed partial class ThreadController : IWorkerThreads
             try
             {
                 worker = new Worker(_pool, _options, _scheduler, _idle, this, _timers, _runner, ++_nextWorkerId);
-                name = $"{_threadNamePrefix} #{worker.Id}";
-                // A parked spare thread if there is one (taken only once nothing else can fail), else a new thread.
-                reused = _spares.TryTake();
-                thread = reused?.Thread ?? _spares.CreateThread(_options, worker, name).Thread;
+                thread = PoolThread.Create(_options, worker.Main, $"{_threadNamePrefix} #{worker.Id}");
             }
             catch (Exception)
             {
@@ -263,15 +256,8 @@ internal sealed partial class ThreadController : IWorkerThreads
         }
         try
         {
-            if (reused is not null)
-            {
-                SpareThreads.Hand(reused, worker, name);
-            }
-            else
-            {
-                // No ExecutionContext capture: a worker never runs in its creator's context. Counts a refusal.
-                _starts.Start(thread, PoolThreadKind.Worker, reason: reason.ToString());
-            }
+            // No ExecutionContext capture: a worker never runs in its creator's context. Counts a refusal.
+            _starts.Start(thread, PoolThreadKind.Worker, reason: reason.ToString());
         }
         catch (Exception)
         {
@@ -371,14 +357,7 @@ internal sealed partial class ThreadController : IWorkerThreads
             Record(reason); // before the count drops, so that a reader who sees the lower count sees the reason too
             RemoveWorkerLocked(worker);
             _retiredThreads.RemoveAll(static t => !t.IsAlive);
-            if (!_retiredThreads.Contains(worker.Thread!)) // a spare thread retires once per worker it runs
-            {
-                _retiredThreads.Add(worker.Thread!);
-            }
-        }
-        if (reason == ThreadInjectionReason.RetiredSurplus)
-        {
-            _spares.NoteRetiredAsSurplus(); // the thread lingers for the next ramp once this worker has exited
+            _retiredThreads.Add(worker.Thread!);
         }
         // See the remarks: one more look after leaving the list, so that no enqueue is left without a worker.
         LookAgainAfterLeaving();
