@@ -13,7 +13,8 @@ namespace Spindle.Compare.Reporting;
 /// (<c>spindle</c>, <c>builtin</c>, … or null when it has no successful run or cannot produce the metric), <c>ratio</c> (null when undefined or
 /// infinite), <c>runs</c>: the raw figures as an array per pool id, <c>spread</c>: the spread factor
 /// (<see cref="ReportRow.Spread"/>, max / min of the runs) per pool id (null with fewer than two runs, or infinite), and
-/// <c>spreadWider</c> (<see cref="ReportRow.SpreadWider"/>; always false on the process figures), <c>ratioInterval</c>
+/// <c>spreadWider</c> (<see cref="ReportRow.SpreadWider"/>; always false on the process figures), <c>baselineSpreadWider</c>
+/// (<see cref="ReportRow.BaselineSpreadWider"/>, the same rule the other way round), <c>ratioInterval</c>
 /// (<see cref="ReportRow.Interval"/>: <c>low</c>, <c>high</c> (null when infinite), its <c>confidence</c>, and
 /// <c>finding</c>: <c>better</c>, <c>worse</c> or <c>undecided</c>; null where the runs allow no interval). The first row of a case that records how the
 /// pools evolve also has <c>series</c>: per pool id, one array per run of [ms, threads, pending] samples. Written with <see cref="Utf8JsonWriter"/>, so
@@ -60,6 +61,7 @@ internal static class JsonReport
             }
             writer.WriteEndObject();
             writer.WriteBoolean("spreadWider", row.SpreadWider);
+            writer.WriteBoolean("baselineSpreadWider", row.BaselineSpreadWider);
             if (row.Interval is { } interval)
             {
                 writer.WriteStartObject("ratioInterval");

@@ -83,10 +83,10 @@ internal sealed class ReportRow(string scenario, string variant, MetricInfo metr
             : RatioInterval.Of(For(PoolKind.RatioSubject).Runs, For(PoolKind.RatioBaseline).Runs, Metric.Better, Metric.NoiseFloor);
 
     /// <summary>A subject's spread above this factor can be flagged (<see cref="SpreadWider"/>)…</summary>
-    public const double WideSpread = 1.5;
+    public const double WideSpread = SpreadRule.WideSpread;
 
     /// <summary>…when it is also more than this many times the baseline's spread.</summary>
-    public const double WiderThanBaseline = 1.25;
+    public const double WiderThanBaseline = SpreadRule.WiderThanOther;
 
     /// <summary>
     /// How far apart <paramref name="pool"/>'s runs lie: max / min, each first raised to the metric's noise floor (as in
@@ -117,11 +117,15 @@ internal sealed class ReportRow(string scenario, string variant, MetricInfo metr
     /// are not in the main table) and wherever either spread is unknown.
     /// </summary>
     public bool SpreadWider =>
-        !IsProcessMetric
-        && Spread(PoolKind.RatioSubject) is { } subject
-        && Spread(PoolKind.RatioBaseline) is { } baseline
-        && subject > WideSpread
-        && subject > WiderThanBaseline * baseline;
+        !IsProcessMetric && SpreadRule.Wider(Spread(PoolKind.RatioSubject), Spread(PoolKind.RatioBaseline));
+
+    /// <summary>
+    /// The same rule the other way round: <see cref="PoolKind.RatioBaseline"/>'s runs spread wider than
+    /// <see cref="PoolKind.RatioSubject"/>'s. Not a flag on the baseline: how many rows it marks in a run is how many the
+    /// rule marks where the pool under test is the other one, the machine's share of the flags in that run.
+    /// </summary>
+    public bool BaselineSpreadWider =>
+        !IsProcessMetric && SpreadRule.Wider(Spread(PoolKind.RatioBaseline), Spread(PoolKind.RatioSubject));
 
     /// <summary>One row per metric of every case, in run order.</summary>
     public static List<ReportRow> Build(IEnumerable<CaseResult> cases)

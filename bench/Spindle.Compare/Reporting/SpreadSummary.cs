@@ -40,16 +40,20 @@ internal static class SpreadSummary
     };
 
     /// <summary>
-    /// The line under the table, "N of M rows: ...", where M counts the main-table rows with both spreads known; ends
-    /// with a colon when rows follow (<see cref="FlaggedRows"/>), with a full stop when none was flagged.
+    /// The line under the table, "N of M rows: ...", where M counts the main-table rows with both spreads known, and the
+    /// count of the same rule read the other way round (<see cref="ReportRow.BaselineSpreadWider"/>), the reference for N
+    /// on the same machine in the same run; ends with a colon when rows follow (<see cref="FlaggedRows"/>), with a full
+    /// stop when none was flagged.
     /// </summary>
     public static string Line(IReadOnlyList<ReportRow> rows)
     {
         List<ReportRow> main = rows.Where(r => !r.IsProcessMetric).ToList();
         int counted = main.Count(r => r.Spread(PoolKind.RatioSubject) is not null && r.Spread(PoolKind.RatioBaseline) is not null);
         int flagged = main.Count(r => r.SpreadWider);
+        int mirrored = main.Count(r => r.BaselineSpreadWider);
         return $"{flagged} of {counted} rows: {PoolKind.RatioSubject.DisplayName}'s runs spread more than "
-            + $"{Number(ReportRow.WideSpread)}x and more than {Number(ReportRow.WiderThanBaseline)} times the {PoolKind.RatioBaseline.DisplayName} pool's"
+            + $"{Number(ReportRow.WideSpread)}x and more than {Number(ReportRow.WiderThanBaseline)} times the {PoolKind.RatioBaseline.DisplayName} pool's "
+            + $"(the other way round, the {PoolKind.RatioBaseline.DisplayName} pool's wider than {PoolKind.RatioSubject.DisplayName}'s: {mirrored})"
             + (flagged > 0 ? ":" : ".");
     }
 
