@@ -87,7 +87,7 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
         _dedicated = new DedicatedThreads(this, _options, _scheduler, _threads, _runner);
         _waits = new WaitRegistry(this, _options, _scheduler, _timers);
         Bind(new TaskBridge(this, _scheduler, _threads, _dedicated), lane: null, _options.FlowExecutionContext);
-        _io = new PoolIo(_options.Name, _options.ThreadNamePrefix ?? _options.Name, _scheduler, starts);
+        _io = new PoolIo(_options.Name, _options.ThreadNamePrefixOrName, _scheduler, starts);
         _scheduler.ConnectMetrics(new PoolMetrics(this, _options.MeterFactory));
         RetiredSegmentTrimmer.Start(_scheduler);
     }

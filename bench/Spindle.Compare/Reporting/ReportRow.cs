@@ -82,12 +82,6 @@ internal sealed class ReportRow(string scenario, string variant, MetricInfo metr
             ? null
             : RatioInterval.Of(For(PoolKind.RatioSubject).Runs, For(PoolKind.RatioBaseline).Runs, Metric.Better, Metric.NoiseFloor);
 
-    /// <summary>A subject's spread above this factor can be flagged (<see cref="SpreadWider"/>)…</summary>
-    public const double WideSpread = SpreadRule.WideSpread;
-
-    /// <summary>…when it is also more than this many times the baseline's spread.</summary>
-    public const double WiderThanBaseline = SpreadRule.WiderThanOther;
-
     /// <summary>
     /// How far apart <paramref name="pool"/>'s runs lie: max / min, each first raised to the metric's noise floor (as in
     /// <see cref="Ratio"/>, so that runs under the floor do not read as a wide spread). 1 when both are zero (or for a
@@ -111,8 +105,8 @@ internal sealed class ReportRow(string scenario, string variant, MetricInfo metr
     }
 
     /// <summary>
-    /// Whether <see cref="PoolKind.RatioSubject"/>'s runs spread wider than <see cref="WideSpread"/> and more than
-    /// <see cref="WiderThanBaseline"/> times <see cref="PoolKind.RatioBaseline"/>'s: its median is then less settled
+    /// Whether <see cref="PoolKind.RatioSubject"/>'s runs spread wider than <see cref="SpreadRule.WideSpread"/> and more
+    /// than <see cref="SpreadRule.WiderThanOther"/> times <see cref="PoolKind.RatioBaseline"/>'s: its median is then less settled
     /// than the baseline's, and the ratio deserves re-runs before it is read. False for the process figures (which
     /// are not in the main table) and wherever either spread is unknown.
     /// </summary>

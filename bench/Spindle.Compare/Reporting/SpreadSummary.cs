@@ -22,7 +22,7 @@ internal static class SpreadSummary
     public static string Legend =>
         $"max / min of the runs, {PoolKind.RatioSubject.DisplayName}'s / {PoolKind.RatioBaseline.DisplayName}'s (values under the "
         + $"metric's noise floor count as the floor); \"{WiderMark}\" where {PoolKind.RatioSubject.DisplayName}'s is over "
-        + $"{Number(ReportRow.WideSpread)}x and over {Number(ReportRow.WiderThanBaseline)} times {PoolKind.RatioBaseline.DisplayName}'s.";
+        + $"{Number(SpreadRule.WideSpread)}x and over {Number(SpreadRule.WiderThanOther)} times {PoolKind.RatioBaseline.DisplayName}'s.";
 
     /// <summary>"1.74 / 1.16", with <see cref="WiderMark"/> after it on a flagged row.</summary>
     public static string Cell(ReportRow row) =>
@@ -52,7 +52,7 @@ internal static class SpreadSummary
         int flagged = main.Count(r => r.SpreadWider);
         int mirrored = main.Count(r => r.BaselineSpreadWider);
         return $"{flagged} of {counted} rows: {PoolKind.RatioSubject.DisplayName}'s runs spread more than "
-            + $"{Number(ReportRow.WideSpread)}x and more than {Number(ReportRow.WiderThanBaseline)} times the {PoolKind.RatioBaseline.DisplayName} pool's "
+            + $"{Number(SpreadRule.WideSpread)}x and more than {Number(SpreadRule.WiderThanOther)} times the {PoolKind.RatioBaseline.DisplayName} pool's "
             + $"(the other way round, the {PoolKind.RatioBaseline.DisplayName} pool's wider than {PoolKind.RatioSubject.DisplayName}'s: {mirrored})"
             + (flagged > 0 ? ":" : ".");
     }

@@ -220,6 +220,9 @@ public sealed class WorkerPoolOptions
     /// <summary>Test seam: the lanes' starvation interval in milliseconds (null: <see cref="Lanes.LaneSet.StarvationIntervalMs"/>).</summary>
     internal int? LaneStarvationIntervalMs { get; set; }
 
+    /// <summary>What the pool's thread names start with: <see cref="ThreadNamePrefix"/>, else <see cref="Name"/>.</summary>
+    internal string ThreadNamePrefixOrName => ThreadNamePrefix ?? Name;
+
     /// <summary>The idle timeout in milliseconds, or <see cref="Timeout.Infinite"/>.</summary>
     internal int IdleTimeoutMilliseconds =>
         IdleTimeout == Timeout.InfiniteTimeSpan ? Timeout.Infinite : (int)IdleTimeout.TotalMilliseconds;

@@ -36,7 +36,7 @@ internal sealed class WaitRegistry
     public WaitRegistry(IPoolHost pool, WorkerPoolOptions options, Scheduler scheduler, TimerService timers)
     {
         _pool = pool;
-        _threadNamePrefix = options.ThreadNamePrefix ?? options.Name;
+        _threadNamePrefix = options.ThreadNamePrefixOrName;
         IdleTimeoutMilliseconds = options.IdleTimeoutMilliseconds;
         _scheduler = scheduler;
         _timers = timers;

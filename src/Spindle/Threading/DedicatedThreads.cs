@@ -51,7 +51,7 @@ internal sealed class DedicatedThreads
     {
         _pool = pool;
         _options = options;
-        _threadName = $"{options.ThreadNamePrefix ?? options.Name} long-running";
+        _threadName = $"{options.ThreadNamePrefixOrName} long-running";
         _scheduler = scheduler;
         _threads = threads;
         _runner = runner;

@@ -226,7 +226,7 @@ internal sealed partial class OutsideRelief : IOutsideRelief
             {
                 // The options' thread factory (a test seam) runs under this lock, on the enqueuing thread: an enqueue it
                 // makes finds the thread armed already and does not come back here.
-                thread = PoolThread.Create(_options, Main, $"{_options.ThreadNamePrefix ?? _options.Name} relief");
+                thread = PoolThread.Create(_options, Main, $"{_options.ThreadNamePrefixOrName} relief");
             }
             catch (Exception)
             {

@@ -126,7 +126,7 @@ internal sealed partial class StallMonitor : IStallWatch
 
     public StallMonitor(WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, ThreadController threads)
     {
-        _threadNamePrefix = options.ThreadNamePrefix ?? options.Name;
+        _threadNamePrefix = options.ThreadNamePrefixOrName;
         _poolName = options.Name;
         _scheduler = scheduler;
         _idle = idle;

@@ -74,7 +74,7 @@ internal sealed partial class ThreadController : IWorkerThreads
         starts.Connect(this);
         _pool = pool;
         _options = options;
-        _threadNamePrefix = options.ThreadNamePrefix ?? options.Name;
+        _threadNamePrefix = options.ThreadNamePrefixOrName;
         _scheduler = scheduler;
         _idle = idle;
         _runner = runner;

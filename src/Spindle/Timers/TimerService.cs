@@ -100,7 +100,7 @@ internal sealed partial class TimerService : IWorkerTimers
     {
         Starts = starts;
         _poolName = options.Name;
-        _threadName = $"{options.ThreadNamePrefix ?? options.Name} timer";
+        _threadName = $"{options.ThreadNamePrefixOrName} timer";
         _threadFactory = options.TimerThreadFactory;
         _onFiringsHandOver = options.OnTimerFiringsHandOver;
         _scheduler = scheduler;
