@@ -24,7 +24,10 @@ namespace Spindle.Compare.Scenarios;
 /// array allocated before the measured part), allocation per operation, and how many loops completed no operation at
 /// all in the measured part (a pool that keeps running the same few pairs from a LIFO queue starves the others; their
 /// waits would otherwise never reach the percentile, so a <c>handoff</c> wait that ends after the deadline is recorded
-/// too, as the wait alone). The measured part lasts 1 s (5 s with
+/// too, as the wait alone), and how evenly the operations were shared among the loops (Jain's index of the operations per
+/// loop, <see cref="Stats.JainIndex"/>: 1 when every loop completed as many, 0.001 when one loop completed them all). The
+/// percentile counts operations, so a pool that lets a few pairs pass their turn back and forth while the other loops
+/// wait reads well there (most operations are the few pairs' fast ones) and badly in the index. The measured part lasts 1 s (5 s with
 /// <c>--full</c>) after warm-up rounds of the same loops lasting at least 2 s (see <see cref="Run"/>).
 /// </summary>
 internal sealed class AsyncServerScenario : IScenario
@@ -52,6 +55,7 @@ internal sealed class AsyncServerScenario : IScenario
         new("p99", "us", Better.Lower),
         new("alloc", "B/op", Better.Lower, NoiseFloor: 0.5),
         new("starved", "loops", Better.Lower),
+        new("loop fairness", "Jain index", Better.Higher),
     ];
 
     public string HeadlineMetric => "throughput";
@@ -119,11 +123,14 @@ internal sealed class AsyncServerScenario : IScenario
         long operations = 0;
         int recorded = 0;
         int starved = 0;
-        foreach (LoopState loop in loops)
+        var shares = new double[Loops];
+        for (int i = 0; i < Loops; i++)
         {
+            LoopState loop = loops[i];
             operations += loop.Operations;
             recorded += loop.Recorded;
             starved += loop.Operations == 0 ? 1 : 0;
+            shares[i] = loop.Operations;
         }
         var latencies = new double[recorded];
         int next = 0;
@@ -140,7 +147,8 @@ internal sealed class AsyncServerScenario : IScenario
             .Set("throughput", operations / seconds)
             .Set("p99", latencies.Length == 0 ? double.NaN : Stats.Percentile(latencies, 99))
             .Set("alloc", (double)used.AllocatedBytes / Math.Max(1, operations))
-            .Set("starved", starved);
+            .Set("starved", starved)
+            .Set("loop fairness", Stats.JainIndex(shares));
     }
 
     private static async Task YieldLoop(ServerRun run, LoopState loop)
