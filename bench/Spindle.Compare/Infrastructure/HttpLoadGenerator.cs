@@ -15,15 +15,16 @@ namespace Spindle.Compare.Infrastructure;
 /// arrived: a closed loop, as wrk's connections. On Linux (x64, arm64) it is built as wrk is: a few event-loop threads
 /// (<see cref="LoopCount"/>), each owning a share of the connections, non-blocking sockets and an epoll instance of its
 /// own (<c>HttpLoadGenerator.EventLoop.cs</c>); elsewhere each connection is a thread with blocking socket calls. Either
-/// way neither pool under test, nor the built-in pool, runs any of it, and it allocates nothing per request.
+/// way neither pool under test, nor the built-in pool, runs any of it, and it allocates nothing in a run: every
+/// request's latency is counted in its connection's <see cref="LatencyHistogram"/>, and a run's histograms are merged
+/// into one the generator keeps, so that a measurement of the process's allocations around a run sees none of the
+/// generator's.
 /// </summary>
 internal sealed partial class HttpLoadGenerator : IDisposable
 {
-    /// <summary>Latencies kept per connection and phase (the first ones; enough for a p99 over 64 connections).</summary>
-    private const int LatencySlots = 4_096;
-
     private readonly Connection[] _connections;
     private readonly EventLoop[]? _loops;
+    private readonly LatencyHistogram _merged = new();
 
     public HttpLoadGenerator(EndPoint server, string path, int connections)
     {
@@ -66,10 +67,10 @@ internal sealed partial class HttpLoadGenerator : IDisposable
 
     /// <summary>
     /// Every connection loops for <paramref name="duration"/>; returns the requests answered, the seconds from the start
-    /// until the last answer (the latencies' sorting excluded), and their latencies (microseconds, sorted). Throws if a
-    /// connection fails.
+    /// until the last answer (the latencies' merging excluded), and every answered request's latency. The histogram is the
+    /// generator's own, valid until its next run. Throws if a connection fails.
     /// </summary>
-    public (long Requests, double Seconds, double[] Latencies) RunFor(TimeSpan duration)
+    public (long Requests, double Seconds, LatencyHistogram Latencies) RunFor(TimeSpan duration)
     {
         long start = Stopwatch.GetTimestamp();
         RunAll(start + Pacer.Ticks(duration), int.MaxValue, answerBy: false);
@@ -83,16 +84,17 @@ internal sealed partial class HttpLoadGenerator : IDisposable
             }
             requests += connection.Completed;
         }
-        return (requests, seconds, SortedLatencies(extraStalls: 0, stalledMicroseconds: 0));
+        return (requests, seconds, MergedLatencies(stalls: 0, stalledTicks: 0));
     }
 
     /// <summary>
     /// Every connection sends <paramref name="perConnection"/> requests, one after the other, until
     /// <paramref name="deadline"/> (a <see cref="Stopwatch"/> timestamp): returns the latencies (a request not answered by
     /// the deadline counts as what it had waited, from <paramref name="triggered"/>) and how many requests failed (not
-    /// answered by the deadline, a connection error, or a status other than 200).
+    /// answered by the deadline, a connection error, or a status other than 200). The histogram is the generator's own,
+    /// valid until its next run.
     /// </summary>
-    public (double[] Latencies, int Failed) RunCount(int perConnection, long triggered, long deadline)
+    public (LatencyHistogram Latencies, int Failed) RunCount(int perConnection, long triggered, long deadline)
     {
         RunAll(deadline, perConnection, answerBy: true);
         int failed = 0;
@@ -100,7 +102,7 @@ internal sealed partial class HttpLoadGenerator : IDisposable
         {
             failed += perConnection - (int)connection.Completed;
         }
-        return (SortedLatencies(failed, Pacer.ToMicroseconds(deadline - triggered)), failed);
+        return (MergedLatencies(failed, deadline - triggered), failed);
     }
 
     public void Dispose()
@@ -162,23 +164,15 @@ internal sealed partial class HttpLoadGenerator : IDisposable
         }
     }
 
-    private double[] SortedLatencies(int extraStalls, double stalledMicroseconds)
+    private LatencyHistogram MergedLatencies(int stalls, long stalledTicks)
     {
-        var all = new List<double>();
+        _merged.Clear();
         foreach (Connection connection in _connections)
         {
-            for (int i = 0; i < Math.Min(connection.Completed, LatencySlots); i++)
-            {
-                all.Add(Pacer.ToMicroseconds(connection.Latencies[i]));
-            }
+            _merged.Add(connection.Latencies);
         }
-        for (int i = 0; i < extraStalls; i++)
-        {
-            all.Add(stalledMicroseconds);
-        }
-        double[] sorted = [.. all];
-        Array.Sort(sorted);
-        return sorted;
+        _merged.Record(stalledTicks, stalls);
+        return _merged;
     }
 
     /// <summary>
@@ -275,7 +269,7 @@ internal sealed partial class HttpLoadGenerator : IDisposable
 
         public Socket Socket { get; }
 
-        public readonly long[] Latencies = new long[LatencySlots];
+        public readonly LatencyHistogram Latencies = new();
         public long Completed;
         public Exception? Failure;
 
@@ -286,6 +280,7 @@ internal sealed partial class HttpLoadGenerator : IDisposable
         {
             Completed = 0;
             Failure = null;
+            Latencies.Clear();
         }
 
         public void Fail(Exception failure)
@@ -341,10 +336,7 @@ internal sealed partial class HttpLoadGenerator : IDisposable
             {
                 throw new InvalidOperationException("The server sent more than one response.");
             }
-            if (Completed < LatencySlots)
-            {
-                Latencies[Completed] = now - _sentAt;
-            }
+            Latencies.Record(now - _sentAt);
             Completed++;
             return true;
         }

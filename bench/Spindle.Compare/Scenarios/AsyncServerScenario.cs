@@ -20,8 +20,8 @@ namespace Spindle.Compare.Scenarios;
 /// <item><c>handoff</c>: 500 pairs of loops passing a turn through two <see cref="SemaphoreSlim"/>s: each loop awaits
 /// its own semaphore's <c>WaitAsync</c>, works, and releases its partner's.</item>
 /// </list>
-/// Metrics: operations per second, the 99th percentile of operation latency (each loop records its operations in an
-/// array allocated before the measured part), allocation per operation, and how many loops completed no operation at
+/// Metrics: operations per second, the 99th percentile of operation latency (each loop counts every operation's in a
+/// <see cref="LatencyHistogram"/> of its own, allocated before the measured part), allocation per operation, and how many loops completed no operation at
 /// all in the measured part (a pool that keeps running the same few pairs from a LIFO queue starves the others; their
 /// waits would otherwise never reach the percentile, so a <c>handoff</c> wait that ends after the deadline is recorded
 /// too, as the wait alone), and how evenly the operations were shared among the loops (Jain's index of the operations per
@@ -33,7 +33,6 @@ namespace Spindle.Compare.Scenarios;
 internal sealed class AsyncServerScenario : IScenario
 {
     private const int Loops = 1_000;
-    private const int LatencySlotsPerLoop = 4_096;
     private static readonly TimeSpan s_quickDuration = TimeSpan.FromSeconds(1);
     private static readonly TimeSpan s_fullDuration = TimeSpan.FromSeconds(5);
     private static readonly TimeSpan s_warmupDuration = TimeSpan.FromMilliseconds(200);
@@ -121,31 +120,21 @@ internal sealed class AsyncServerScenario : IScenario
         GcSnapshot used = GcSnapshot.Take() - before;
 
         long operations = 0;
-        int recorded = 0;
         int starved = 0;
+        var latencies = new LatencyHistogram();
         var shares = new double[Loops];
         for (int i = 0; i < Loops; i++)
         {
             LoopState loop = loops[i];
             operations += loop.Operations;
-            recorded += loop.Recorded;
+            latencies.Add(loop.Latencies);
             starved += loop.Operations == 0 ? 1 : 0;
             shares[i] = loop.Operations;
         }
-        var latencies = new double[recorded];
-        int next = 0;
-        foreach (LoopState loop in loops)
-        {
-            for (int i = 0; i < loop.Recorded; i++)
-            {
-                latencies[next++] = Pacer.ToMicroseconds(loop.Latencies[i]);
-            }
-        }
-        Array.Sort(latencies);
         double seconds = (end - start) / (double)Stopwatch.Frequency;
         return new Measurement { Items = operations }
             .Set("throughput", operations / seconds)
-            .Set("p99", latencies.Length == 0 ? double.NaN : Stats.Percentile(latencies, 99))
+            .Set("p99", latencies.Count == 0 ? double.NaN : latencies.Percentile(99))
             .Set("alloc", (double)used.AllocatedBytes / Math.Max(1, operations))
             .Set("starved", starved)
             .Set("loop fairness", Stats.JainIndex(shares));
@@ -231,15 +220,13 @@ internal sealed class AsyncServerScenario : IScenario
     /// <summary>One loop's figures (written only by the loop, which runs one step at a time), and its semaphore.</summary>
     private sealed class LoopState
     {
-        public readonly long[] Latencies = new long[LatencySlotsPerLoop];
+        /// <summary>Every operation's latency, and a final cut-short wait.</summary>
+        public readonly LatencyHistogram Latencies = new();
         public readonly SemaphoreSlim Turn = new(0);
         public LoopState? Partner;
 
         /// <summary>Operations completed before the deadline.</summary>
         public int Operations;
-
-        /// <summary>Latencies recorded: those operations (up to the array's size) and a final cut-short wait.</summary>
-        public int Recorded;
 
         public void Record(long ticks)
         {
@@ -249,10 +236,7 @@ internal sealed class AsyncServerScenario : IScenario
 
         public void RecordWait(long ticks)
         {
-            if (Recorded < LatencySlotsPerLoop)
-            {
-                Latencies[Recorded++] = ticks;
-            }
+            Latencies.Record(ticks);
         }
     }
 }

@@ -27,8 +27,8 @@ namespace Spindle.Compare.Scenarios;
 /// a few epoll loops, as wrk drives them (blocking threads where there is no epoll). Variants: <c>plaintext</c> and
 /// <c>json</c> (TechEmpower-style responses with a Content-Length, written in one flush), and <c>chunked</c> (the
 /// plaintext body without a Content-Length, as a handler that returns a string sends it: the body and the last chunk
-/// leave in two flushes): throughput, p99 and allocation per request, the load generator's included, which allocates
-/// nothing per request), measured 1 s (3 s with --full) after a warm-up of 250 ms rounds that lasts at least 1 s (2 s)
+/// leave in two flushes): throughput, p99 (of every request, counted in the generator's histograms) and the process's
+/// allocation per request (the generator allocates nothing in a run), measured 1 s (3 s with --full) after a warm-up of 250 ms rounds that lasts at least 1 s (2 s)
 /// and until a round compiles few methods (at most 5 s, 8 s): the request path is much code, the framework's
 /// precompiled and Spindle's not, so a fixed warm-up would measure the one transport's tiering against the other's
 /// steady state; <c>starved</c>: after the warm-up, 2,000
@@ -111,11 +111,11 @@ internal sealed partial class HttpScenario : IScenario
     {
         GcSnapshot.CollectFully();
         GcSnapshot before = GcSnapshot.Take();
-        (long requests, double seconds, double[] latencies) = load.RunFor(full ? s_full : s_quick);
+        (long requests, double seconds, LatencyHistogram latencies) = load.RunFor(full ? s_full : s_quick);
         GcSnapshot used = GcSnapshot.Take() - before;
         return new Measurement { Items = requests }
             .Set("throughput", requests / seconds)
-            .Set("p99", latencies.Length == 0 ? double.NaN : Stats.Percentile(latencies, 99))
+            .Set("p99", latencies.Count == 0 ? double.NaN : latencies.Percentile(99))
             .Set("alloc", (double)used.AllocatedBytes / Math.Max(1, requests));
     }
 
@@ -129,10 +129,10 @@ internal sealed partial class HttpScenario : IScenario
         }
         Thread.Sleep(50); // let the built-in pool's threads take blocked items
         long triggered = Stopwatch.GetTimestamp();
-        (double[] latencies, int failed) = load.RunCount(StarvedRequestsPerConnection, triggered, triggered + Pacer.Ticks(s_starvedDeadline));
+        (LatencyHistogram latencies, int failed) = load.RunCount(StarvedRequestsPerConnection, triggered, triggered + Pacer.Ticks(s_starvedDeadline));
         gate.Set();
         return new Measurement { Items = Connections * StarvedRequestsPerConnection }
-            .Set("p99", Stats.Percentile(latencies, 99))
+            .Set("p99", latencies.Percentile(99))
             .Set("failed", failed);
     }
 
