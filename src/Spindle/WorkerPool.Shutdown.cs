@@ -4,6 +4,7 @@ using System.Diagnostics;
 using System.Runtime.ExceptionServices;
 using System.Threading;
 using System.Threading.Tasks;
+using Spindle.Queues;
 using Spindle.Scheduling;
 
 namespace Spindle;
@@ -315,6 +316,9 @@ public sealed partial class WorkerPool
         // sweep takes entries that must run anyway (scheduler tasks, posts) out of the queues while it decides on them and
         // queues them again; a drain hold, taken before the close, keeps the last worker from stopping the pool in that
         // window, which would send them to the built-in pool after Shutdown had promised to run them here.
+        // The tasks of the items it cancels complete after the hold is released (the scope's end): their continuations
+        // are the caller's code, which may dispose this pool and wait for the stop that the hold keeps off.
+        using CancelCompletions.Scope completions = CancelCompletions.Defer();
         _threads.AcquireDrainHold();
         try
         {

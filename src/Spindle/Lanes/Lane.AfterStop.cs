@@ -1,3 +1,4 @@
+using System;
 using System.Diagnostics;
 using System.Runtime.InteropServices;
 using System.Threading;
@@ -52,6 +53,15 @@ internal sealed partial class Lane
         DriveAfterStop();
     }
 
+    [ThreadStatic]
+    private static Lane? t_afterStopLane;
+
+    /// <summary>
+    /// The stopped lane whose entry the calling thread is running on its after-stop path (with one of its slots), if any:
+    /// what the lane's task bridge asks before it runs work of the lane inline.
+    /// </summary>
+    public static Lane? AfterStopLaneOfCurrentThread => t_afterStopLane;
+
     /// <summary>A slot taken after the stop that is not needed: gives it back, then drives (see the protocol).</summary>
     private void GiveBackAfterStopSlot()
     {
@@ -62,6 +72,8 @@ internal sealed partial class Lane
     /// <summary>Hands on queued entries of the stopped lane while a slot is free (each holds its slot until it has run).</summary>
     private void DriveAfterStop()
     {
+        // The tasks of the Run items it drops complete after the loop, with no slot held (see CancelCompletions).
+        using CancelCompletions.Scope completions = CancelCompletions.Defer();
         var spinner = new SpinWait();
         while (!_queue.IsEmpty && TryAcquireSlot())
         {
@@ -141,12 +153,19 @@ internal sealed partial class Lane
 
         public void Execute()
         {
+            // While the entry runs, the thread holds one of the lane's slots: a Send to the lane's context or a wait on a
+            // task of the lane's scheduler runs inline here (TaskBridge.IsOwnThread), as from an item of the running lane,
+            // instead of queueing behind the slot this very entry holds. The entry still runs as the pool's work
+            // (WorkerPoolLane.Current is null).
+            Lane? outer = t_afterStopLane;
+            t_afterStopLane = lane;
             try
             {
                 _entry.Invoke();
             }
             finally
             {
+                t_afterStopLane = outer;
                 lane.OnAfterStopItemDone(ran: true);
             }
         }

@@ -58,6 +58,9 @@ internal sealed partial class Lane
             // comes here.
             return;
         }
+        // The tasks of the Run items it cancels complete once it has let go of the slot, the hold and the locks: their
+        // continuations are the caller's code, which may wait for this lane's stop (see CancelCompletions).
+        using CancelCompletions.Scope completions = CancelCompletions.Defer();
         bool serial = Cap == 1;
         bool holdsSlot = serial && TryAcquireSlot();
         // The entries that must run are out of the queue between their dequeue and their new enqueue below: a hold keeps

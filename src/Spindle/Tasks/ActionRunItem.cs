@@ -21,7 +21,7 @@ namespace Spindle.Tasks;
 /// in a general Run item, and the same outcomes apply: an exception faults the task, an
 /// <see cref="OperationCanceledException"/> for no token in particular cancels it.
 /// </remarks>
-internal sealed class ActionRunItem : TaskCompletionSource, IShutdownAware, ICallbackWrapper
+internal sealed class ActionRunItem : TaskCompletionSource, IShutdownAware, ICallbackWrapper, ICancelCompletion
 {
     public static readonly Action<object?> RunCallback = static item => ((ActionRunItem)item!).Execute();
 
@@ -47,12 +47,17 @@ internal sealed class ActionRunItem : TaskCompletionSource, IShutdownAware, ICal
         return ShutdownOutcome.Cancelled;
     }
 
-    /// <summary>The entry was dropped without running (shutdown, a refused enqueue): the task completes as cancelled.</summary>
+    /// <summary>
+    /// The entry was dropped without running (shutdown, a refused enqueue): the task completes as cancelled, after the
+    /// sweep if a cancelling sweep is under way on this thread (see <see cref="CancelCompletions"/>).
+    /// </summary>
     public void Cancel()
     {
         _action = null;
-        TrySetCanceled();
+        CancelCompletions.CompleteOrDefer(this);
     }
+
+    void ICancelCompletion.CompleteCancelled() => TrySetCanceled();
 
     private void Execute()
     {

@@ -29,7 +29,7 @@ internal enum RunKind : byte
 /// item either runs or is reported cancelled, never both. An async delegate whose task is still running when it returns
 /// takes a drain hold of the pool until that task completes, so that a shutdown drains it.
 /// </remarks>
-internal sealed class RunWorkItem<TResult> : TaskCompletionSource<TResult>, IShutdownAware, ICallbackWrapper
+internal sealed class RunWorkItem<TResult> : TaskCompletionSource<TResult>, IShutdownAware, ICallbackWrapper, ICancelCompletion
 {
     private const int Queued = 0;
     private const int Started = 1;
@@ -95,10 +95,12 @@ internal sealed class RunWorkItem<TResult> : TaskCompletionSource<TResult>, IShu
         }
         else
         {
-            TrySetCanceled();
+            CancelCompletions.CompleteOrDefer(this); // after the sweep if one is under way on this thread
         }
         return true;
     }
+
+    void ICancelCompletion.CompleteCancelled() => TrySetCanceled();
 
     private void Cancel()
     {

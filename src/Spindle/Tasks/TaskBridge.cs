@@ -61,8 +61,13 @@ internal sealed class TaskBridge
         _target = target;
     }
 
-    /// <summary>Whether the calling thread may run this bridge's work inline: a thread of the pool, running an item of the lane for a lane (so its cap holds).</summary>
-    public bool IsOwnThread => Lane is null ? PoolThreads.CurrentPool == Pool : Worker.LaneOfCurrentThread == Lane;
+    /// <summary>
+    /// Whether the calling thread may run this bridge's work inline: a thread of the pool; for a lane, one running an item
+    /// of the lane, or an entry of the stopped lane on its after-stop path (either holds one of the lane's slots, so its
+    /// cap holds, and work queued to the lane from there would wait behind that very slot).
+    /// </summary>
+    public bool IsOwnThread =>
+        Lane is null ? PoolThreads.CurrentPool == Pool : Worker.LaneOfCurrentThread == Lane || Lane.AfterStopLaneOfCurrentThread == Lane;
 
     /// <summary>Queues a continuation (never throws): to the lane's queue, or the scheduler's continuation path.</summary>
     public void EnqueueContinuation(in WorkItemEntry entry, bool preferLocal)

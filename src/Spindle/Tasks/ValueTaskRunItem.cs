@@ -31,7 +31,7 @@ namespace Spindle.Tasks;
 /// therefore stays out of the cache until its stale queue entry has been popped and skipped: it can never run on, or be
 /// cancelled by, a pool that its next rental was not queued to.</para>
 /// </remarks>
-internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IValueTaskSource, IShutdownAware, ICallbackWrapper
+internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IValueTaskSource, IShutdownAware, ICallbackWrapper, ICancelCompletion
 {
     private const int Queued = 0;
     private const int Started = 1;
@@ -120,14 +120,25 @@ internal sealed class ValueTaskRunItem<TResult> : IValueTaskSource<TResult>, IVa
             _work = null;
         }
         ReleaseTokenShare();
-        if (cancelled)
+        if (cancelled && token is CancellationToken cancelledBy)
         {
-            _core.SetException(token is CancellationToken cancelledBy
-                ? new OperationCanceledException(cancelledBy)
-                : new OperationCanceledException("The worker pool shut down before the item started."));
+            _core.SetException(new OperationCanceledException(cancelledBy));
+        }
+        else if (cancelled)
+        {
+            // After the sweep if one is under way on this thread; the queue's share stays out until then, so the item
+            // is not reused before its caller has been told.
+            CancelCompletions.CompleteOrDefer(this);
+            return true;
         }
         ReleaseShare(); // the queue's
         return cancelled;
+    }
+
+    void ICancelCompletion.CompleteCancelled()
+    {
+        _core.SetException(new OperationCanceledException("The worker pool shut down before the item started."));
+        ReleaseShare(); // the queue's, last: the caller may already have read the result
     }
 
     private void Cancel()

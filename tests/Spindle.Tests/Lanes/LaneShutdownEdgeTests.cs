@@ -297,10 +297,10 @@ public sealed class LaneShutdownEdgeTests
     }
 
     /// <summary>
-    /// A serial lane's cancel sweep runs while an item of the lane holds its slot, and that item ends in the middle of the
-    /// sweep (the sweep cancels a queued Run item, whose task's synchronous continuation releases the item and waits a
-    /// moment). The sweep holds the first post out of the queue then; the worker must not take the second one meanwhile:
-    /// both posts still run, one at a time, in the order they were posted.
+    /// A serial lane's cancel sweep runs while an item of the lane holds its slot, and that item ends as the sweep lets go
+    /// (the sweep cancels a queued Run item, whose task's synchronous continuation, run once the sweep has let go,
+    /// releases the item and waits a moment): both posts, which the sweep took out and queued again, still run one at a
+    /// time, in the order they were posted.
     /// </summary>
     [Fact]
     public void ASerialLanesCancelSweep_KeepsThePostsInOrder_WhenTheRunningItemEndsDuringTheSweep()
@@ -313,7 +313,7 @@ public sealed class LaneShutdownEdgeTests
         using var source = new CancellationTokenSource();
         Task cancelled = lane.Run(() => order.Enqueue(-1), source.Token);
         lane.SynchronizationContext.Post(_ => order.Enqueue(2), null);
-        // Runs on the sweeping thread, between the sweep's take of post 1 and its take of post 2.
+        // Runs on the sweeping thread, right after the sweep.
         cancelled.ContinueWith(_ =>
         {
             gate.Set();
@@ -324,5 +324,45 @@ public sealed class LaneShutdownEdgeTests
         Assert.True(cancelled.IsCanceled);
         Assert.Equal([1, 2], order.ToArray());
     }
-}
 
+    /// <summary>
+    /// After a serial lane's own stop (the pool running on), a post to its context runs on its after-stop path, holding
+    /// the lane's only slot. A Send to the same context from inside it runs inline, as from an item of the running lane,
+    /// instead of queueing behind the slot it holds and waiting for ever; so does a wait on a task of the lane's scheduler.
+    /// The post still runs as the pool's work (no current lane).
+    /// </summary>
+    [Fact]
+    public void ASendOrTaskWaitFromAPostAfterASerialLanesStop_RunsInline()
+    {
+        WorkerPool pool = NewPool(nameof(ASendOrTaskWaitFromAPostAfterASerialLanesStop_RunsInline));
+        WorkerPoolLane serial = pool.CreateLane(new LaneOptions { Name = "strand", MaxConcurrency = 1 });
+        SynchronizationContext context = serial.SynchronizationContext;
+        TaskScheduler scheduler = serial.TaskScheduler;
+        serial.Dispose();
+        Assert.False(pool.HasStopped);
+
+        using var sent = new ManualResetEventSlim();
+        using var postDone = new ManualResetEventSlim();
+        WorkerPoolLane? laneInPost = serial;
+        bool taskRan = false;
+        context.Post(_ =>
+        {
+            laneInPost = WorkerPoolLane.Current;
+            context.Send(_ => sent.Set(), null);
+            Task task = Task.Factory.StartNew(() => taskRan = true, CancellationToken.None, TaskCreationOptions.None, scheduler);
+            task.Wait(); // an untimed wait without a token is the one Task.Wait tries to run inline
+            taskRan &= task.IsCompletedSuccessfully;
+            postDone.Set();
+        }, null);
+
+        bool ran = sent.Wait(Waits.MustHappen) && postDone.Wait(Waits.MustHappen);
+        if (ran)
+        {
+            pool.Dispose();
+        }
+        // Otherwise a worker is blocked for good in Send or Wait: the pool is left undisposed (its Dispose would wait for it).
+        Assert.True(ran, "a Send or a task wait from an after-stop post of a serial lane to the lane itself never ran");
+        Assert.True(taskRan, "the task queued to the stopped lane's scheduler did not run inline");
+        Assert.Null(laneInPost);
+    }
+}
