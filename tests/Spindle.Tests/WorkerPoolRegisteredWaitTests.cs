@@ -2,6 +2,7 @@ using System;
 using System.Collections.Concurrent;
 using System.Collections.Generic;
 using System.Linq;
+using System.Runtime.CompilerServices;
 using System.Threading;
 using System.Threading.Tasks;
 using Xunit;
@@ -945,6 +946,28 @@ public sealed class PoolSignalTests
         signal.Set();
         await next.WaitAsync(Waits.MustHappen); // the set went to the live waiter
         Assert.True(signal.WaitAsync(new CancellationToken(true)).IsCanceled);
+    }
+
+    [Fact]
+    public void AWaitReleasedBySet_IsNotKeptReachableByItsToken()
+    {
+        var signal = new PoolSignal();
+        using var longLived = new CancellationTokenSource(); // a host's stopping token, say: outlives every wait
+        WeakReference released = WaitAndRelease(signal, longLived.Token);
+        GC.Collect();
+        GC.WaitForPendingFinalizers();
+        GC.Collect();
+        Assert.False(released.IsAlive, "the released wait is still reachable from the token's registrations");
+        GC.KeepAlive(longLived);
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        static WeakReference WaitAndRelease(PoolSignal signal, CancellationToken token)
+        {
+            Task wait = signal.WaitAsync(token);
+            signal.Set();
+            Assert.True(wait.Wait(Waits.MustHappen, CancellationToken.None)); // not the wait's own token: it must not cancel this
+            return new WeakReference(wait);
+        }
     }
 
     [Fact]

@@ -291,11 +291,27 @@ public sealed class PoolSignal
         internal abstract void Release();
     }
 
+    /// <summary>An awaited wait: a task released by a set, or cancelled by its token.</summary>
+    /// <remarks>
+    /// The token's registration and the release race: <see cref="WaitAsync(CancellationToken)"/> links the waiter under
+    /// the signal's lock and registers on the token after it (a token already cancelled runs the callback at once, which
+    /// must find the waiter linked), so a set in between releases a waiter whose registration does not exist yet. Whichever
+    /// of the two comes second disposes the registration: the registration is written, then published by a CAS of
+    /// <c>_state</c> from none to registered; the release exchanges <c>_state</c> to released and disposes the
+    /// registration only if it read registered (so it reads a whole one); a registration that finds released disposes its
+    /// own. Without this, a waiter released in that window stayed registered on a long-lived token, reachable from it
+    /// until the token's source was cancelled or collected.
+    /// </remarks>
     private sealed class AsyncWaiter : Waiter
     {
+        private const int NoRegistration = 0;
+        private const int Registered = 1;
+        private const int Released = 2;
+
         private readonly PoolSignal _signal;
         private readonly TaskCompletionSource _completion = new(TaskCreationOptions.RunContinuationsAsynchronously);
         private CancellationTokenRegistration _registration;
+        private int _state;
 
         public AsyncWaiter(PoolSignal signal) => _signal = signal;
 
@@ -305,22 +321,31 @@ public sealed class PoolSignal
 
         public void WatchCancellation(CancellationToken cancellationToken)
         {
-            if (cancellationToken.CanBeCanceled)
+            if (!cancellationToken.CanBeCanceled)
             {
-                _registration = cancellationToken.UnsafeRegister(static (state, token) =>
+                return;
+            }
+            CancellationTokenRegistration registration = cancellationToken.UnsafeRegister(static (state, token) =>
+            {
+                var waiter = (AsyncWaiter)state!;
+                if (waiter._signal.TryUnlink(waiter))
                 {
-                    var waiter = (AsyncWaiter)state!;
-                    if (waiter._signal.TryUnlink(waiter))
-                    {
-                        waiter._completion.TrySetCanceled(token);
-                    }
-                }, this);
+                    waiter._completion.TrySetCanceled(token);
+                }
+            }, this);
+            _registration = registration;
+            if (Interlocked.CompareExchange(ref _state, Registered, NoRegistration) == Released)
+            {
+                registration.Dispose(); // released before the registration existed: nobody else will dispose it
             }
         }
 
         internal override void Release()
         {
-            _registration.Dispose();
+            if (Interlocked.Exchange(ref _state, Released) == Registered)
+            {
+                _registration.Dispose();
+            }
             _completion.TrySetResult();
         }
     }
