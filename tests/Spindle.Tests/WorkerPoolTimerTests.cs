@@ -727,6 +727,46 @@ public sealed class WorkerPoolTimerTests
         Assert.Equal(1, pool.ScheduledTimerCount); // the failed Change left the timer as it was
     }
 
+    /// <summary>
+    /// Values <see cref="TimeProvider.System"/> (and <see cref="Timer"/>) accept because they judge a time on its whole
+    /// milliseconds: -0.5 ms and -100 ns are zero, -1.5 ms is infinite, 4,294,967,294.5 ms is the maximum.
+    /// </summary>
+    public static TheoryData<long, bool> FractionalEdges => new()
+    {
+        { -5_000, false },
+        { -1, false },
+        { -15_000, true },
+        { 0xFFFFFFFEL * TimeSpan.TicksPerMillisecond + 5_000, false },
+    };
+
+    [Theory]
+    [MemberData(nameof(FractionalEdges))]
+    public void TimesTheSystemTimersAccept_AreAccepted_WithTheSameMeaning(long ticks, bool infinite)
+    {
+        TimeSpan value = TimeSpan.FromTicks(ticks);
+        using (ITimer system = TimeProvider.System.CreateTimer(_ => { }, null, Timeout.InfiniteTimeSpan, Timeout.InfiniteTimeSpan))
+        {
+            system.Change(value, Timeout.InfiniteTimeSpan); // the reference accepts it
+            system.Change(Timeout.InfiniteTimeSpan, value);
+        }
+        using var pool = NewPool();
+        using var fired = new ManualResetEventSlim();
+        using ITimer timer = pool.TimeProvider.CreateTimer(_ => fired.Set(), null, Timeout.InfiniteTimeSpan, value);
+        Assert.True(timer.Change(value, Timeout.InfiniteTimeSpan));
+        bool firesSoon = ticks < 0 && !infinite;
+        if (firesSoon)
+        {
+            Waits.For(fired, "a timer due in a negative fraction of a millisecond, which is zero");
+        }
+        else
+        {
+            Assert.False(fired.Wait(Waits.MustNotHappen), "a timer due at infinity or at the maximum fired");
+        }
+        // CancellationTokenSource validates its delay by the same rule, then hands the TimeSpan to the provider unchanged.
+        using var source = new CancellationTokenSource(value, pool.TimeProvider);
+        Assert.Equal(firesSoon, Waits.Poll(() => source.IsCancellationRequested, firesSoon ? Waits.MustHappen : Waits.MustNotHappen));
+    }
+
     [Fact]
     public async Task TimeProvider_DrivesTaskDelay_OnThePoolsTimers()
     {

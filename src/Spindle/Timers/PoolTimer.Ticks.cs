@@ -25,8 +25,16 @@ internal sealed partial class PoolTimer
     }
 
     /// <summary>Converts a due time or period to Stopwatch ticks (-1: infinite), validating it as <see cref="Timer"/> does.</summary>
-    /// <remarks>Small enough to inline: the throwing paths live in <see cref="ThrowOutOfRange"/>, so the hot path has no
-    /// frame to set up for them.</remarks>
+    /// <remarks>
+    /// <para>A value from zero to the maximum keeps its sub-millisecond precision. Outside that range the value is judged
+    /// as <see cref="Timer"/> and <see cref="TimeProvider.System"/> judge it, on its whole milliseconds (truncated toward
+    /// zero): a fraction of a millisecond below zero is zero, anything from -1 ms down to (not including) -2 ms is infinite,
+    /// and a fraction above the maximum is the maximum. So whatever those accept, this accepts with the same meaning: a
+    /// <see cref="CancellationTokenSource"/> or <see cref="PeriodicTimer"/> built on the pool's <see cref="TimeProvider"/>
+    /// validates its delay by that rule and then hands the TimeSpan over unchanged.</para>
+    /// <para>Small enough to inline: the other paths live in <see cref="OutOfRangeToStopwatchTicks"/>, so the hot path has
+    /// no frame to set up for them.</para>
+    /// </remarks>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     internal static long ToStopwatchTicks(TimeSpan value, string paramName)
     {
@@ -35,9 +43,25 @@ internal sealed partial class PoolTimer
         {
             return TimeSpanTicksToStopwatchTicks(ticks);
         }
-        if (value == Timeout.InfiniteTimeSpan)
+        return OutOfRangeToStopwatchTicks(value, paramName);
+    }
+
+    /// <summary>A value below zero or above the maximum, judged on its whole milliseconds (see <see cref="ToStopwatchTicks"/>).</summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private static long OutOfRangeToStopwatchTicks(TimeSpan value, string paramName)
+    {
+        long milliseconds = (long)value.TotalMilliseconds;
+        if (milliseconds == -1)
         {
             return -1;
+        }
+        if (milliseconds == 0)
+        {
+            return 0;
+        }
+        if (milliseconds == MaxMilliseconds)
+        {
+            return TimeSpanTicksToStopwatchTicks(MaxMilliseconds * TimeSpan.TicksPerMillisecond);
         }
         ThrowOutOfRange(value, paramName);
         return 0;
@@ -47,7 +71,7 @@ internal sealed partial class PoolTimer
     [MethodImpl(MethodImplOptions.NoInlining)]
     private static void ThrowOutOfRange(TimeSpan value, string paramName) =>
         throw new ArgumentOutOfRangeException(paramName, value, value < TimeSpan.Zero
-            ? "The time must be non-negative or Timeout.InfiniteTimeSpan."
+            ? "The time must be non-negative or Timeout.InfiniteTimeSpan (whole milliseconds from -1)."
             : $"The time must be at most {MaxMilliseconds} ms.");
 
     // Stopwatch ticks per TimeSpan tick when that is a whole number (100 on Linux, 1 where the frequency is 10 MHz).
