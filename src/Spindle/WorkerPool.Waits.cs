@@ -11,7 +11,7 @@ public sealed partial class WorkerPool
     /// <summary>Wait threads that exist right now (each watches up to 63 <see cref="WaitHandle"/> registrations).</summary>
     public int WaitThreadCount => _waits.WaitThreadCount;
 
-    /// <summary>Registrations not yet unregistered (a snapshot).</summary>
+    /// <summary>Registrations that have not ended (a snapshot): not unregistered, and not run-once ones whose callback has run.</summary>
     public int RegisteredWaitCount => _waits.RegistrationCount;
 
     /// <summary>

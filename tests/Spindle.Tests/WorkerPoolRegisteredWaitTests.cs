@@ -877,6 +877,76 @@ public sealed class WorkerPoolRegisteredWaitTests
     }
 }
 
+/// <summary>
+/// A run-once registration whose callback has run has ended: the pool keeps nothing of it (a caller that never
+/// unregisters it, as the built-in pool allows, leaks nothing), and a later Unregister still returns true and signals.
+/// </summary>
+public sealed class RunOnceRegistrationEndTests
+{
+    private sealed class Payload
+    {
+        public readonly byte[] Data = new byte[1024];
+    }
+
+    [Theory]
+    [InlineData(true)]
+    [InlineData(false)]
+    public void AFiredRunOnceRegistration_IsNotKeptByThePool(bool onSignal)
+    {
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = nameof(RunOnceRegistrationEndTests) });
+        WeakReference state = RegisterRunOnceAndLetItRun(pool, onSignal);
+        Waits.Until(() => pool.RegisteredWaitCount == 0, "the run-once registration to end");
+        Assert.True(Waits.Poll(() =>
+        {
+            GC.Collect();
+            GC.WaitForPendingFinalizers();
+            return !state.IsAlive;
+        }, Waits.MustHappen), "the state of a fired run-once registration is still reachable from the pool");
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        static WeakReference RegisterRunOnceAndLetItRun(WorkerPool pool, bool onSignal)
+        {
+            var state = new Payload();
+            using var called = new ManualResetEventSlim();
+            if (onSignal)
+            {
+                var signal = new PoolSignal();
+                pool.RegisterWait(signal, (_, _) => called.Set(), state, Timeout.InfiniteTimeSpan, executeOnlyOnce: true);
+                signal.Set();
+                Waits.For(called, "the run-once callback");
+            }
+            else
+            {
+                using var handle = new ManualResetEvent(true);
+                pool.RegisterWaitForSingleObject(handle, (_, _) => called.Set(), state, Timeout.InfiniteTimeSpan, executeOnlyOnce: true);
+                Waits.For(called, "the run-once callback");
+            }
+            return new WeakReference(state);
+        }
+    }
+
+    [Fact]
+    public void UnregisterAfterARunOnceCallback_ReturnsTrueOnce_AndSignalsItsWaitObject()
+    {
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = nameof(RunOnceRegistrationEndTests) });
+        var signal = new PoolSignal();
+        int calls = 0;
+        RegisteredWait registration = pool.RegisterWait(signal, (_, _) => Interlocked.Increment(ref calls), null,
+            Timeout.InfiniteTimeSpan, executeOnlyOnce: true);
+        Assert.False(registration.IsUnregistered);
+        Assert.Equal(1, pool.RegisteredWaitCount);
+        signal.Set();
+        Waits.Until(() => registration.IsUnregistered, "the run-once registration to end after its callback");
+        Assert.Equal(0, pool.RegisteredWaitCount);
+        signal.Set();
+        using var unregistered = new ManualResetEvent(false);
+        Assert.True(registration.Unregister(unregistered));
+        Assert.True(unregistered.WaitOne(Waits.MustHappen));
+        Assert.False(registration.Unregister(null));
+        Assert.Equal(1, Volatile.Read(ref calls));
+    }
+}
+
 /// <summary>The pool signal on its own: set, reset, auto and manual modes, awaiting, cancellation.</summary>
 public sealed class PoolSignalTests
 {

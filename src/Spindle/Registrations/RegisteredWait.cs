@@ -21,8 +21,9 @@ namespace Spindle;
 /// <para>After <see cref="Unregister(WaitHandle?)"/> returns no callback of the registration starts; firings that were
 /// queued and had not started are dropped. One that had started finishes, and the wait object passed to
 /// <see cref="Unregister(WaitHandle?)"/> is signalled once it has (a blocking call returns once it has).</para>
-/// <para>The pool also ends a registration by itself: when it shuts down, and when a registered handle is disposed. The
-/// first <see cref="Unregister(WaitHandle?)"/> call still succeeds then: it returns <see langword="true"/> and signals
+/// <para>The pool also ends a registration by itself: when it shuts down, when a registered handle is disposed, and when
+/// a run-once registration's callback has run (the pool then keeps nothing of it, so a caller that never unregisters it
+/// leaks nothing). The first <see cref="Unregister(WaitHandle?)"/> call still succeeds then: it returns <see langword="true"/> and signals
 /// its wait object once no callback is running, as <see cref="RegisteredWaitHandle.Unregister(WaitHandle?)"/> does when
 /// it succeeds, so code that waits for that signal never waits forever.</para>
 /// </remarks>
@@ -142,7 +143,7 @@ public sealed class RegisteredWait : IShutdownAware, Queues.ICallbackWrapper
 
     /// <summary>
     /// Whether the registration has ended: <see cref="Unregister(WaitHandle?)"/> has been called, the pool has begun to
-    /// shut down, or the registered handle was disposed.
+    /// shut down, the registered handle was disposed, or the registration runs only once and its callback has run.
     /// </summary>
     public bool IsUnregistered => (Volatile.Read(ref _callbackState) & UnregisteredFlag) != 0;
 
@@ -330,6 +331,13 @@ public sealed class RegisteredWait : IShutdownAware, Queues.ICallbackWrapper
                     t_runningCallbackOf = outer;
                     OwnedItems.Exit(worker);
                     ExitCallback();
+                    if (ExecuteOnlyOnce)
+                    {
+                        // A run-once registration has run its callback: it has ended, and the pool's list lets go of it
+                        // (its callback, state and handle), as the built-in pool does once the caller drops its handle.
+                        // A later Unregister still returns true and signals its wait object (see the remarks).
+                        End();
+                    }
                 }
             }
         }

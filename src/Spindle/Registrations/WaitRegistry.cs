@@ -57,7 +57,7 @@ internal sealed class WaitRegistry
         }
     }
 
-    /// <summary>Registrations not yet unregistered (a snapshot).</summary>
+    /// <summary>Registrations that have not ended (a snapshot; see <see cref="RegisteredWait.IsUnregistered"/>).</summary>
     public int RegistrationCount => Volatile.Read(ref _registrationCount);
 
     /// <summary>Registers a wait on any handle (arguments validated by the caller); throws when the pool is shutting down.</summary>
