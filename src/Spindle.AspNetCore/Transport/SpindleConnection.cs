@@ -10,6 +10,7 @@ using System.Threading.Tasks;
 using Microsoft.AspNetCore.Connections;
 using Microsoft.AspNetCore.Connections.Features;
 using Microsoft.AspNetCore.Http.Features;
+using Microsoft.Extensions.Logging;
 using Spindle.IO;
 
 namespace Spindle.AspNetCore.Transport;
@@ -52,6 +53,7 @@ internal sealed partial class SpindleConnection : ConnectionContext, IConnection
     private static readonly Action<SpindleConnection> s_fireClosed = static connection => connection.CancelClosedToken();
 
     private readonly PoolSocket _socket;
+    private readonly ILogger _logger;
     private readonly WorkerPool _pool;
     private readonly MemoryPool<byte> _memory;
     private readonly Pipe _input;  // the receive loop writes, the application reads
@@ -75,8 +77,10 @@ internal sealed partial class SpindleConnection : ConnectionContext, IConnection
     private Task _receiving = Task.CompletedTask;
     private Task _sending = Task.CompletedTask;
 
-    public SpindleConnection(PoolSocket socket, MemoryPool<byte> memory, PipeScheduler sendScheduler, SpindleTransportOptions options)
+    public SpindleConnection(PoolSocket socket, MemoryPool<byte> memory, PipeScheduler sendScheduler, SpindleTransportOptions options,
+        ILogger logger)
     {
+        _logger = logger;
         _socket = socket;
         _pool = socket.Pool;
         _memory = memory;
@@ -223,12 +227,33 @@ internal sealed partial class SpindleConnection : ConnectionContext, IConnection
         }
     }
 
-    private void CancelClosedToken() => _closed.Cancel();
+    /// <summary>
+    /// Fires the token. Its callbacks are the application's (middleware, Kestrel's own): one that throws is logged, as
+    /// Kestrel's sockets transport logs it, never left to escape the pool's work item, where the pool's exception policy
+    /// would end the process by default.
+    /// </summary>
+    private void CancelClosedToken()
+    {
+        try
+        {
+            _closed.Cancel();
+        }
+        catch (Exception e)
+        {
+            Log.ConnectionClosedCallbackFailed(_logger, e, ConnectionId);
+        }
+    }
 
     private sealed class DuplexPipe(PipeReader input, PipeWriter output) : IDuplexPipe
     {
         public PipeReader Input { get; } = input;
 
         public PipeWriter Output { get; } = output;
+    }
+
+    private static partial class Log
+    {
+        [LoggerMessage(2, LogLevel.Error, "A callback of connection {ConnectionId}'s ConnectionClosed token threw.")]
+        public static partial void ConnectionClosedCallbackFailed(ILogger logger, Exception exception, string connectionId);
     }
 }

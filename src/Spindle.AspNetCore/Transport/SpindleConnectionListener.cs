@@ -71,6 +71,7 @@ internal sealed partial class SpindleConnectionListener : IConnectionListener
     public async ValueTask<ConnectionContext?> AcceptAsync(CancellationToken cancellationToken = default)
     {
         PoolSocket listening = _socket ?? throw new InvalidOperationException("The listener is not bound.");
+        TimeSpan acceptRetry = s_firstAcceptRetry;
         while (true)
         {
             PoolSocket accepted;
@@ -92,13 +93,33 @@ internal sealed partial class SpindleConnectionListener : IConnectionListener
                 Log.AcceptedConnectionReset(_logger, e.SocketErrorCode);
                 continue;
             }
+            catch (SocketException e)
+            {
+                // Any other failure (out of descriptors, of buffers) must not end Kestrel's accept loop, which an
+                // exception from here does for good: the listener takes no connection again. Kestrel's own listener
+                // retries too. The connection waits in the backlog, and the listening socket's readiness does not
+                // signal again for it (edge-triggered), so the retry comes after a pause, a longer one each time while
+                // the failure lasts (1 s at most), on the pool's own timers.
+                Log.AcceptFailed(_logger, e, e.SocketErrorCode, acceptRetry);
+                try
+                {
+                    await Task.Delay(acceptRetry, _pool.TimeProvider, cancellationToken).ConfigureAwait(false);
+                }
+                catch (ObjectDisposedException)
+                {
+                    return null; // the pool is shutting down
+                }
+                acceptRetry = TimeSpan.FromTicks(Math.Min(acceptRetry.Ticks * 2, s_maxAcceptRetry.Ticks));
+                continue;
+            }
+            acceptRetry = s_firstAcceptRetry;
             try
             {
                 if (_options.NoDelay)
                 {
                     accepted.Socket.NoDelay = true;
                 }
-                var connection = new SpindleConnection(accepted, _memory, _sendScheduler, _options);
+                var connection = new SpindleConnection(accepted, _memory, _sendScheduler, _options, _logger);
                 connection.Start();
                 return connection;
             }
@@ -130,8 +151,14 @@ internal sealed partial class SpindleConnectionListener : IConnectionListener
         return ValueTask.CompletedTask;
     }
 
+    private static readonly TimeSpan s_firstAcceptRetry = TimeSpan.FromMilliseconds(10);
+    private static readonly TimeSpan s_maxAcceptRetry = TimeSpan.FromSeconds(1);
+
     private static partial class Log
     {
+        [LoggerMessage(3, LogLevel.Error, "Accepting a connection failed ({Error}); the listener tries again in {Retry}.")]
+        public static partial void AcceptFailed(ILogger logger, Exception exception, SocketError error, TimeSpan retry);
+
         [LoggerMessage(1, LogLevel.Debug, "A connection was reset before it was accepted ({Error}).")]
         public static partial void AcceptedConnectionReset(ILogger logger, SocketError error);
     }
