@@ -119,4 +119,48 @@ public sealed class EndpointTargetTests
         Assert.Throws<ArgumentOutOfRangeException>(() => endpoint.RunOnLane("lane", retryAfterSeconds: -1));
         Assert.Throws<ArgumentNullException>(() => endpoint.RunOn(null!));
     }
+
+    [Fact]
+    public async Task RunOnLane_ARequestWhoseItemTheLanesCancellingShutdownDrops_IsAnswered503WithRetryAfter()
+    {
+        using var release = new ManualResetEventSlim();
+        var started = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using TestServer server = await TestServer.StartAsync(
+            static builder =>
+            {
+                builder.WebHost.UseSpindle();
+                builder.Services.AddWorkerPool("handlers").AddLane("reports", static lane =>
+                {
+                    lane.MaxConcurrency = 1;
+                    lane.QueueLimit = 10;
+                });
+            },
+            app => app.MapGet("/report", () =>
+            {
+                started.TrySetResult();
+                release.Wait(TestServer.Generous); // holds the lane's one slot
+                return "report";
+            }).RunOnLane("reports", retryAfterSeconds: 3));
+        WorkerPoolLane lane = server.App.Services.GetRequiredKeyedService<WorkerPoolLane>("reports");
+        using HttpClient client = server.CreateClient();
+
+        Task<HttpResponseMessage> running = client.GetAsync("/report");
+        await started.Task.WaitAsync(TestServer.Generous);
+        Task<HttpResponseMessage> queued = client.GetAsync("/report");
+        Assert.True(SpinWait.SpinUntil(() => lane.PendingWorkItemCount == 1, TestServer.Generous), "the second request waits in the lane");
+
+        Task<int> shutdown = lane.ShutdownAsync(ShutdownMode.CancelPending);
+        // Answered while the first request still holds the slot: the dropped one does not wait for it.
+        using (HttpResponseMessage answer = await queued.WaitAsync(TestServer.Generous))
+        {
+            Assert.Equal(HttpStatusCode.ServiceUnavailable, answer.StatusCode);
+            Assert.Equal("3", Assert.Single(answer.Headers.GetValues("Retry-After")));
+        }
+        release.Set();
+        using (HttpResponseMessage first = await running.WaitAsync(TestServer.Generous))
+        {
+            Assert.Equal(HttpStatusCode.OK, first.StatusCode);
+        }
+        Assert.Equal(1, await shutdown.WaitAsync(TestServer.Generous));
+    }
 }

@@ -23,15 +23,18 @@ namespace Spindle.AspNetCore.Handlers;
 /// that is not on a Spindle pool (Kestrel's own transport) is on the built-in pool already: the completion is made
 /// where the endpoint ends.</para>
 /// <para><see cref="Completion"/> completes exactly once: the delegate's task completes once, and a synchronous throw
-/// completes it instead of a task.</para>
+/// completes it instead of a task. An item that a cancelling shutdown of its pool or lane drops never starts; the pool
+/// calls <see cref="OnCancelled"/> instead, which answers the request 503 with <c>Retry-After</c>, as for a refused
+/// one, and completes <see cref="Completion"/> the same way.</para>
 /// </remarks>
-internal sealed class EndpointWorkItem : IWorkItem
+internal sealed class EndpointWorkItem : ICancellableWorkItem
 {
     private static readonly ContextCallback s_start = static state => ((EndpointWorkItem)state!).Start();
     private static readonly Action<Task, object?> s_complete = static (task, state) => ((EndpointWorkItem)state!).Complete(task);
     private static readonly Action<EndpointWorkItem> s_completeOnOrigin = static item => item.CompleteNow();
 
     private readonly RequestDelegate _inner;
+    private readonly string _retryAfter;
     private readonly HttpContext _context;
     private readonly WorkTarget _target;
     private readonly WorkerPool? _origin;
@@ -39,8 +42,9 @@ internal sealed class EndpointWorkItem : IWorkItem
     private readonly TaskCompletionSource _completion = new();
     private Task? _finished;
 
-    public EndpointWorkItem(RequestDelegate inner, HttpContext context, WorkTarget target)
+    public EndpointWorkItem(RequestDelegate inner, HttpContext context, WorkTarget target, string retryAfter)
     {
+        _retryAfter = retryAfter;
         _inner = inner;
         _context = context;
         _target = target;
@@ -61,6 +65,20 @@ internal sealed class EndpointWorkItem : IWorkItem
         {
             ExecutionContext.Run(_executionContext, s_start, this);
         }
+    }
+
+    /// <summary>
+    /// The pool or lane dropped the item before it started (a cancelling shutdown): the request is answered 503, as when
+    /// the target refuses it. The request waits for <see cref="Completion"/> meanwhile, so nothing else touches it.
+    /// </summary>
+    public void OnCancelled()
+    {
+        if (!_context.Response.HasStarted)
+        {
+            _context.Response.StatusCode = StatusCodes.Status503ServiceUnavailable;
+            _context.Response.Headers.RetryAfter = _retryAfter;
+        }
+        Complete(Task.CompletedTask);
     }
 
     private void Start()

@@ -9,7 +9,7 @@ namespace Spindle.AspNetCore.Handlers;
 /// <summary>
 /// The request delegate of an endpoint that runs on a pool or lane: queues the endpoint's own delegate there as an
 /// <see cref="EndpointWorkItem"/>, or answers 503 with <c>Retry-After</c> when the target refuses it (full, or
-/// shutting down).
+/// shutting down) or a cancelling shutdown of the target drops it before it started.
 /// </summary>
 internal sealed class WorkTargetDispatcher
 {
@@ -32,7 +32,7 @@ internal sealed class WorkTargetDispatcher
 
     public Task InvokeAsync(HttpContext context)
     {
-        var item = new EndpointWorkItem(_inner, context, Target);
+        var item = new EndpointWorkItem(_inner, context, Target, _retryAfter);
         bool queued;
         try
         {

@@ -190,8 +190,44 @@ internal sealed class ItemRunner
                 Interlocked.Increment(ref _cancelledCount);
             }
             lane?.CountCancelled();
+            NotifyIfCancellable(item);
         }
         return outcome == ShutdownOutcome.Run;
+    }
+
+    /// <summary>
+    /// A dropped entry whose work item wants to know (<see cref="ICancellableWorkItem"/>), directly or inside the
+    /// library's wrappers of a whole entry (a queue-wait sample, a lane's long-running or after-stop item, which decide
+    /// "cancelled" for a plain item without asking it): its <see cref="ICancellableWorkItem.OnCancelled"/> runs once the
+    /// sweep under way on this thread, if any, has let go (see <see cref="CancelCompletions"/>), with the exception policy.
+    /// </summary>
+    private void NotifyIfCancellable(in WorkItemEntry item)
+    {
+        WorkItemEntry inner = item;
+        while (ReferenceEquals(inner.State, WorkItemEntry.WorkItemMarker) && inner.Callback is IEntryWrapper wrapper)
+        {
+            inner = wrapper.WrappedEntry;
+        }
+        if (ReferenceEquals(inner.State, WorkItemEntry.WorkItemMarker) && inner.Callback is ICancellableWorkItem cancellable)
+        {
+            CancelCompletions.CompleteOrDefer(new CancelledNotice(this, cancellable));
+        }
+    }
+
+    /// <summary>Tells a dropped <see cref="ICancellableWorkItem"/>, applying the exception policy to what it throws.</summary>
+    private sealed class CancelledNotice(ItemRunner runner, ICancellableWorkItem item) : ICancelCompletion
+    {
+        public void CompleteCancelled()
+        {
+            try
+            {
+                item.OnCancelled();
+            }
+            catch (Exception exception)
+            {
+                runner.HandleException(exception);
+            }
+        }
     }
 
     /// <summary>
