@@ -79,6 +79,8 @@ public static class WorkerPoolBuilderExtensions
     /// <returns><paramref name="builder"/>, for chaining.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="builder"/> is null.</exception>
     /// <exception cref="ArgumentException"><paramref name="laneName"/> is empty or white space.</exception>
+    /// <exception cref="InvalidOperationException"><typeparamref name="TService"/> is registered as a background service
+    /// already, on this pool or another (one instance serves a type, so it runs on one target).</exception>
     public static IWorkerPoolBuilder AddBackgroundService<[DynamicallyAccessedMembers(DynamicallyAccessedMemberTypes.PublicConstructors)] TService>(
         this IWorkerPoolBuilder builder, string? laneName = null)
         where TService : WorkerPoolBackgroundService
@@ -89,6 +91,19 @@ public static class WorkerPoolBuilderExtensions
             ArgumentException.ThrowIfNullOrWhiteSpace(laneName);
         }
         string poolName = builder.Name;
+        string where = laneName is null ? $"pool '{poolName}'" : $"lane '{laneName}' of pool '{poolName}'";
+        foreach (ServiceDescriptor descriptor in builder.Services)
+        {
+            if (descriptor.ServiceType == typeof(BackgroundServiceTarget<TService>))
+            {
+                // One singleton serves every registration of the type: a second would start that one instance twice,
+                // both runs on the target registered last.
+                throw new InvalidOperationException(
+                    $"The background service {typeof(TService).Name} already runs on {((BackgroundServiceTarget<TService>)descriptor.ImplementationInstance!).Where}; " +
+                    $"it cannot also run on {where}. A service type runs on one pool or lane: derive another type for the second.");
+            }
+        }
+        builder.Services.AddSingleton(new BackgroundServiceTarget<TService>(where));
         builder.Services.TryAddSingleton<TService>();
         builder.Services.AddSingleton<IHostedService>(provider =>
         {
@@ -99,5 +114,11 @@ public static class WorkerPoolBuilderExtensions
             return service;
         });
         return builder;
+    }
+
+    /// <summary>Where a background service type was registered to run (one registration per type).</summary>
+    private sealed class BackgroundServiceTarget<TService>(string where)
+    {
+        public string Where { get; } = where;
     }
 }

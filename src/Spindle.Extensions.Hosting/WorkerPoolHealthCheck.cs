@@ -27,7 +27,13 @@ internal sealed class WorkerPoolHealthCheck(WorkerPool pool, PoolHealthState sta
         };
 
         HealthCheckResult result;
-        if (lastStuckAt != 0 && Stopwatch.GetElapsedTime(lastStuckAt, now) < options.StuckItemWindow)
+        if (pool.IsShutdownStarted)
+        {
+            // It refuses every new item: a probe that read it healthy would keep sending work to it.
+            result = new HealthCheckResult(context.Registration.FailureStatus,
+                $"Worker pool '{pool.Name}' is {(pool.HasStopped ? "stopped" : "shutting down")}: it takes no new work.", data: data);
+        }
+        else if (lastStuckAt != 0 && Stopwatch.GetElapsedTime(lastStuckAt, now) < options.StuckItemWindow)
         {
             result = new HealthCheckResult(context.Registration.FailureStatus,
                 $"Worker pool '{pool.Name}' had an item stuck (running past {pool.StuckItemThreshold}) within the last {options.StuckItemWindow}.", data: data);

@@ -82,6 +82,9 @@ public sealed partial class WorkerPool
         }
     }
 
+    /// <summary>Whether <see cref="LeaveRunningItemsOnDispose"/> was called: disposal then does not wait (the pool's lanes' neither).</summary>
+    internal bool LeavesRunningItemsOnDispose => Volatile.Read(ref _unwatchedFinish) is not null;
+
     // The background finisher made by LeaveRunningItemsOnDispose (null until then; set once, by CAS; the owner sets it
     // on its thread, and a container disposes the pool on another). Set, it tells Dispose and DisposeAsync not to wait.
     // An explicit ShutdownAsync waits for it after the pool has stopped, so that it does not return while the finisher

@@ -145,11 +145,32 @@ public sealed class WorkerPoolLane : WorkTarget, IDisposable, IAsyncDisposable, 
         return (int)_lane.CancelledCount;
     }
 
-    /// <summary>Shuts the lane down with <see cref="ShutdownMode.Drain"/> and waits for it; see <see cref="Shutdown(ShutdownMode)"/>.</summary>
-    public void Dispose() => Shutdown(ShutdownMode.Drain);
+    /// <summary>
+    /// Shuts the lane down with <see cref="ShutdownMode.Drain"/> and waits for it; see <see cref="Shutdown(ShutdownMode)"/>.
+    /// Once the pool's owner has given up waiting for the pool's stop and left its running items to finish on their own
+    /// (the hosting package does at the host's shutdown timeout), disposal begins the drain and returns, as the pool's
+    /// own disposal then does, rather than wait again for an item that overran that timeout.
+    /// </summary>
+    public void Dispose()
+    {
+        if (Pool.LeavesRunningItemsOnDispose)
+        {
+            _lane.BeginShutdown(ShutdownMode.Drain);
+            return;
+        }
+        Shutdown(ShutdownMode.Drain);
+    }
 
     /// <summary>Like <see cref="Dispose"/> without blocking a thread.</summary>
-    public ValueTask DisposeAsync() => new(ShutdownAsync(ShutdownMode.Drain));
+    public ValueTask DisposeAsync()
+    {
+        if (Pool.LeavesRunningItemsOnDispose)
+        {
+            _lane.BeginShutdown(ShutdownMode.Drain);
+            return ValueTask.CompletedTask;
+        }
+        return new(ShutdownAsync(ShutdownMode.Drain));
+    }
 
     /// <inheritdoc/>
     public override string ToString() =>
