@@ -24,7 +24,7 @@ namespace Spindle.Compare.Scenarios;
 /// <see cref="LatencyHistogram"/> of its own, allocated before the measured part), allocation per operation, and how many loops completed no operation at
 /// all in the measured part (a pool that keeps running the same few pairs from a LIFO queue starves the others; their
 /// waits would otherwise never reach the percentile, so a <c>handoff</c> wait that ends after the deadline is recorded
-/// too, as the wait alone), and how evenly the operations were shared among the loops (Jain's index of the operations per
+/// too, as the wait alone, and so is the wait of a <c>yield</c> or <c>delay</c> loop that first runs after it), and how evenly the operations were shared among the loops (Jain's index of the operations per
 /// loop, <see cref="Stats.JainIndex"/>: 1 when every loop completed as many, 0.001 when one loop completed them all). The
 /// percentile counts operations, so a pool that lets a few pairs pass their turn back and forth while the other loops
 /// wait reads well there (most operations are the few pairs' fast ones) and badly in the index. The measured part lasts 1 s (5 s with
@@ -142,6 +142,10 @@ internal sealed class AsyncServerScenario : IScenario
 
     private static async Task YieldLoop(ServerRun run, LoopState loop)
     {
+        if (StartedAfterTheDeadline(run, loop))
+        {
+            return;
+        }
         long began = run.Start;
         while (Stopwatch.GetTimestamp() < run.Deadline)
         {
@@ -155,6 +159,10 @@ internal sealed class AsyncServerScenario : IScenario
 
     private static async Task DelayLoop(ServerRun run, LoopState loop)
     {
+        if (StartedAfterTheDeadline(run, loop))
+        {
+            return;
+        }
         long began = run.Start;
         while (Stopwatch.GetTimestamp() < run.Deadline)
         {
@@ -164,6 +172,22 @@ internal sealed class AsyncServerScenario : IScenario
             loop.Record(done - began);
             began = done;
         }
+    }
+
+    /// <summary>
+    /// A loop the pool first ran after the deadline has completed nothing: its wait to start still counts in the
+    /// percentile (as a handoff wait the deadline cut short does), or a pool that starts some loops late would read
+    /// better for it.
+    /// </summary>
+    private static bool StartedAfterTheDeadline(ServerRun run, LoopState loop)
+    {
+        long now = Stopwatch.GetTimestamp();
+        if (now < run.Deadline)
+        {
+            return false;
+        }
+        loop.RecordWait(now - run.Start);
+        return true;
     }
 
     /// <summary>

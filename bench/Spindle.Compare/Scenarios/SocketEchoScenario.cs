@@ -22,7 +22,6 @@ namespace Spindle.Compare.Scenarios;
 internal sealed class SocketEchoScenario : IScenario
 {
     private const int Connections = 64;
-    private const int LatencySlots = 8_192;
     /// <summary>
     /// The loops run this long before the measured part. With 300 ms, both pools were measured before their code had
     /// settled (the JIT promotes hot methods until 1.5-2.5 s into a child; the runtime's socket engine, precompiled,
@@ -74,6 +73,7 @@ internal sealed class SocketEchoScenario : IScenario
             tasks.Add(pool.Run(() => LoopbackSockets.EchoAsync(serverEnd, size)));
             tasks.Add(pool.Run(() => ClientLoop(run, state)));
         }
+        var latencies = new LatencyHistogram(); // the clients' merged, allocated before the measured part
         Thread.Sleep(s_warmup);
 
         GcSnapshot.CollectFully();
@@ -92,20 +92,14 @@ internal sealed class SocketEchoScenario : IScenario
             throw new TimeoutException("The echo loops did not stop.");
         }
 
-        var latencies = new List<double>();
         foreach (ClientState client in clients)
         {
-            for (int i = 0; i < Math.Min(client.Recorded, LatencySlots); i++)
-            {
-                latencies.Add(Pacer.ToMicroseconds(client.Latencies[i]));
-            }
+            latencies.Add(client.Latencies);
         }
-        double[] sorted = [.. latencies];
-        Array.Sort(sorted);
         double seconds = (end - start) / (double)Stopwatch.Frequency;
         return new Measurement { Items = operations }
             .Set("throughput", operations / seconds)
-            .Set("p99", sorted.Length == 0 ? double.NaN : Stats.Percentile(sorted, 99))
+            .Set("p99", latencies.Count == 0 ? double.NaN : latencies.Percentile(99))
             .Set("alloc", (double)used.AllocatedBytes / Math.Max(1, operations));
     }
 
@@ -139,11 +133,7 @@ internal sealed class SocketEchoScenario : IScenario
                 }
                 if (Volatile.Read(ref run.Measuring))
                 {
-                    if (state.Recorded < LatencySlots)
-                    {
-                        state.Latencies[state.Recorded] = Stopwatch.GetTimestamp() - began;
-                    }
-                    state.Recorded++;
+                    state.Latencies.Record(Stopwatch.GetTimestamp() - began);
                 }
                 Volatile.Write(ref state.Operations, state.Operations + 1);
             }
@@ -162,8 +152,8 @@ internal sealed class SocketEchoScenario : IScenario
         public readonly IStreamEnd End = end;
         public readonly byte[] Message = new byte[size];
         public readonly byte[] Reply = new byte[size];
-        public readonly long[] Latencies = new long[LatencySlots];
-        public int Recorded;
+        /// <summary>Every measured operation's latency (a histogram: no cap, nothing allocated when recording).</summary>
+        public readonly LatencyHistogram Latencies = new();
         public long Operations;
     }
 }
