@@ -99,8 +99,10 @@ internal sealed partial class ThreadController
     }
 
     /// <summary>
-    /// Called by the stall monitor each tick: once a refusal's deadline has passed, adds a worker if work waits that no
-    /// idle worker can take, or else forgets the deadline (the streak stays, so the next refusal backs off longer).
+    /// Called by the stall monitor each tick: once a refusal's deadline has passed, brings the pool back to its minimum
+    /// (a refused start may have been one of the minimum's: one that raising it made, or one whose listing let an idle
+    /// worker retire while the start was in flight) and adds a worker if work waits that no idle worker can take; then
+    /// forgets the deadline (the streak stays, so the next refusal backs off longer).
     /// </summary>
     public void RetryCreationIfDue()
     {
@@ -108,6 +110,13 @@ internal sealed partial class ThreadController
         if (retryAt == 0 || Stopwatch.GetTimestamp() < retryAt)
         {
             return;
+        }
+        if (!_scheduler.IsShutdownStarted)
+        {
+            // Refused again: a new deadline, kept below, and the loop ends.
+            while (_roster.Count < MinThreads && TryAddWorker(ThreadInjectionReason.MinimumRaised))
+            {
+            }
         }
         if (_scheduler.Sources.AnyWorkVisible() && !_scheduler.IsShutdownStarted)
         {

@@ -132,7 +132,10 @@ public sealed class PoolSocketIsolationTests
 
         public BuiltInPoolStarvation()
         {
-            for (int i = 0; i < 200; i++)
+            // More blocked items than the built-in pool has threads (other tests of the process may have grown it) and
+            // than it adds in a test's time (about two a second while starved), so that the probe behind them cannot run.
+            int blocked = Math.Max(200, ThreadPool.ThreadCount + 64);
+            for (int i = 0; i < blocked; i++)
             {
                 ThreadPool.UnsafeQueueUserWorkItem(static gate => ((ManualResetEventSlim)gate!).Wait(), _gate);
             }
