@@ -52,4 +52,17 @@ public sealed class SchedulingCountsTests
         }
         Assert.True(parks >= 1, $"The worker's park was not counted within {s_patience.TotalSeconds} s (parks {parks}).");
     }
+
+    [Fact]
+    public void ADifference_FromBeforeThePoolExisted_CountsThePoolsFiguresFromZero()
+    {
+        var beforeAnyPool = new SchedulingCounts.Snapshot(10, 4, null, null);
+        var later = new SchedulingCounts.Snapshot(15, 6, 7, 3);
+        Assert.Equal(new SchedulingCounts.Snapshot(5, 2, 7, 3), later - beforeAnyPool);
+        // No pool at either end (the built-in pool's child): the pool figures stay unknown.
+        Assert.Equal(new SchedulingCounts.Snapshot(5, 2, null, null), new SchedulingCounts.Snapshot(15, 6, null, null) - beforeAnyPool);
+        // A process without the kernel's switch counts: those stay unknown.
+        Assert.Equal(new SchedulingCounts.Snapshot(null, null, 2, 1),
+            new SchedulingCounts.Snapshot(null, null, 9, 4) - new SchedulingCounts.Snapshot(null, null, 7, 3));
+    }
 }

@@ -30,12 +30,17 @@ internal static partial class SchedulingCounts
     /// <summary>Counts at one moment; the pool figures are null when no Spindle pool publishes them.</summary>
     public readonly record struct Snapshot(long? VoluntarySwitches, long? InvoluntarySwitches, long? Parks, long? Steals)
     {
-        /// <summary>The counts between <paramref name="start"/> and <paramref name="end"/> (null where either is).</summary>
+        /// <summary>
+        /// The counts between <paramref name="start"/> and <paramref name="end"/>: null where <paramref name="end"/> is;
+        /// a pool figure that <paramref name="start"/> lacks counts from zero (the pool was created after it: a scenario
+        /// that measures its pool's creation marks the start before the pool exists). The process's switches are null
+        /// where either is.
+        /// </summary>
         public static Snapshot operator -(Snapshot end, Snapshot start) => new(
             end.VoluntarySwitches - start.VoluntarySwitches,
             end.InvoluntarySwitches - start.InvoluntarySwitches,
-            end.Parks - start.Parks,
-            end.Steals - start.Steals);
+            end.Parks - (start.Parks ?? 0),
+            end.Steals - (start.Steals ?? 0));
     }
 
     /// <summary>Reads every count now.</summary>
