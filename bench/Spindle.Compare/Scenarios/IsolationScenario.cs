@@ -81,6 +81,7 @@ internal sealed class IsolationScenario : IScenario
             clientEnd.Dispose();
         });
         Waits.OrThrow(warmed, "the warm-up round trips");
+        ProcessMeter.MarkMeasuredStart(); // the process figures: the starvation and the timed round trips, not the warm-up
 
         // Never disposed: blocked items that have not started when the run ends still wait on it.
         var gate = new ManualResetEventSlim();
