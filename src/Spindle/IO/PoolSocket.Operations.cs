@@ -23,6 +23,10 @@ public sealed partial class PoolSocket
     {
         if ((events & (LinuxIo.EpollIn | LinuxIo.EpollRdHup | LinuxIo.EpollErr | LinuxIo.EpollHup)) != 0)
         {
+            if ((events & (LinuxIo.EpollRdHup | LinuxIo.EpollErr | LinuxIo.EpollHup)) != 0)
+            {
+                _read!.MarkHungUp(); // before the signal: see SocketOperation's remarks on a call that waits first
+            }
             _read!.Signal();
         }
         if ((events & (LinuxIo.EpollOut | LinuxIo.EpollErr | LinuxIo.EpollHup)) != 0)
@@ -79,16 +83,21 @@ public sealed partial class PoolSocket
         : SocketOperation<int>(socket, waiter, gate, pool)
     {
         public Memory<byte> Buffer;
+        private bool _emptied;
+
+        /// <summary>
+        /// A stream socket's receive that got fewer bytes than asked for took all there was: the next receive on a
+        /// request-response connection would fail with <c>EAGAIN</c> until the peer sends again. Not an end of stream
+        /// (0 bytes, which every later receive reads at once) or an empty buffer.
+        /// </summary>
+        protected override bool LastAttemptEmptied => _emptied;
 
         protected override bool TryOnce(out int result, out int errno)
         {
             nint received = Socket.TryTransfer(send: false, Buffer.Span, out errno);
             result = (int)Math.Max(received, 0);
-            if (received < 0)
-            {
-                return false;
-            }
-            return true;
+            _emptied = received > 0 && received < Buffer.Length;
+            return received >= 0;
         }
 
         protected override void Forget() => Buffer = default; // keep no caller memory alive

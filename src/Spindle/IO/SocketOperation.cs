@@ -37,6 +37,18 @@ internal sealed class DirectionGate
 /// <para>Continuations run where the awaiter asked: on its captured <see cref="SynchronizationContext"/> or
 /// <see cref="TaskScheduler"/> (posted), otherwise inline on the pool worker that completed the operation, or queued
 /// to the pool when the operation had completed before the awaiter registered.</para>
+/// <para>A call that cannot find anything skips its first attempt and waits at once: when the previous call of this
+/// kind ended by an attempt that emptied the socket (<see cref="LastAttemptEmptied"/>, a receive that got fewer bytes
+/// than it asked for), and the waiter's sequence still reads what it read before that attempt, no readiness event has
+/// been reported since the socket was empty. Anything that arrived since raised an edge whose event the poller has not
+/// reported yet, and will (the driver is edge-triggered, and an event arriving while the waiter is armed fires it;
+/// one reported between the look and the arming makes <see cref="ReadinessWaiter.Arm"/> answer
+/// <see cref="ArmResult.Ready"/>), so the wait cannot miss it. The one exception is the end of the stream or an
+/// error: a receive that takes the last bytes takes the end of stream behind them too (Linux's TCP receive stops
+/// there), and leaves the error pending, so the next receive reads 0 or fails at once although no event will come
+/// again for it. An event that reported either before the look set <see cref="ReadinessWaiter.HasHungUp"/> before its
+/// signal, so the call then makes its attempt; one reported after the look changed the sequence. This saves a
+/// request-response connection the system call that would fail with <c>EAGAIN</c> after every message it receives.</para>
 /// </remarks>
 internal abstract class SocketOperation<T> : IValueTaskSource<T>, IValueTaskSource, IReadinessListener, IWorkItem, IShutdownAware
 {
@@ -56,6 +68,8 @@ internal abstract class SocketOperation<T> : IValueTaskSource<T>, IValueTaskSour
     private ExecutionContext? _executionContext;
     private object? _schedulingContext;
     private CancellationToken _token;
+    private bool _emptied; // the last call ended by an attempt that emptied the socket, made after reading _emptiedAt
+    private int _emptiedAt;
 
     /// <summary>Queued as an <see cref="IWorkItem"/> (a completion whose awaiter registered late).</summary>
     object? IShutdownAware.QueuedCallback => null;
@@ -88,12 +102,19 @@ internal abstract class SocketOperation<T> : IValueTaskSource<T>, IValueTaskSour
     /// </summary>
     protected abstract void Forget();
 
+    /// <summary>
+    /// Whether the attempt that just succeeded left the socket with nothing more for this kind of operation (a receive
+    /// that got fewer bytes than its buffer holds). Read right after <see cref="TryOnce"/> returned true. The next
+    /// call then waits for readiness without an attempt, unless an event was reported since (see the remarks).
+    /// </summary>
+    protected virtual bool LastAttemptEmptied => false;
+
     /// <summary>Caller, having entered the gate and set the operation's inputs: runs it until it completes or waits.</summary>
     public ValueTask<T> Start(CancellationToken cancellationToken)
     {
         _token = cancellationToken;
         short version = _version;
-        Step();
+        Step(mayWaitFirst: true);
         return new ValueTask<T>(this, version);
     }
 
@@ -102,29 +123,47 @@ internal abstract class SocketOperation<T> : IValueTaskSource<T>, IValueTaskSour
     {
         _token = cancellationToken;
         short version = _version;
-        Step();
+        Step(mayWaitFirst: true);
         return new ValueTask(this, version);
     }
 
-    private void Step()
+    /// <summary>
+    /// The operation's loop. <paramref name="mayWaitFirst"/>: a new call, which waits without an attempt when the
+    /// previous call emptied the socket and no event was reported since (see the remarks); false after a wait ended.
+    /// </summary>
+    private void Step(bool mayWaitFirst)
     {
+        bool emptied = _emptied;
+        _emptied = false;
         while (true)
         {
             int seen = _waiter.Sequence;
             T result;
             int errno;
             bool done;
-            try
+            if (mayWaitFirst && emptied && seen == _emptiedAt && !_waiter.HasHungUp)
             {
-                done = TryOnce(out result, out errno);
+                result = default!;
+                errno = LinuxIo.EAgain;
+                done = false;
             }
-            catch (Exception e)
+            else
             {
-                Complete(default, e);
-                return;
+                try
+                {
+                    done = TryOnce(out result, out errno);
+                }
+                catch (Exception e)
+                {
+                    Complete(default, e);
+                    return;
+                }
             }
+            mayWaitFirst = false;
             if (done)
             {
+                _emptied = LastAttemptEmptied;
+                _emptiedAt = seen;
                 Complete(result, null);
                 return;
             }
@@ -154,7 +193,7 @@ internal abstract class SocketOperation<T> : IValueTaskSource<T>, IValueTaskSour
         Exception? ended = _waiter.EndWait();
         if (ended is null)
         {
-            Step();
+            Step(mayWaitFirst: false);
         }
         else
         {

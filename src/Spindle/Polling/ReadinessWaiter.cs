@@ -64,6 +64,7 @@ internal sealed class ReadinessWaiter
     private int _sequence;
     private int _state;
     private bool _closed;
+    private bool _hungUp;
     private Exception? _error;
     private IReadinessListener? _listener;
     private CancellationToken _token;
@@ -78,8 +79,22 @@ internal sealed class ReadinessWaiter
     /// <summary>Readiness events seen so far (read before an attempt, passed to <see cref="Arm"/> after it fails).</summary>
     public int Sequence => Volatile.Read(ref _sequence);
 
+    /// <summary>
+    /// Whether an event has reported the peer's end of stream, a hang-up or an error (<see cref="MarkHungUp"/>). Once
+    /// that is so, an attempt can end without emptying the socket (a receive that took the last bytes and the end of
+    /// stream with them; the next reads 0 at once) and no event will say so again.
+    /// </summary>
+    public bool HasHungUp => Volatile.Read(ref _hungUp);
+
     /// <summary>Whether <see cref="Close"/> has run: every wait from now on ends at once.</summary>
     public bool IsClosed => Volatile.Read(ref _closed);
+
+    /// <summary>
+    /// Poller, before the <see cref="Signal"/> of an event that reports the peer's end of stream, a hang-up or an
+    /// error: sets <see cref="HasHungUp"/> for good. Written before the signal's interlocked increment, so an operation
+    /// that has read the incremented <see cref="Sequence"/> sees it.
+    /// </summary>
+    public void MarkHungUp() => Volatile.Write(ref _hungUp, true);
 
     /// <summary>Poller: a readiness event for this direction.</summary>
     public void Signal()
