@@ -20,8 +20,8 @@ namespace Spindle.Compare.Infrastructure;
 /// The measured part starts when the warm-up ends (<see cref="Warmup.Repeat(System.Action)"/> calls <see cref="MarkMeasuredStart"/>;
 /// scenarios with a warm-up of their own call it themselves), or at the start of the child for a scenario that has
 /// none, and ends when the scenario returns. A sampler thread reads the process's thread count every 10 ms meanwhile
-/// (from <c>/proc/self/status</c> on Linux, <see cref="Process.Threads"/> elsewhere), except in scenarios that measure
-/// the process's CPU time or wake-up latency (<see cref="IScenario.AllowsThreadSampling"/>).
+/// (from <c>/proc/self/status</c> on Linux, <see cref="Process.Threads"/> elsewhere), except in the scenarios that it
+/// would disturb (<see cref="ThreadSampling.Off"/>).
 /// </remarks>
 internal static class ProcessMeter
 {

@@ -30,7 +30,7 @@ internal static class ChildHost
         Measurement measurement;
         try
         {
-            ProcessMeter.SamplingAllowed = scenario.AllowsThreadSampling;
+            ProcessMeter.SamplingAllowed = ThreadSampling.AllowedIn(scenario.Id);
             ProcessMeter.MarkMeasuredStart(); // restarted by the warm-up, if the scenario has one
             pool = kind.Create(scenario.GetPoolSettings(variant));
             measurement = scenario.Run(pool, variant, full);

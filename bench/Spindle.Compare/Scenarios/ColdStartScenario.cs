@@ -38,9 +38,6 @@ internal sealed class ColdStartScenario : IScenario
 
     public string HeadlineMetric => "time";
 
-    /// <summary>The thread-count sampler would run pool code before the timed part; a cold start has nothing before it.</summary>
-    public bool AllowsThreadSampling => false;
-
     public Measurement Run(IPoolUnderTest pool, string variant, bool full)
     {
         return variant switch

@@ -44,8 +44,6 @@ internal sealed class FairnessScenario : IScenario
     // run of every scenario under 10 minutes.
     public int? MaxDefaultRuns => 2;
 
-    public bool AllowsThreadSampling => false;
-
     public Measurement Run(IPoolUnderTest pool, string variant, bool full)
     {
         double itemMicroseconds = variant switch

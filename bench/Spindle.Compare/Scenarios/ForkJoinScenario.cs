@@ -55,9 +55,6 @@ internal sealed class ForkJoinScenario : IScenario
 
     public string HeadlineMetric => "p50";
 
-    // Fork latency is a wake-up latency: the thread sampler's 10 ms wake-ups would disturb it.
-    public bool AllowsThreadSampling => false;
-
     // Two runs per pool in the default (quick) run, which must stay under ten minutes.
     public int? MaxDefaultRuns => 2;
 

@@ -35,13 +35,6 @@ internal interface IScenario
     int? MaxDefaultRuns => null;
 
     /// <summary>
-    /// Whether the process meter may sample the thread count while the scenario runs (a thread waking every 10 ms).
-    /// False for scenarios that measure the process's own CPU time or wake-up latency, which that thread would disturb;
-    /// their peak thread count is then read at the start and end of the measured part only.
-    /// </summary>
-    bool AllowsThreadSampling => true;
-
-    /// <summary>
     /// Whether <paramref name="variant"/> measures a cold process: its child runs with the runtime's default tiered
     /// compilation. Every other child starts call counting at once (see <see cref="Runner.ChildProcess"/>), so that its
     /// warm-up brings the code it measures to its final tier.

@@ -30,8 +30,6 @@ internal sealed class IdleCpuScenario : IScenario
         new("pool cpu", "ms", Better.Lower),
     ];
 
-    public bool AllowsThreadSampling => false;
-
     public string HeadlineMetric => "pool cpu";
 
     // Each run lasts seconds and the effect is large and stable (spreads within 15 % of the medians): two runs keep

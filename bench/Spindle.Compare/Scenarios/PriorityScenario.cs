@@ -44,10 +44,6 @@ internal sealed class PriorityScenario : IScenario
         new("low throughput", "items/s", Better.Higher),
     ];
 
-    // The High latencies are tens of microseconds on a pool that honours the priority: the sampler thread's wake-ups
-    // would preempt the workers they wait for.
-    public bool AllowsThreadSampling => false;
-
     public string HeadlineMetric => "high p50";
 
     // Three runs per pool in the default (quick) run, which must stay under ten minutes.

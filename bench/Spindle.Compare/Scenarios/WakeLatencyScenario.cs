@@ -32,8 +32,6 @@ internal sealed class WakeLatencyScenario : IScenario
         new("p99", "us", Better.Lower),
     ];
 
-    public bool AllowsThreadSampling => false;
-
     public string HeadlineMetric => "p50";
 
     // Two runs per pool in the default (quick) run, which must stay under ten minutes (p50 4-5x apart, spreads that do
