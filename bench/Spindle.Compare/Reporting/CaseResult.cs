@@ -27,6 +27,36 @@ internal sealed class CaseResult(IScenario scenario, string variant)
     public IReadOnlyList<ChildOutcome> Outcomes(PoolKind pool) =>
         _outcomes.TryGetValue(pool, out List<ChildOutcome>? list) ? list : [];
 
+    /// <summary>How many runs on <paramref name="pool"/> produced figures, of those asked for.</summary>
+    public RunTally Tally(PoolKind pool)
+    {
+        IReadOnlyList<ChildOutcome> outcomes = Outcomes(pool);
+        int succeeded = 0;
+        foreach (ChildOutcome outcome in outcomes)
+        {
+            succeeded += outcome.Succeeded ? 1 : 0;
+        }
+        return new RunTally(succeeded, outcomes.Count);
+    }
+
+    /// <summary>The runs that produced no figures, pool by pool in <see cref="PoolKind.All"/> order, each in run order.</summary>
+    public List<FailedRun> FailedRuns()
+    {
+        var failed = new List<FailedRun>();
+        foreach (PoolKind pool in PoolKind.All)
+        {
+            IReadOnlyList<ChildOutcome> outcomes = Outcomes(pool);
+            for (int i = 0; i < outcomes.Count; i++)
+            {
+                if (!outcomes[i].Succeeded)
+                {
+                    failed.Add(new FailedRun(Scenario.Id, Variant, pool.Id, pool.DisplayName, i + 1, outcomes[i].Failure ?? "no figures"));
+                }
+            }
+        }
+        return failed;
+    }
+
     /// <summary>The recorded series of the successful runs on <paramref name="pool"/> that have one, in run order.</summary>
     public List<List<double[]>> Series(PoolKind pool)
     {

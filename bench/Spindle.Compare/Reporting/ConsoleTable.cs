@@ -8,7 +8,8 @@ using Spindle.Compare.Pools;
 namespace Spindle.Compare.Reporting;
 
 /// <summary>
-/// The report as a text table: scenario, variant, metric, one median column per pool, the ratio and its interval, one spread
+/// The report as a text table: scenario, variant, metric, one median column per pool (with its runs counted where
+/// fewer succeeded than were asked for, <see cref="RunTally.Annotate"/>), the ratio and its interval, one spread
 /// (min .. max) column per pool, and the spread factors (<see cref="SpreadSummary"/>); under it, the rows whose
 /// subject spread wider than the baseline.
 /// </summary>
@@ -81,7 +82,7 @@ internal static class ConsoleTable
             $"{row.Metric.Name} ({row.Metric.Unit})",
             row.Metric.Better == Scenarios.Better.Lower ? "lower" : "higher",
         };
-        cells.AddRange(row.Pools.Select(p => p.Median is { } median ? ReportRow.Format(median) : "n/a"));
+        cells.AddRange(row.Pools.Select(p => p.Tally.Annotate(p.Median is { } median ? ReportRow.Format(median) : "n/a")));
         cells.Add(FormatRatio(row.Ratio));
         cells.Add(FormatInterval(row.Interval));
         cells.AddRange(row.Pools.Select(p => p.Min is { } min ? $"{ReportRow.Format(min)} .. {ReportRow.Format(p.Max!.Value)}" : "n/a"));

@@ -12,7 +12,8 @@ namespace Spindle.Compare.Reporting;
 /// The headline table: one Markdown row per case (scenario, variant) with its scenario's headline metric, read from a
 /// report's JSON (<see cref="JsonReport"/>). The comparison program writes it beside the JSON (<c>headline.md</c>), and
 /// <c>--headline-from FILE</c> prints it for a report already written: the README's results table is this output,
-/// which the docs tests hold it to.
+/// which the docs tests hold it to. A pool's figure from fewer runs than were asked for says so ("(2/3 runs)", or
+/// "failed (0/3 runs)"), where the report has the counts.
 /// </summary>
 internal static class HeadlineTable
 {
@@ -44,8 +45,12 @@ internal static class HeadlineTable
     /// <summary>Writes the table of the report at <paramref name="jsonPath"/> to <paramref name="path"/>.</summary>
     public static void Write(string path, string jsonPath) => File.WriteAllText(path, FromJson(jsonPath));
 
-    private static string Number(JsonElement row, string pool) =>
-        row.TryGetProperty(pool, out JsonElement value) && value.ValueKind == JsonValueKind.Number ? ReportRow.Format(value.GetDouble()) : "n/a";
+    /// <summary>The pool's median, followed by its runs where fewer succeeded than were asked for (<see cref="RunTally.Annotate"/>).</summary>
+    private static string Number(JsonElement row, string pool)
+    {
+        string figure = row.TryGetProperty(pool, out JsonElement value) && value.ValueKind == JsonValueKind.Number ? ReportRow.Format(value.GetDouble()) : "n/a";
+        return RunTally.ReadJson(row, pool) is { } tally ? tally.Annotate(figure) : figure;
+    }
 
     private static string Ratio(JsonElement row) =>
         ConsoleTable.FormatRatio(row.TryGetProperty("ratio", out JsonElement value) && value.ValueKind == JsonValueKind.Number ? value.GetDouble() : null);

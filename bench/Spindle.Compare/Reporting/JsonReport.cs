@@ -1,6 +1,7 @@
 using System;
 using System.Collections.Generic;
 using System.IO;
+using System.Linq;
 using System.Text.Json;
 using Spindle.Compare.Pools;
 using Spindle.Compare.Scenarios;
@@ -16,7 +17,9 @@ namespace Spindle.Compare.Reporting;
 /// <c>spreadWider</c> (<see cref="ReportRow.SpreadWider"/>; always false on the process figures), <c>baselineSpreadWider</c>
 /// (<see cref="ReportRow.BaselineSpreadWider"/>, the same rule the other way round), <c>ratioInterval</c>
 /// (<see cref="ReportRow.Interval"/>: <c>low</c>, <c>high</c> (null when infinite), its <c>confidence</c>, and
-/// <c>finding</c>: <c>better</c>, <c>worse</c> or <c>undecided</c>; null where the runs allow no interval). The first row of a case that records how the
+/// <c>finding</c>: <c>better</c>, <c>worse</c> or <c>undecided</c>; null where the runs allow no interval), <c>runsAsked</c> and
+/// <c>runsSucceeded</c> (per pool id, the case's runs asked for and those that produced figures, <see cref="RunTally"/>) and
+/// <c>failedRuns</c> (the case's runs that did not, <see cref="FailedRun"/>; empty when none). The first row of a case that records how the
 /// pools evolve also has <c>series</c>: per pool id, one array per run of [ms, threads, pending] samples. Written with <see cref="Utf8JsonWriter"/>, so
 /// the pool keys follow the pool list and no reflection is involved.
 /// </summary>
@@ -75,6 +78,8 @@ internal static class JsonReport
             {
                 writer.WriteNull("ratioInterval");
             }
+            RunTally.WriteJson(writer, row.Pools.Select(pool => (pool.Pool.Id, pool.Tally)).ToList());
+            FailedRun.WriteJson(writer, row.FailedRuns);
             if (row.Series is { } series)
             {
                 // "series": { pool id: [ run: [ [ms, threads, pending], ... ], ... ] }

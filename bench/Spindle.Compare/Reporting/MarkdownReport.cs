@@ -7,9 +7,10 @@ using Spindle.Compare.Pools;
 namespace Spindle.Compare.Reporting;
 
 /// <summary>
-/// The report as Markdown (<c>--markdown FILE</c>): where and how it ran, the results table (medians, ratio and its interval, spreads,
-/// spread factors) with the rows whose subject spread wider than the baseline listed under it, the process figures,
-/// variants compared run by run, and the peers that could not be measured.
+/// The report as Markdown (<c>--markdown FILE</c>): where and how it ran (with how many runs succeeded of those asked
+/// for), the results table (medians, ratio and its interval, spreads, spread factors) with the rows whose subject
+/// spread wider than the baseline listed under it, the runs that failed and why (<see cref="FailedRun"/>), the process
+/// figures, variants compared run by run, and the peers that could not be measured.
 /// </summary>
 internal static class MarkdownReport
 {
@@ -27,6 +28,8 @@ internal static class MarkdownReport
         text.AppendLine($"| date | {facts.DateText} |");
         text.AppendLine($"| mode | {facts.Mode} |");
         text.AppendLine($"| background load | {facts.LoadText} |");
+        (List<FailedRun> failed, int asked) = ReportRow.Runs(rows);
+        text.AppendLine($"| runs | {FailedRun.RunsLine(failed.Count, asked)} |");
         text.AppendLine();
         text.AppendLine($"Ratio: how many times better {PoolKind.RatioSubject.DisplayName} is than {PoolKind.RatioBaseline.DisplayName} on the medians "
             + "(> 1: Spindle wins). Spread: min .. max of the runs. Spread (x): " + SpreadSummary.Legend + " " + ConsoleTable.IntervalLegend);
@@ -48,6 +51,16 @@ internal static class MarkdownReport
             foreach (string line in flagged)
             {
                 text.AppendLine($"- {line}");
+            }
+        }
+
+        List<string> failedSection = FailedRun.MarkdownSection(failed, asked);
+        if (failedSection.Count > 0)
+        {
+            text.AppendLine();
+            foreach (string line in failedSection)
+            {
+                text.AppendLine(line);
             }
         }
 

@@ -10,7 +10,8 @@ namespace Spindle.Compare.Reporting;
 /// <summary>
 /// The process figures of every case (<see cref="ProcessMeter"/>), one line per case and pool: medians over the runs
 /// of the measured part's wall time, CPU time, peak thread count, allocation per item, collections, methods compiled,
-/// context switches (voluntary, and preemptions) and, for Spindle, its workers' parks and steals.
+/// context switches (voluntary, and preemptions) and, for Spindle, its workers' parks and steals. The wall-time cell
+/// counts the runs where fewer succeeded than were asked for (<see cref="RunTally.Annotate"/>).
 /// </summary>
 internal static class ProcessTable
 {
@@ -34,14 +35,15 @@ internal static class ProcessTable
                     byMetric.TryGetValue(ProcessMeter.Metrics[metric].Name, out ReportRow? row) && row.For(pool).Median is { } value
                         ? ReportRow.Format(value)
                         : "n/a";
-                double? wall = byMetric[ProcessMeter.Metrics[0].Name].For(pool).Median;
+                PoolFigures wallFigures = byMetric[ProcessMeter.Metrics[0].Name].For(pool);
+                double? wall = wallFigures.Median;
                 double? cpu = byMetric[ProcessMeter.Metrics[1].Name].For(pool).Median;
                 lines.Add(
                 [
                     first ? caseRows.Key.Scenario : "",
                     first ? caseRows.Key.Variant : "",
                     pool.DisplayName,
-                    Cell(0),
+                    wallFigures.Tally.Annotate(Cell(0)),
                     Cell(1),
                     wall is > 0 && cpu is { } c ? (c / wall.Value).ToString("F2", Formats.Culture) : "n/a",
                     Cell(2),

@@ -12,6 +12,12 @@ internal sealed class PoolFigures(PoolKind pool, IReadOnlyList<double> runs)
 {
     public PoolKind Pool { get; } = pool;
 
+    /// <summary>
+    /// How many of the case's runs on the pool succeeded, of those asked for. <see cref="Runs"/> holds fewer figures
+    /// than <see cref="RunTally.Succeeded"/> only where the pool cannot produce the metric.
+    /// </summary>
+    public RunTally Tally { get; init; }
+
     public IReadOnlyList<double> Runs { get; } = runs;
 
     public double? Median => Runs.Count == 0 ? null : Stats.Median(Runs.ToArray());
@@ -29,6 +35,9 @@ internal sealed class ReportRow(string scenario, string variant, MetricInfo metr
     /// null on every other row.
     /// </summary>
     public IReadOnlyDictionary<PoolKind, List<List<double[]>>>? Series { get; init; }
+
+    /// <summary>The case's runs that produced no figures (every pool's), the same on every row of the case.</summary>
+    public IReadOnlyList<FailedRun> FailedRuns { get; init; } = [];
 
     public string Scenario { get; } = scenario;
 
@@ -129,14 +138,33 @@ internal sealed class ReportRow(string scenario, string variant, MetricInfo metr
         {
             Dictionary<PoolKind, List<List<double[]>>> series = PoolKind.All.ToDictionary(pool => pool, result.Series);
             bool first = series.Values.Any(runs => runs.Count != 0);
+            List<FailedRun> failed = result.FailedRuns();
             foreach (MetricInfo metric in result.Scenario.MetricsFor(result.Variant).Concat(ProcessMeter.Metrics))
             {
-                PoolFigures[] pools = PoolKind.All.Select(pool => new PoolFigures(pool, result.Values(pool, metric.Name))).ToArray();
-                rows.Add(new ReportRow(result.Scenario.Id, result.Variant, metric, pools) { Series = first ? series : null });
+                PoolFigures[] pools = PoolKind.All
+                    .Select(pool => new PoolFigures(pool, result.Values(pool, metric.Name)) { Tally = result.Tally(pool) })
+                    .ToArray();
+                rows.Add(new ReportRow(result.Scenario.Id, result.Variant, metric, pools) { Series = first ? series : null, FailedRuns = failed });
                 first = false;
             }
         }
         return rows;
+    }
+
+    /// <summary>
+    /// The runs of every case in <paramref name="rows"/> that produced no figures, in case order, and how many runs
+    /// were asked for in all (each case counted once, every pool).
+    /// </summary>
+    public static (List<FailedRun> Failed, int Asked) Runs(IReadOnlyList<ReportRow> rows)
+    {
+        var failed = new List<FailedRun>();
+        int asked = 0;
+        foreach (ReportRow first in rows.DistinctBy(r => (r.Scenario, r.Variant)))
+        {
+            failed.AddRange(first.FailedRuns);
+            asked += first.Pools.Sum(p => p.Tally.Asked);
+        }
+        return (failed, asked);
     }
 
     /// <summary>Formats a figure compactly: 12.35M, 1,234, 123.4, 12.34, 0.123; whole numbers without decimals.</summary>

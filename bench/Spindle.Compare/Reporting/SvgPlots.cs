@@ -54,14 +54,14 @@ internal static class SvgPlots
     /// <summary>One horizontal bar per case (its headline metric), on a log scale around 1x.</summary>
     private static void RatioChart(string path, IReadOnlyList<ReportRow> rows, IReadOnlyList<CaseResult> cases)
     {
-        var bars = new List<(string Label, double? Ratio)>();
+        var bars = new List<(string Label, double? Ratio, bool Failed)>();
         foreach (CaseResult result in cases)
         {
             ReportRow? row = rows.FirstOrDefault(r => r.Scenario == result.Scenario.Id && r.Variant == result.Variant && r.Metric.Name == result.Scenario.HeadlineMetric)
                 ?? rows.FirstOrDefault(r => r.Scenario == result.Scenario.Id && r.Variant == result.Variant && !r.IsProcessMetric);
             if (row is not null)
             {
-                bars.Add(($"{row.Scenario} / {row.Variant}: {row.Metric.Name}", row.Ratio));
+                bars.Add(($"{row.Scenario} / {row.Variant}: {row.Metric.Name}", row.Ratio, row.Pools.Any(p => p.Tally.AllFailed)));
             }
         }
         const double minRatio = 0.05;
@@ -79,12 +79,12 @@ internal static class SvgPlots
         var drawn = new List<Bar>();
         for (int i = 0; i < bars.Count; i++)
         {
-            (string label, double? ratio) = bars[i];
+            (string label, double? ratio, bool failed) = bars[i];
             double position = bars.Count - 1 - i;
             categories.AddMajor(position, label);
             if (ratio is not { } r)
             {
-                var na = plot.Add.Text("n/a", 0, position);
+                var na = plot.Add.Text(failed ? "failed" : "n/a", 0, position);
                 na.LabelStyle.FontSize = 11;
                 na.LabelStyle.Alignment = Alignment.MiddleLeft;
                 na.OffsetX = 6;
