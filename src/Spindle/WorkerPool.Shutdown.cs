@@ -209,8 +209,15 @@ public sealed partial class WorkerPool
     /// that belonged to the pool and may still be running: workers on their way out and retired ones (their stop hooks),
     /// dedicated threads, the monitor, the relief thread and the wait threads. Shutdown waits for all of them.
     /// </summary>
+    /// <remarks>
+    /// Called by every waiting shutdown call (Shutdown, Dispose, ShutdownAsync, the background finisher), concurrently
+    /// when several run at once, and each returns only once every thread of its list has exited: so every call must
+    /// get every such thread. The components keep their lists after handing them out (the releases are idempotent);
+    /// one that gave a thread to the first caller only would let a second caller return while it still ran.
+    /// </remarks>
     private List<Thread> ReleaseThreadsAfterStop()
     {
+        Debug.Assert(_threads.HasStopped);
         List<Thread> threads = [.. _threads.SnapshotRetiredThreads(), .. _dedicated.SnapshotThreads()];
         if (_threads.ReleaseMonitor() is Thread monitor)
         {

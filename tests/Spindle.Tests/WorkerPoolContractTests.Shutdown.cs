@@ -408,6 +408,74 @@ public abstract partial class WorkerPoolContractTests
         }, "Dispose after Dispose");
     }
 
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)]
+    public void ConcurrentDisposeAndShutdown_EachReturnOnlyOnceTheWaitThreadHasExited(bool secondIsAsync)
+    {
+        // A wait thread that has left the pool's code (the registry lists it as exited) but has not ended: the factory's
+        // wrapper holds it until the test lets it go. Both calls find the pool stopped only after that, so each must
+        // find the thread in what the pool hands it, whichever of them looks first.
+        using var leftPoolCode = new ManualResetEventSlim();
+        using var letEnd = new ManualResetEventSlim();
+        Thread? waitThread = null;
+        WorkerPool pool = CreatePool(threads: 1, configure: o => o.WaitThreadFactory = start => waitThread = new Thread(() =>
+        {
+            start();
+            leftPoolCode.Set();
+            letEnd.Wait(Waits.MustHappen);
+        }));
+        try
+        {
+            using var registered = new AutoResetEvent(false);
+            pool.RegisterWaitForSingleObject(registered, (_, _) => { }, null, Timeout.Infinite, executeOnlyOnce: false);
+            Assert.NotNull(waitThread);
+            // An item that holds the drain, so that the pool stops only once the wait thread has left the pool's code.
+            using var started = new ManualResetEventSlim();
+            using var release = new ManualResetEventSlim();
+            pool.QueueUserWorkItem(_ =>
+            {
+                started.Set();
+                release.Wait(Waits.MustHappen);
+            }, null);
+            Waits.For(started, "the item holding the drain to start");
+            bool firstSawItAlive = true;
+            bool secondSawItAlive = true;
+            int returned = 0;
+            TestThread first = Waits.Start(() =>
+            {
+                pool.Dispose();
+                firstSawItAlive = waitThread.IsAlive;
+                Interlocked.Increment(ref returned);
+            }, "first Dispose");
+            Waits.For(leftPoolCode, "the wait thread to leave the pool's code once shutdown has begun");
+            TestThread second = Waits.Start(() =>
+            {
+                if (secondIsAsync)
+                {
+                    Assert.True(pool.ShutdownAsync(ShutdownMode.Drain).Wait(Waits.MustHappen));
+                }
+                else
+                {
+                    pool.Shutdown(ShutdownMode.Drain);
+                }
+                secondSawItAlive = waitThread.IsAlive;
+                Interlocked.Increment(ref returned);
+            }, "second shutdown call");
+            release.Set();
+            Waits.Never(() => Volatile.Read(ref returned) != 0, "a shutdown call returned while the wait thread still ran");
+            letEnd.Set();
+            first.Join();
+            second.Join();
+            Assert.False(firstSawItAlive, "the first call returned before the wait thread had exited");
+            Assert.False(secondSawItAlive, "the second call returned before the wait thread had exited");
+        }
+        finally
+        {
+            letEnd.Set();
+        }
+    }
+
     [Fact]
     public void DisposingOnePool_FromAnotherPoolsWorkItem_Drains()
     {

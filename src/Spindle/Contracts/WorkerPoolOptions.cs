@@ -182,6 +182,13 @@ public sealed class WorkerPoolOptions
     internal Func<ThreadStart, Thread>? TimerThreadFactory { get; set; }
 
     /// <summary>
+    /// Test seam: creates (but does not start) a wait thread of the pool's registered waits; the pool then names it and
+    /// makes it a background thread. A factory may run code around the thread's start routine (keep the thread alive
+    /// after the pool's code in it has returned, for instance).
+    /// </summary>
+    internal Func<ThreadStart, Thread>? WaitThreadFactory { get; set; }
+
+    /// <summary>
     /// Test seam: called just before the pool starts a thread of any kind (on the starting thread, possibly under a lock
     /// of the pool). May throw to simulate the OS refusing the thread.
     /// </summary>

@@ -27,6 +27,7 @@ internal sealed class WaitRegistry
     private readonly string _threadNamePrefix;
     private readonly Scheduler _scheduler;
     private readonly TimerService _timers;
+    private readonly Func<ThreadStart, Thread>? _threadFactory; // test seam (WorkerPoolOptions.WaitThreadFactory)
     private readonly List<WaitThread> _waitThreads = [];
     private readonly List<Thread> _exitedWaitThreads = [];
     private RegisteredWait? _registrations;
@@ -40,6 +41,7 @@ internal sealed class WaitRegistry
         IdleTimeoutMilliseconds = options.IdleTimeoutMilliseconds;
         _scheduler = scheduler;
         _timers = timers;
+        _threadFactory = options.WaitThreadFactory;
     }
 
     /// <summary>How long a wait thread with nothing to watch lingers before it exits.</summary>
@@ -74,9 +76,9 @@ internal sealed class WaitRegistry
             {
                 // Started under the lock (once per 63 registrations), so that shutdown never finds an unstarted thread
                 // to join. The new thread's first step takes the lock, so it simply waits for this call to finish.
-                target = new WaitThread(this, _waitLock, $"{_threadNamePrefix} wait {_waitThreads.Count + 1}");
+                target = new WaitThread(this, _waitLock, $"{_threadNamePrefix} wait {_waitThreads.Count + 1}", _threadFactory);
                 // If the thread cannot be started, nothing has been recorded yet and the exception reaches the caller.
-                _timers.Starts.Start(target.Thread, PoolThreadKind.Wait, target); // a refusal is counted
+                _timers.Starts.Start(target.Thread, PoolThreadKind.Wait); // a refusal is counted
                 _waitThreads.Add(target);
                 target.AddLocked(registration);
                 TrackLocked(registration);
@@ -214,6 +216,12 @@ internal sealed class WaitRegistry
     /// After <see cref="Stop"/>: wakes every wait thread so that it exits, and returns every wait thread that may still
     /// be running (the caller waits for them). No wait thread starts after the stop.
     /// </summary>
+    /// <remarks>
+    /// Every call returns every such thread: concurrent shutdown calls each wait for all of them, so none may take a
+    /// thread from the list for itself. A thread that has left the list of running threads
+    /// (<see cref="OnWaitThreadExitingLocked"/>) may still be running its last steps, which is why the exited ones stay
+    /// listed until a later exit finds them dead.
+    /// </remarks>
     public Thread[] ReleaseThreads()
     {
         Thread[] exited;
@@ -221,8 +229,8 @@ internal sealed class WaitRegistry
         lock (_waitLock)
         {
             Debug.Assert(_waitsStopped);
+            AssertThreadListsLocked();
             exited = [.. _exitedWaitThreads];
-            _exitedWaitThreads.Clear();
             running = [.. _waitThreads];
         }
         var threads = new Thread[exited.Length + running.Length];
@@ -233,5 +241,16 @@ internal sealed class WaitRegistry
             threads[exited.Length + i] = running[i].Thread;
         }
         return threads;
+    }
+
+    /// <summary>A wait thread is listed as running or as exited, never both (the move is made under the wait lock).</summary>
+    [Conditional("DEBUG")]
+    private void AssertThreadListsLocked()
+    {
+        Debug.Assert(Monitor.IsEntered(_waitLock));
+        foreach (WaitThread thread in _waitThreads)
+        {
+            Debug.Assert(!thread.Exiting && !_exitedWaitThreads.Contains(thread.Thread), "A wait thread is listed both as running and as exited.");
+        }
     }
 }

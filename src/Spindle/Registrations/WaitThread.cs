@@ -34,16 +34,14 @@ internal sealed class WaitThread : IDisposable
     private bool _handlesDirty;
     private volatile bool _changesPending = true; // the first pass always looks at the pending adds, under the lock
 
-    public WaitThread(WaitRegistry registry, object waitLock, string name)
+    public WaitThread(WaitRegistry registry, object waitLock, string name, Func<ThreadStart, Thread>? factory)
     {
         _registry = registry;
         _waitLock = waitLock;
         _handles = [_changed];
-        Thread = new Thread(static state => ((WaitThread)state!).Main(), 256 * 1024)
-        {
-            IsBackground = true,
-            Name = name,
-        };
+        Thread = factory is not null ? factory(Main) : new Thread(Main, 256 * 1024);
+        Thread.IsBackground = true;
+        Thread.Name = name;
     }
 
     public Thread Thread { get; }
