@@ -454,6 +454,55 @@ public sealed class WorkerPoolRegisteredWaitTests
 
     [Theory]
     [MemberData(nameof(Kinds))]
+    public void Unregister_WithASemaphoreAtItsMaximum_WhileTheCallbackRuns_ThrowsNothingOnTheWorker_AndLeavesItFull(string kind)
+    {
+        // The wait object is signalled on the worker that ran the callback, as the callback returns; a Semaphore already
+        // at its maximum cannot be released, and that must not become an exception of the pool's (under the default
+        // policy, the end of the process).
+        var pool = NewPool();
+        var reported = new ConcurrentQueue<Exception>();
+        pool.UnhandledException += (_, e) => reported.Enqueue(e.Exception);
+        using Source source = Source.Create(kind);
+        using var inside = new ManualResetEventSlim();
+        using var release = new ManualResetEventSlim();
+        RegisteredWait registration = source.Register(pool, (_, _) =>
+        {
+            inside.Set();
+            release.Wait(Waits.MustHappen);
+        }, null, Timeout.InfiniteTimeSpan, once: false);
+        source.Set();
+        Waits.For(inside, "the callback to start");
+        using var full = new Semaphore(1, 1);
+        Assert.True(registration.Unregister(full));
+        release.Set();
+        // Dispose waits for the item that ran the callback, so the signal has been tried (and anything it threw
+        // reported) once it returns.
+        Waits.RunBounded(pool.Dispose, "dispose");
+        Assert.True(reported.IsEmpty, "The pool reported: " + string.Join(" | ", reported.Select(e => $"{e.GetType().Name}: {e.Message}")));
+        Assert.True(full.WaitOne(0), "the semaphore lost its count");
+        Assert.False(full.WaitOne(0), "the semaphore was released past its maximum");
+    }
+
+    [Theory]
+    [MemberData(nameof(Kinds))]
+    public void Unregister_WithASemaphoreAtItsMaximum_AndNothingRunning_ReturnsTrue_WithoutThrowing(string kind)
+    {
+        using var pool = NewPool();
+        using Source source = Source.Create(kind);
+        int count = 0;
+        RegisteredWait registration = source.Register(pool, (_, _) => Interlocked.Increment(ref count), null, Timeout.InfiniteTimeSpan, once: false);
+        using var full = new Semaphore(1, 1);
+        Assert.True(registration.Unregister(full));
+        Assert.True(registration.IsUnregistered);
+        Assert.False(registration.Unregister(null));
+        Assert.True(full.WaitOne(0), "the semaphore lost its count");
+        Assert.False(full.WaitOne(0), "the semaphore was released past its maximum");
+        source.Set();
+        Waits.Never(() => Volatile.Read(ref count) != 0, "a callback after Unregister");
+    }
+
+    [Theory]
+    [MemberData(nameof(Kinds))]
     public void Unregister_WithNothingRunning_SignalsTheWaitObjectAtOnce_AndASecondCallDoesNothing(string kind)
     {
         using var pool = NewPool();

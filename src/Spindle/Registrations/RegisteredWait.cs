@@ -1,5 +1,6 @@
 using System;
 using System.Diagnostics;
+using System.IO;
 using System.Threading;
 using Microsoft.Win32.SafeHandles;
 using Spindle.Queues;
@@ -177,11 +178,14 @@ public sealed class RegisteredWait : IShutdownAware, Queues.ICallbackWrapper
     /// does. This holds also when the pool has already ended the registration (its shutdown, or a disposed handle): see
     /// the remarks.
     /// </summary>
-    /// <param name="waitObject">An <see cref="EventWaitHandle"/> to set or a <see cref="Semaphore"/> to release by one;
-    /// a <see cref="WaitHandle"/> whose <see cref="WaitHandle.SafeWaitHandle"/> is invalid (a subclass that never set
-    /// one) to return only once no callback is running (called from inside the registration's own callback, the call
-    /// returns at once: the callback that called it is the only one running, and it cannot end while it waits); or null
-    /// to return at once and signal nothing.</param>
+    /// <param name="waitObject">An <see cref="EventWaitHandle"/> to set or a <see cref="Semaphore"/> to release by one
+    /// (one already at its maximum count is left as it is: it is signalled already); a <see cref="WaitHandle"/> whose
+    /// <see cref="WaitHandle.SafeWaitHandle"/> is invalid (a subclass that never set one) to return only once no callback
+    /// is running (called from inside the registration's own callback, the call returns at once: the callback that
+    /// called it is the only one running, and it cannot end while it waits); or null to return at once and signal
+    /// nothing. Signalling it never throws, whether it happens in this call or later on the pool's worker that ran the
+    /// last callback: a wait object that cannot be signalled then (disposed, or one the operating system refuses to
+    /// signal) is left as it is, as the built-in pool leaves one.</param>
     /// <returns><see langword="true"/> on the first call, including when the pool had already ended the registration;
     /// <see langword="false"/> (doing nothing, and not signalling <paramref name="waitObject"/>) on later calls.</returns>
     /// <exception cref="ObjectDisposedException"><paramref name="waitObject"/> has been disposed (nothing changes: the
@@ -375,26 +379,53 @@ public sealed class RegisteredWait : IShutdownAware, Queues.ICallbackWrapper
         }
     }
 
+    /// <summary>
+    /// Signals the wait object <see cref="Unregister(WaitHandle?)"/> stored, exactly once (the exchange picks who): on
+    /// the thread that called it, or on the worker whose callback left last. Never throws for the caller's wait object,
+    /// which may be a Semaphore already at its maximum count, disposed, or one the operating system refuses to signal:
+    /// on a worker the exception would meet the pool's exception policy (under the default, the end of the process)
+    /// for the caller's misuse, and on the calling thread it would come after the registration had ended, which the
+    /// call cannot undo. The built-in pool ignores a failure to signal its wait object too.
+    /// </summary>
     private void SignalUnregisterWaitObject()
     {
+        switch (Interlocked.Exchange(ref _unregisterWaitObject, null))
+        {
+            case ManualResetEventSlim callbacksDone:
+                callbacksDone.Set(); // the blocking Unregister's own event: nothing of the caller's, and it cannot fail
+                break;
+            case WaitHandle waitObject:
+                TrySignal(waitObject);
+                break;
+        }
+    }
+
+    private static void TrySignal(WaitHandle waitObject)
+    {
+        Debug.Assert(waitObject is EventWaitHandle or Semaphore, "Unregister admits no other kind of wait object.");
         try
         {
-            switch (Interlocked.Exchange(ref _unregisterWaitObject, null))
+            if (waitObject is Semaphore semaphore)
             {
-                case EventWaitHandle handle:
-                    handle.Set();
-                    break;
-                case Semaphore semaphore:
-                    semaphore.Release();
-                    break;
-                case ManualResetEventSlim callbacksDone:
-                    callbacksDone.Set();
-                    break;
+                semaphore.Release();
             }
+            else
+            {
+                ((EventWaitHandle)waitObject).Set();
+            }
+        }
+        catch (SemaphoreFullException)
+        {
+            // At its maximum count the semaphore is signalled already (a wait on it returns at once): it stays as it is.
         }
         catch (ObjectDisposedException)
         {
             // The caller disposed its wait object before the last callback finished: nobody can be waiting on it.
+        }
+        catch (Exception exception) when (exception is IOException or UnauthorizedAccessException)
+        {
+            // The operating system refused to signal it (a handle opened without the right to modify it): it stays
+            // unsignalled, as the built-in pool leaves a handle that its SetEvent fails on.
         }
     }
 }
