@@ -42,7 +42,14 @@ namespace Spindle.AspNetCore.Transport;
 /// its pipe end, with the first abort reason if there is one (<c>_shutdownReason</c>, set once by CAS). The end of the
 /// receive loop (the peer's FIN, a reset, or the close) fires <see cref="ConnectionClosed"/> once, from a work item
 /// of the pool, so that the token's callbacks do not run inside the loop. <see cref="DisposeAsync"/> completes the
-/// application's ends and waits for both loops (the send loop's end closes the socket).</para>
+/// application's ends and waits for both loops (the send loop's end closes the socket), then for that firing, as
+/// Kestrel's sockets transport does: Kestrel keeps the connection in its connection manager, and its stop waits, until
+/// the disposal returns, so no callback may still run (or not have run yet) by then.</para>
+/// <para>The firing is a continuation of the pool (<see cref="WorkTarget.UnsafeQueueContinuation{TState}"/>): never
+/// refused and never cancelled, in either shutdown mode, and run on the built-in pool once the pool has stopped, so it
+/// always happens and always completes <c>_closedCallbacksDone</c> (a plain work item that a cancelling shutdown drops
+/// would have to complete it from <see cref="ICancellableWorkItem.OnCancelled"/>). A disposal on the thread that fires
+/// the token, from inside one of its callbacks, does not wait for the firing: that would wait for itself.</para>
 /// </remarks>
 internal sealed partial class SpindleConnection : ConnectionContext, IConnectionIdFeature, IConnectionTransportFeature,
     IConnectionItemsFeature, IConnectionLifetimeFeature, IConnectionEndPointFeature, IMemoryPoolFeature, IConnectionSocketFeature
@@ -64,6 +71,10 @@ internal sealed partial class SpindleConnection : ConnectionContext, IConnection
     // Never disposed: it has no timer, and nothing reads its wait handle, so there is nothing to release; disposing it
     // could race the work item that cancels it.
     private readonly CancellationTokenSource _closed = new();
+    // Completed, on the thread that fired the token, once its callbacks have returned. Not RunContinuationsAsynchronously:
+    // the disposal's continuation (and Kestrel's after it) runs at the end of the firing's work item, on the pool,
+    // rather than on the built-in pool, where an asynchronous completion would queue it.
+    private readonly TaskCompletionSource _closedCallbacksDone = new();
     private IDuplexPipe _transport;
     private IDictionary<object, object?>? _items;
     private string? _connectionId;
@@ -73,6 +84,7 @@ internal sealed partial class SpindleConnection : ConnectionContext, IConnection
     private ConnectionAbortedException? _shutdownReason;
     private int _socketClosed;
     private int _closedFired;
+    private int _firingThread; // the managed thread id of the thread running the token's callbacks, 0 when none
     private int _disposed;
     private Task _receiving = Task.CompletedTask;
     private Task _sending = Task.CompletedTask;
@@ -179,13 +191,15 @@ internal sealed partial class SpindleConnection : ConnectionContext, IConnection
     /// <inheritdoc/>
     public override async ValueTask DisposeAsync()
     {
-        if (Interlocked.Exchange(ref _disposed, 1) != 0)
+        // Read before the first await, on the caller's thread: a callback of the token disposing its own connection.
+        bool insideClosedCallbacks = Volatile.Read(ref _firingThread) == Environment.CurrentManagedThreadId;
+        if (Interlocked.Exchange(ref _disposed, 1) == 0)
         {
-            return;
+            // The application's ends: Kestrel is done with them (connection middleware may have replaced Transport).
+            // Once; a later call waits, as the first does, for what follows.
+            _application.Input.Complete();
+            _application.Output.Complete();
         }
-        // The application's ends: Kestrel is done with them (connection middleware may have replaced Transport).
-        _application.Input.Complete();
-        _application.Output.Complete();
         // The send loop sends what the application wrote before it completed its output, then closes the socket,
         // which ends the receive loop. It may not have started on the last flush yet (it resumes on the worker that
         // flushed, after the work item that is disposing now), and it may be held by a peer that reads slowly: closing
@@ -196,6 +210,12 @@ internal sealed partial class SpindleConnection : ConnectionContext, IConnection
         await _sending.ConfigureAwait(false);
         await _receiving.ConfigureAwait(false);
         Debug.Assert(Volatile.Read(ref _socketClosed) == 1, "both loops ended, so the socket is closed");
+        // The receive loop's end queued the firing (a connection that was never started has none); its callbacks are
+        // the application's and Kestrel's, and none may run after this returns.
+        if (Volatile.Read(ref _closedFired) != 0 && !insideClosedCallbacks)
+        {
+            await _closedCallbacksDone.Task.ConfigureAwait(false);
+        }
         await base.DisposeAsync().ConfigureAwait(false);
     }
 
@@ -218,7 +238,10 @@ internal sealed partial class SpindleConnection : ConnectionContext, IConnection
         _input.Writer.CancelPendingFlush();
     }
 
-    /// <summary>Fires <see cref="ConnectionClosed"/> once, from a work item of the pool (never refused, even while it stops).</summary>
+    /// <summary>
+    /// Fires <see cref="ConnectionClosed"/> once, from a continuation of the pool (never refused or cancelled, even while
+    /// it stops; see the remarks).
+    /// </summary>
     private void FireConnectionClosed()
     {
         if (Interlocked.Exchange(ref _closedFired, 1) == 0)
@@ -234,6 +257,7 @@ internal sealed partial class SpindleConnection : ConnectionContext, IConnection
     /// </summary>
     private void CancelClosedToken()
     {
+        Volatile.Write(ref _firingThread, Environment.CurrentManagedThreadId);
         try
         {
             _closed.Cancel();
@@ -241,6 +265,11 @@ internal sealed partial class SpindleConnection : ConnectionContext, IConnection
         catch (Exception e)
         {
             Log.ConnectionClosedCallbackFailed(_logger, e, ConnectionId);
+        }
+        finally
+        {
+            Volatile.Write(ref _firingThread, 0);
+            _closedCallbacksDone.SetResult(); // once: the firing is queued once
         }
     }
 
