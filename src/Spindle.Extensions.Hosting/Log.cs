@@ -45,4 +45,14 @@ internal static partial class Log
             "were refused; the pool keeps min {CurrentMinThreads}, max {CurrentMaxThreads}.")]
     public static partial void ThreadLimitsReloadFailed(ILogger logger, string poolName, int minThreads, int maxThreads,
         int currentMinThreads, int currentMaxThreads, Exception exception);
+
+    [LoggerMessage(EventId = 9, EventName = "OptionsReloadFailed", Level = LogLevel.Error,
+        Message = "Worker pool '{PoolName}': its configuration reloaded with options that could not be built; the reload " +
+            "is ignored, and the pool and its options keep what they had.")]
+    public static partial void OptionsReloadFailed(ILogger logger, string poolName, Exception exception);
+
+    [LoggerMessage(EventId = 10, EventName = "OptionsReloadListenerFailed", Level = LogLevel.Error,
+        Message = "Worker pool '{PoolName}': its configuration reloaded, and rebuilding its options for the options " +
+            "monitor, or a listener of the monitor, threw.")]
+    public static partial void OptionsReloadListenerFailed(ILogger logger, string poolName, Exception exception);
 }

@@ -20,6 +20,8 @@ public static class WorkerPoolBuilderExtensions
     /// <see cref="LaneOptions"/> <paramref name="laneName"/>: the defaults, then <see cref="LaneOptions.Name"/> set to the
     /// lane's name, then <paramref name="configure"/>. Lanes also come from configuration: the <c>Lanes</c> section of a
     /// pool's section, one child per lane, named by its key (<c>"Lanes": { "interactive": { "Priority": "High" } }</c>).
+    /// A lane first resolved after its pool's shutdown has begun (for instance, a pool resolved and stopped before
+    /// the host started) throws an <see cref="ObjectDisposedException"/> naming the lane and the pool.
     /// </summary>
     /// <param name="builder">The pool's builder.</param>
     /// <param name="laneName">The lane's name and service key; unique among the lanes of every pool of the collection.</param>
@@ -73,12 +75,19 @@ public static class WorkerPoolBuilderExtensions
     /// (<see cref="WorkerPoolBackgroundService.ExecuteOnTargetAsync"/>) runs on the pool, or on its lane
     /// <paramref name="laneName"/>, resolved when the service starts.
     /// </summary>
+    /// <remarks>
+    /// The lane may be registered after this call, on this pool's builder or in its section's <c>Lanes</c>. A lane that is
+    /// already registered for another pool is refused here; one that no pool has, or that is registered for another
+    /// pool later, fails the host's start (when the host resolves its hosted services, before any of them starts) with
+    /// an <see cref="InvalidOperationException"/> naming the service, the lane and the pools.
+    /// </remarks>
     /// <typeparam name="TService">The service; resolved from the container (with its dependencies).</typeparam>
     /// <param name="builder">The pool's builder.</param>
     /// <param name="laneName">A lane registered for this pool (<see cref="AddLane"/> or configuration), or <see langword="null"/> for the pool itself.</param>
     /// <returns><paramref name="builder"/>, for chaining.</returns>
     /// <exception cref="ArgumentNullException"><paramref name="builder"/> is null.</exception>
-    /// <exception cref="ArgumentException"><paramref name="laneName"/> is empty or white space.</exception>
+    /// <exception cref="ArgumentException"><paramref name="laneName"/> is empty or white space, or names a lane
+    /// registered for another pool.</exception>
     /// <exception cref="InvalidOperationException"><typeparamref name="TService"/> is registered as a background service
     /// already, on this pool or another (one instance serves a type, so it runs on one target).</exception>
     public static IWorkerPoolBuilder AddBackgroundService<[DynamicallyAccessedMembers(DynamicallyAccessedMemberTypes.PublicConstructors)] TService>(
@@ -86,11 +95,18 @@ public static class WorkerPoolBuilderExtensions
         where TService : WorkerPoolBackgroundService
     {
         ArgumentNullException.ThrowIfNull(builder);
+        string poolName = builder.Name;
         if (laneName is not null)
         {
             ArgumentException.ThrowIfNullOrWhiteSpace(laneName);
+            string? lanePool = WorkerPoolRegistry.Find(builder.Services)?.PoolOfLane(laneName);
+            if (lanePool is not null && !string.Equals(lanePool, poolName, StringComparison.Ordinal))
+            {
+                throw new ArgumentException(
+                    $"Lane '{laneName}' belongs to worker pool '{lanePool}', not to '{poolName}': a background service of pool " +
+                    $"'{poolName}' runs on that pool or on one of its lanes.", nameof(laneName));
+            }
         }
-        string poolName = builder.Name;
         string where = laneName is null ? $"pool '{poolName}'" : $"lane '{laneName}' of pool '{poolName}'";
         foreach (ServiceDescriptor descriptor in builder.Services)
         {
@@ -107,14 +123,55 @@ public static class WorkerPoolBuilderExtensions
         builder.Services.TryAddSingleton<TService>();
         builder.Services.AddSingleton<IHostedService>(provider =>
         {
+            // The host resolves its hosted services before it starts any: a lane that is not this pool's fails the start
+            // here, before the service runs, rather than inside the service's start, with the container's message.
+            if (laneName is not null)
+            {
+                ThrowIfNotALaneOf(provider, typeof(TService), poolName, laneName);
+            }
             TService service = provider.GetRequiredService<TService>();
             service.RunOn(() => laneName is null
                 ? provider.GetRequiredKeyedService<WorkerPool>(poolName)
-                : provider.GetRequiredKeyedService<WorkerPoolLane>(laneName));
+                : ResolveLane(provider, typeof(TService), poolName, laneName));
             return service;
         });
         return builder;
     }
+
+    /// <summary>
+    /// Throws when <paramref name="laneName"/> is not a lane of <paramref name="poolName"/> as far as the registrations
+    /// tell: registered for another pool, or not at all. A keyed lane registered by hand (not through
+    /// <see cref="AddLane"/> or configuration) passes, and <see cref="ResolveLane"/> checks its pool.
+    /// </summary>
+    private static void ThrowIfNotALaneOf(IServiceProvider provider, Type service, string poolName, string laneName)
+    {
+        string? lanePool = provider.GetRequiredService<WorkerPoolRegistry>().PoolOfLane(laneName);
+        if (lanePool is null && provider.GetService<IServiceProviderIsKeyedService>()?.IsKeyedService(typeof(WorkerPoolLane), laneName) != true)
+        {
+            throw new InvalidOperationException(
+                $"The background service {service.Name} is registered to run on lane '{laneName}' of worker pool '{poolName}', " +
+                $"but no lane named '{laneName}' is registered: add it with AddLane on pool '{poolName}', or in the Lanes of its section.");
+        }
+        if (lanePool is not null && !string.Equals(lanePool, poolName, StringComparison.Ordinal))
+        {
+            throw NotALaneOf(service, poolName, laneName, lanePool);
+        }
+    }
+
+    /// <summary>The lane a background service runs on, checked to be a lane of its pool.</summary>
+    private static WorkerPoolLane ResolveLane(IServiceProvider provider, Type service, string poolName, string laneName)
+    {
+        WorkerPoolLane lane = provider.GetRequiredKeyedService<WorkerPoolLane>(laneName);
+        if (!ReferenceEquals(lane.Pool, provider.GetRequiredKeyedService<WorkerPool>(poolName)))
+        {
+            throw NotALaneOf(service, poolName, laneName, lane.Pool.Name);
+        }
+        return lane;
+    }
+
+    private static InvalidOperationException NotALaneOf(Type service, string poolName, string laneName, string lanePool) =>
+        new($"The background service {service.Name} is registered to run on lane '{laneName}' of worker pool '{poolName}', " +
+            $"but that lane belongs to worker pool '{lanePool}': a background service of a pool runs on that pool or on one of its lanes.");
 
     /// <summary>Where a background service type was registered to run (one registration per type).</summary>
     private sealed class BackgroundServiceTarget<TService>(string where)

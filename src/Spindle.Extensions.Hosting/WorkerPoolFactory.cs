@@ -1,5 +1,4 @@
 using System;
-using System.Linq;
 using Microsoft.Extensions.DependencyInjection;
 using Microsoft.Extensions.Logging;
 using Microsoft.Extensions.Logging.Abstractions;
@@ -49,11 +48,13 @@ internal static class WorkerPoolFactory
 
     /// <summary>
     /// Builds the named lane options and creates the lane on its pool. Invalid options become an
-    /// <see cref="InvalidOperationException"/> that names the lane and its pool.
+    /// <see cref="InvalidOperationException"/> that names the lane and its pool; a pool whose shutdown has begun (a
+    /// lane first resolved after its pool's stop) an <see cref="ObjectDisposedException"/> that names both.
     /// </summary>
     public static WorkerPoolLane CreateLane(IServiceProvider services, string laneName)
     {
-        string poolName = services.GetRequiredService<WorkerPoolRegistry>().Lanes.First(lane => lane.Key == laneName).Value;
+        string poolName = services.GetRequiredService<WorkerPoolRegistry>().PoolOfLane(laneName)
+            ?? throw new InvalidOperationException($"No lane named '{laneName}' is registered.");
         WorkerPool pool = services.GetRequiredKeyedService<WorkerPool>(poolName);
         try
         {
@@ -63,6 +64,13 @@ internal static class WorkerPoolFactory
                 throw new InvalidOperationException($"its options name it '{options.Name}'; a registered lane's name is its key");
             }
             return pool.CreateLane(options);
+        }
+        catch (ObjectDisposedException ex)
+        {
+            // Before the options' catch: an ObjectDisposedException is an InvalidOperationException, and the options
+            // are fine (the pool checks them first); what failed is the pool, which takes no new lane once it stops.
+            throw new ObjectDisposedException(
+                $"Lane '{laneName}' of worker pool '{poolName}' cannot be created: the pool is shut down or shutting down.", ex);
         }
         catch (Exception ex) when (ex is ArgumentException or InvalidOperationException or FormatException or OptionsValidationException)
         {

@@ -82,8 +82,8 @@ internal sealed class WorkerPoolHostedService : IHostedLifecycleService, IDispos
     }
 
     /// <summary>
-    /// Applies reloaded thread limits: when the configuration a pool's options are bound from reloads, the options
-    /// monitor rebinds them and calls this listener, which passes a changed minimum or maximum to
+    /// Applies reloaded thread limits: when the configuration a pool's options are bound from reloads with options that
+    /// build (<see cref="PoolOptionsReloadSource"/>), the options monitor rebinds them and calls this listener, which passes a changed minimum or maximum to
     /// <see cref="WorkerPool.SetThreadLimits(int, int)"/> (a limit that did not change stays what the pool has, derived
     /// or set). Limits the pool refuses are logged and change nothing.
     /// </summary>

@@ -22,6 +22,19 @@ internal sealed class WorkerPoolRegistry
 
     public void AddLane(string laneName, string poolName) => _lanes.Add(new(laneName, poolName));
 
+    /// <summary>The name of the pool the lane <paramref name="laneName"/> is registered for, or <see langword="null"/> when none.</summary>
+    public string? PoolOfLane(string laneName)
+    {
+        foreach (KeyValuePair<string, string> lane in _lanes)
+        {
+            if (string.Equals(lane.Key, laneName, StringComparison.Ordinal))
+            {
+                return lane.Value;
+            }
+        }
+        return null;
+    }
+
     public IReadOnlyList<string> Names => _names;
 
     public bool Contains(string name) => _names.Contains(name, StringComparer.Ordinal);

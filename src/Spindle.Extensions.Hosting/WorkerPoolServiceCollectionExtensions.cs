@@ -79,7 +79,10 @@ public static class WorkerPoolServiceCollectionExtensions
     /// creation with an <see cref="InvalidOperationException"/> naming the pool. When the configuration reloads, new
     /// <c>MinThreads</c> and <c>MaxThreads</c> are applied to the running pool
     /// (<see cref="WorkerPool.SetThreadLimits(int, int)"/>, logged); the other options keep the values the pool was
-    /// created with.
+    /// created with. A reload whose options do not build (a value that does not convert, an unknown key, another
+    /// <c>Name</c>) is logged as an error (<c>OptionsReloadFailed</c>) and changes nothing: the pool, and the options
+    /// <see cref="IOptionsMonitor{TOptions}"/> gives, keep what they had; it throws nothing to the code that reloaded
+    /// the configuration.
     /// </param>
     /// <param name="configure">
     /// Sets what configuration cannot (the worker hooks, for instance), applied after the section; or <see langword="null"/>.
@@ -246,8 +249,9 @@ public static class WorkerPoolServiceCollectionExtensions
             // Intercepted by the configuration binding source generator: no reflection. The pool's options less its lanes.
             var poolSection = new SectionWithoutChild(configuration, LanesKey);
             services.Configure<WorkerPoolOptions>(name, options => poolSection.Bind(options, static binder => binder.ErrorOnUnknownConfiguration = true));
-            // A reload rebinds the options and tells the monitor's listeners (the hosted service applies thread limits).
-            services.AddSingleton<IOptionsChangeTokenSource<WorkerPoolOptions>>(new SectionChangeTokenSource<WorkerPoolOptions>(name, configuration));
+            // A reload whose options build rebinds them and tells the monitor's listeners (the hosted service applies
+            // thread limits); one whose options do not build is logged and changes nothing.
+            services.AddSingleton<IOptionsChangeTokenSource<WorkerPoolOptions>>(provider => new PoolOptionsReloadSource(name, configuration, provider));
         }
         if (configure is not null)
         {

@@ -7,6 +7,7 @@ using Microsoft.Extensions.DependencyInjection;
 using Microsoft.Extensions.Diagnostics.HealthChecks;
 using Microsoft.Extensions.Hosting;
 using Microsoft.Extensions.Logging;
+using Microsoft.Extensions.Options;
 using Xunit;
 
 namespace Spindle.Extensions.Hosting.Tests;
@@ -114,6 +115,40 @@ public sealed class WorkerPoolBuilderTests : IDisposable
         ((IConfigurationRoot)builder.Configuration).Reload();
         Assert.Equal((2, 5), (pool.MinThreads, pool.MaxThreads));
         Assert.IsType<ArgumentOutOfRangeException>(logs.WaitForEvent("ThreadLimitsReloadFailed", TestHosts.Generous).Exception);
+
+        await host.StopAsync();
+    }
+
+    [Theory]
+    [InlineData("\"MaxThreads\": \"many\"", typeof(InvalidOperationException))]
+    [InlineData("\"MaxThreads\": 5, \"NoSuchOption\": 1", typeof(InvalidOperationException))]
+    [InlineData("\"MaxThreads\": 5, \"Name\": \"elsewhere\"", typeof(OptionsValidationException))]
+    public async Task AReloadWithOptionsThatDoNotBuild_IsLogged_AndThePoolAndTheMonitorKeepTheOptionsTheyHad(string reloaded, Type error)
+    {
+        var logs = new CapturingLoggerProvider();
+        HostApplicationBuilder builder = FromJson("""{ "Pools": { "ingest": { "MinThreads": 1, "MaxThreads": 2 } } }""", logs);
+        builder.Services.AddWorkerPools(builder.Configuration.GetSection("Pools"));
+        using IHost host = builder.Build();
+        await host.StartAsync();
+        WorkerPool pool = host.Services.GetRequiredKeyedService<WorkerPool>("ingest");
+        IOptionsMonitor<WorkerPoolOptions> monitor = host.Services.GetRequiredService<IOptionsMonitor<WorkerPoolOptions>>();
+
+        File.WriteAllText(Path.Combine(_directory, "appsettings.json"), "{ \"Pools\": { \"ingest\": { \"MinThreads\": 1, " + reloaded + " } } }");
+        ((IConfigurationRoot)builder.Configuration).Reload(); // throws nothing
+
+        LogEntry failed = logs.WaitForEvent("OptionsReloadFailed", TestHosts.Generous);
+        Assert.Equal(LogLevel.Error, failed.Level);
+        Assert.Equal("ingest", failed.Values["PoolName"]);
+        Assert.IsType(error, failed.Exception);
+        Assert.Equal((1, 2), (pool.MinThreads, pool.MaxThreads));
+        Assert.Equal(2, monitor.Get("ingest").MaxThreads);
+        Assert.Empty(logs.WithEvent("ThreadLimitsReloaded"));
+
+        // The next reload that builds is applied as usual.
+        File.WriteAllText(Path.Combine(_directory, "appsettings.json"), """{ "Pools": { "ingest": { "MinThreads": 2, "MaxThreads": 5 } } }""");
+        ((IConfigurationRoot)builder.Configuration).Reload();
+        Assert.Equal((2, 5), (pool.MinThreads, pool.MaxThreads));
+        Assert.Equal(5, monitor.Get("ingest").MaxThreads);
 
         await host.StopAsync();
     }
