@@ -176,8 +176,11 @@ public sealed class WorkerPoolLane : WorkTarget, IDisposable, IAsyncDisposable, 
     public override string ToString() =>
         $"Lane '{Name}' of pool '{Pool.Name}' ({Priority}, share {Share}, cap {MaxConcurrency?.ToString(System.Globalization.CultureInfo.InvariantCulture) ?? "none"}, pending {PendingWorkItemCount}, running {RunningWorkItemCount})";
 
-    /// <summary>Whether the calling thread is running an item of this lane.</summary>
-    private bool IsOwnItem => Worker.LaneOfCurrentThread == _lane;
+    /// <summary>
+    /// Whether the calling thread is running an item of this lane: on a worker, or off the workers with one of the lane's
+    /// slots (a leftover of the pool's shutdown, an entry after the lane's stop), where the lane's stop waits for it too.
+    /// </summary>
+    private bool IsOwnItem => Worker.LaneOfCurrentThread == _lane || Lane.AfterStopLaneOfCurrentThread == _lane;
 
     private static void ValidateMode(ShutdownMode mode)
     {

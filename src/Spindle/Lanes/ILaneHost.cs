@@ -28,9 +28,6 @@ internal interface ILaneHost
     /// <summary>Queues <paramref name="entry"/> as the pool's continuation: on the pool while it runs or drains, elsewhere after its stop.</summary>
     void EnqueueContinuation(in WorkItemEntry entry, bool preferLocal);
 
-    /// <summary>Runs <paramref name="entry"/> off the pool (on the built-in pool): the pool has stopped.</summary>
-    void RunElsewhere(in WorkItemEntry entry);
-
     /// <summary>
     /// The pool's one cancel-or-run decision for an entry of <paramref name="lane"/> that has not started: true when a
     /// cancelling shutdown (the lane's or the pool's) drops it instead of running it, counted and its owner told.

@@ -29,6 +29,9 @@ namespace Spindle.Lanes;
 //   continuation arriving during the sweep waits behind the leftover that runs.
 // - The queue is FIFO and an entry starts only after it is dequeued with a slot, so with a cap of 1 the entries run one
 //   at a time in the order they were queued, each after the previous one has returned.
+// - The stop's report (Stopped) waits for the leftovers: every lane's leftover holds a slot (an uncapped lane's too)
+//   until it has run, wherever it runs, and whoever gives a slot back after the stop, or finds the queue empty, looks
+//   whether the lane is now idle (StopIfDue). A drive ends with that look.
 internal sealed partial class Lane
 {
     /// <summary>
@@ -57,8 +60,9 @@ internal sealed partial class Lane
     private static Lane? t_afterStopLane;
 
     /// <summary>
-    /// The stopped lane whose entry the calling thread is running on its after-stop path (with one of its slots), if any:
-    /// what the lane's task bridge asks before it runs work of the lane inline.
+    /// The lane whose entry the calling thread is running off the workers, with one of its slots: on the lane's
+    /// after-stop path, or as a leftover the pool's shutdown runs (<see cref="RunLeftoverHere"/>); null otherwise. What
+    /// the lane's task bridge asks before it runs work of the lane inline, and the lane's shutdown before it waits.
     /// </summary>
     public static Lane? AfterStopLaneOfCurrentThread => t_afterStopLane;
 
@@ -94,21 +98,15 @@ internal sealed partial class Lane
             }
             HandOnAfterStop(entry);
         }
+        // Every slot given back after the stop ends here: this may have been the lane's last work.
+        StopIfDue();
     }
 
     /// <summary>
     /// A leftover of the pool's stop taken with a slot (<see cref="TryTakeLeftover"/>) by a thread that does not run it
-    /// itself: hands it on with its slot, like an after-stop entry (an uncapped lane's leftover is simply redirected).
+    /// itself: hands it on with its slot, like an after-stop entry, so that the lane's stop waits until it has run.
     /// </summary>
-    public void RunLeftoverElsewhere(in WorkItemEntry entry)
-    {
-        if (Cap == int.MaxValue)
-        {
-            _host.RunElsewhere(entry);
-            return;
-        }
-        HandOnAfterStop(entry);
-    }
+    public void RunLeftoverElsewhere(in WorkItemEntry entry) => HandOnAfterStop(entry);
 
     /// <summary>Queues <paramref name="entry"/>, which holds a slot, as the pool's continuation: on the pool while it runs or drains, elsewhere after its stop.</summary>
     private void HandOnAfterStop(in WorkItemEntry entry) =>

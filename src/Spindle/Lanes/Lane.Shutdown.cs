@@ -275,27 +275,27 @@ internal sealed partial class Lane
     }
 
     /// <summary>
-    /// Takes one queued item that is to run, for the leftover sweep after every worker has exited: with a slot when the
-    /// lane has a cap (after the stop the lane's cap and order hold wherever its items run, see Lane.AfterStop.cs), so
-    /// false while the after-stop drive holds every slot; the sweep looks again. Items a cancelling shutdown drops are
-    /// decided and counted here. The caller ends with <see cref="OnLeftoverDone"/> or <see cref="RunLeftoverElsewhere"/>.
+    /// Takes one queued item that is to run, for the leftover sweep (before the pool's stop, when the pool has no worker
+    /// to run it, or after the stop), with a slot: a capped lane's cap and order hold wherever its items run (see
+    /// Lane.AfterStop.cs), so false while the after-stop drive holds every slot (the sweep looks again); and the slot
+    /// counts the item as running in every lane, so that the lane's stop waits until it has run. Items a cancelling
+    /// shutdown drops are decided and counted here. The caller ends with <see cref="RunLeftoverHere"/> or
+    /// <see cref="RunLeftoverElsewhere"/>, which give the slot back once the item has run.
     /// </summary>
     public bool TryTakeLeftover(out WorkItemEntry item)
     {
-        bool capped = Cap != int.MaxValue;
         while (true)
         {
             item = default;
-            if (capped && !TryAcquireSlot())
+            if (!TryAcquireSlot())
             {
                 return false;
             }
             if (_queue.TryDequeueBatch(MemoryMarshal.CreateSpan(ref item, 1)) == 0)
             {
-                if (capped)
-                {
-                    Interlocked.Decrement(ref _running.Value);
-                }
+                // The decrement is a full fence before the stop check reads the state (see StopIfDue).
+                Interlocked.Decrement(ref _running.Value);
+                StopIfDue();
                 return false;
             }
             OnDequeued();
@@ -303,44 +303,112 @@ internal sealed partial class Lane
             {
                 return true;
             }
-            if (capped)
-            {
-                Interlocked.Decrement(ref _running.Value);
-            }
+            // No stop check: the loop takes a slot again, and each of its ends gives it back with one.
+            Interlocked.Decrement(ref _running.Value);
         }
     }
 
     /// <summary>An entry taken outside a worker's dispatch (leftovers, the after-stop drive): whether a cancelling shutdown drops it (see <see cref="ILaneHost.CancelsInstead"/>).</summary>
     private bool IsDroppedByCancel(in WorkItemEntry entry) => _host.CancelsInstead(entry, this);
 
-    /// <summary>A leftover taken with <see cref="TryTakeLeftover"/> has run on the sweeping thread: counts it and gives back its slot.</summary>
-    public void OnLeftoverDone()
+    /// <summary>
+    /// A leftover taken with <see cref="TryTakeLeftover"/> is about to run on the calling thread (the leftover sweep),
+    /// holding its slot. Until the returned scope ends, the thread counts as running an entry of this lane off the
+    /// workers (<see cref="AfterStopLaneOfCurrentThread"/>), so that the entry's own calls that wait for the lane (its
+    /// shutdown, which waits for this very entry; a Send to its context; a wait on a task of its scheduler) do not wait
+    /// for itself. The scope's end counts the leftover and gives its slot back (<see cref="OnLeftoverDone"/>).
+    /// </summary>
+    public LeftoverRun RunLeftoverHere() => new(this);
+
+    /// <summary>A leftover running on the sweeping thread; see <see cref="RunLeftoverHere"/>.</summary>
+    public readonly ref struct LeftoverRun
     {
-        Interlocked.Increment(ref _completed);
-        if (Cap != int.MaxValue)
+        private readonly Lane _lane;
+        // The lane of an outer leftover on this thread, if any: its code shut the pool down, and that call swept this one.
+        private readonly Lane? _outer;
+
+        internal LeftoverRun(Lane lane)
         {
-            // No drive here: the sweep that called this looks at the queue again before it returns.
-            Interlocked.Decrement(ref _running.Value);
+            _lane = lane;
+            _outer = t_afterStopLane;
+            t_afterStopLane = lane;
+        }
+
+        public void Dispose()
+        {
+            t_afterStopLane = _outer;
+            _lane.OnLeftoverDone();
         }
     }
 
-    /// <summary>Stops the lane if shutdown has begun and nothing is queued, running or held.</summary>
+    /// <summary>A leftover has run on the sweeping thread: counts it, gives back its slot, and stops the lane if that was its last work.</summary>
+    private void OnLeftoverDone()
+    {
+        Interlocked.Increment(ref _completed);
+        // No drive here: the sweep that ran this looks at the queue again before it returns. The decrement is a full
+        // fence before the stop check reads the state (see StopIfDue).
+        int running = Interlocked.Decrement(ref _running.Value);
+        Debug.Assert(running >= 0, "A leftover gives back the slot it took.");
+        StopIfDue();
+    }
+
+    /// <summary>
+    /// Whoever gives a slot or a hold back, or finds the queue empty, outside a worker's turn (the leftover sweep, the
+    /// after-stop drive, a cancel sweep's hold) and after a decrement or a dequeue (a full fence): stops the lane if its
+    /// shutdown has begun, or reports the stop of a lane the pool has stopped, if this was its last work (see
+    /// <see cref="TryStop"/>). The lock is taken only until the stop has been reported.
+    /// </summary>
+    /// <remarks>
+    /// Against the pool's stop, which writes <see cref="_stopped"/> and then, after a full fence, reads the counts under
+    /// the lock (<see cref="OnPoolStopped"/>): a caller here has made its decrement (a full fence) before it reads
+    /// <see cref="_stopped"/>, so at least one of the two sees the other, and a stop is never left unreported.
+    /// </remarks>
+    private void StopIfDue()
+    {
+        if (!_stoppedSource.Task.IsCompleted && (_state != StateRunning || _stopped))
+        {
+            TryStop();
+        }
+    }
+
+    /// <summary>
+    /// The lane's one stop decision, under the lock: when nothing is queued, running or held, stops the lane if its own
+    /// shutdown has begun (it takes no more work of its own, see <see cref="_stopped"/>), and reports the stop of a
+    /// stopped lane (<see cref="Stopped"/>: what waits for the lane's shutdown returns).
+    /// </summary>
+    /// <remarks>
+    /// The lane's own stop and its report come together. The pool's stop marks every lane stopped at once
+    /// (<see cref="OnPoolStopped"/>): continuations then go the after-stop way, but what the lane accepted may still be
+    /// queued or running (leftovers no worker ran, which the pool's leftover sweep runs, or hands to the built-in pool,
+    /// with the lane's slots), and the report waits for them: whoever gives back the last slot or hold, or finds the
+    /// queue empty, after the stop calls this again (<see cref="StopIfDue"/>). The report is made once: its task
+    /// completes once, whoever sees the lane idle first.
+    /// </remarks>
     private void TryStop()
     {
-        bool stopped = false;
+        bool stoppedNow = false;
+        bool report = false;
         lock (_lock)
         {
-            if (!_stopped && _state != StateRunning && _queue.IsEmpty && Volatile.Read(ref _running.Value) == 0
-                && Volatile.Read(ref _holds) == 0)
+            int running = Volatile.Read(ref _running.Value);
+            Debug.Assert(running >= 0 && Volatile.Read(ref _holds) >= 0, "Slots and holds are given back once each.");
+            if (_queue.IsEmpty && running == 0 && Volatile.Read(ref _holds) == 0)
             {
-                _stopped = true;
-                stopped = true;
+                if (!_stopped && _state != StateRunning)
+                {
+                    _stopped = true;
+                    stoppedNow = true;
+                }
+                report = _stopped;
             }
         }
-        if (stopped)
+        if (stoppedNow)
         {
             _set.Remove(this);
             ClearReadyAfterStop();
+        }
+        if (report)
+        {
             _stoppedSource.TrySetResult();
         }
     }
@@ -358,15 +426,19 @@ internal sealed partial class Lane
         }
     }
 
-    /// <summary>The pool has stopped: so has the lane (every item of it has run or was cancelled).</summary>
+    /// <summary>
+    /// The pool has stopped: so has the lane (it takes nothing more as its own; continuations go the after-stop way). Its
+    /// stop is reported once every item it accepted has run or was cancelled: now if nothing is left, else when the
+    /// pool's leftover sweep has run what no worker ran (see <see cref="TryStop"/>).
+    /// </summary>
     public void OnPoolStopped()
     {
         lock (_lock)
         {
             _stopped = true;
         }
-        ClearReadyAfterStop();
+        ClearReadyAfterStop(); // an exchange: a full fence between the write above and TryStop's reads (see StopIfDue)
         WakeRoomWaiters();
-        _stoppedSource.TrySetResult();
+        TryStop();
     }
 }

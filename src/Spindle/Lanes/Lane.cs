@@ -55,7 +55,10 @@ internal enum EnqueueStatus
 /// lock, read lock-free), <see cref="_stopped"/> and <see cref="_holds"/> (async Run delegates of the lane still
 /// running). The lane stops when shutdown has begun, its queue is empty, no item runs and no hold is out. A
 /// continuation that arrives while the lane drains is queued under the lock unless the lane has stopped, and goes to the
-/// pool's own queue after that, so it can never be stranded in a lane nobody serves.</para>
+/// pool's own queue after that, so it can never be stranded in a lane nobody serves. The pool's stop stops every lane at
+/// once, maybe with leftovers that no worker ran; <see cref="Stopped"/> completes when a stopped lane is first seen with
+/// nothing queued, running or held, so a lane's shutdown returns only once everything it accepted has run or was
+/// cancelled (see <see cref="TryStop"/>).</para>
 /// </remarks>
 [System.Diagnostics.CodeAnalysis.SuppressMessage("Design", "CA1001", Justification =
     "The bound's SemaphoreSlim never creates its wait handle (only Wait and WaitAsync are used), so it holds nothing to dispose; disposing it at the stop could fail a caller still waiting for room.")]
@@ -272,24 +275,36 @@ internal sealed partial class Lane
     /// reads as non-empty until a taker passes it, so the lane could not stop: a lane that nobody marks ready is never
     /// visited. So the refused producer marks the lane ready (under the lock, against the stop, which clears the flag
     /// after it) and wakes a worker; the worker's take finds nothing, and its failed take stops the lane (see
-    /// <see cref="TryTake"/>). Refusals come only from a shutdown, so the lock costs nothing that matters.
+    /// <see cref="TryTake"/>). Once the lane has stopped, no worker visits it: the refused producer drives its queue
+    /// instead, as after-stop entries are driven, until the stop has been reported. Refusals come only from a shutdown,
+    /// so the lock costs nothing that matters.
     /// </summary>
     [MethodImpl(MethodImplOptions.NoInlining)]
     private void OnRefusedByClosedQueue()
     {
         WaitForClosePublished();
+        bool stopped;
         lock (_lock)
         {
-            if (_stopped)
-            {
-                return;
-            }
-            if (Volatile.Read(ref _ready.Value) == 0)
+            stopped = _stopped;
+            if (!stopped && Volatile.Read(ref _ready.Value) == 0)
             {
                 MarkReady();
             }
         }
-        _set.WakeForLeftover();
+        if (!stopped)
+        {
+            _set.WakeForLeftover();
+            return;
+        }
+        // Stopped: no worker takes from the lane any more. While the stop is not yet reported (the pool's leftovers still
+        // queued or running), a position this producer left would keep the report waiting for a taker that may never
+        // come (the pool's hand-off of its leftovers does not wait for positions in flight): the after-stop drive passes
+        // it, and hands on any leftover it finds, as that hand-off does.
+        if (!_stoppedSource.Task.IsCompleted)
+        {
+            DriveAfterStop();
+        }
     }
 
     /// <summary>
@@ -443,9 +458,9 @@ internal sealed partial class Lane
 
     public void ReleaseHold()
     {
-        if (Interlocked.Decrement(ref _holds) == 0 && _state != StateRunning)
+        if (Interlocked.Decrement(ref _holds) == 0)
         {
-            TryStop();
+            StopIfDue(); // the lane's shutdown may wait for this hold, and so may the report of the pool's stop
         }
     }
 

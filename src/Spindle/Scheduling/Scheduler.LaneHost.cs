@@ -23,8 +23,6 @@ internal sealed partial class Scheduler : ILaneHost
         return PoolMetrics.ShouldSampleWait(worker) ? _metrics.SampleWait(entry, lane, worker) : entry;
     }
 
-    void ILaneHost.RunElsewhere(in WorkItemEntry entry) => _runner.RunElsewhere(entry);
-
     bool ILaneHost.CancelsInstead(in WorkItemEntry entry, Lane lane) => _runner.CancelsInstead(entry, lane, IsCancelling);
 
     void ILaneHost.WakeWorkerForOutsideWork() => _idle.WakeWorkerForOutsideWork();

@@ -41,8 +41,9 @@ internal sealed partial class Scheduler
             {
                 if (lane is not null)
                 {
-                    // After the stop a lane's leftovers run as the pool's do, through the lane's cap if it has one (the
-                    // lane has already dropped those a cancelling shutdown cancels).
+                    // After the stop a lane's leftovers run as the pool's do, each holding one of the lane's slots until
+                    // it has run (the lane's cap holds, and its stop waits for them); the lane has already dropped those
+                    // a cancelling shutdown cancels.
                     lane.RunLeftoverElsewhere(laneItem);
                     continue;
                 }
@@ -83,8 +84,13 @@ internal sealed partial class Scheduler
             {
                 if (lane is not null)
                 {
-                    bool handled = _runner.RunOnForeignThread(laneItem, out Exception? thrown, countCompleted: true);
-                    lane.OnLeftoverDone();
+                    // The leftover holds one of the lane's slots until it has run: the lane's stop waits for it.
+                    bool handled;
+                    Exception? thrown;
+                    using (lane.RunLeftoverHere())
+                    {
+                        handled = _runner.RunOnForeignThread(laneItem, out thrown, countCompleted: true);
+                    }
                     if (!handled && firstUnhandled is null)
                     {
                         firstUnhandled = ExceptionDispatchInfo.Capture(thrown!);

@@ -58,8 +58,6 @@ internal sealed class RecordingLaneHost : ILaneHost
 
     public void EnqueueContinuation(in WorkItemEntry entry, bool preferLocal) => HandedOn.Enqueue(entry);
 
-    public void RunElsewhere(in WorkItemEntry entry) => HandedOn.Enqueue(entry);
-
     public bool CancelsInstead(in WorkItemEntry entry, Lane lane)
     {
         Decisions++;
