@@ -365,7 +365,7 @@ internal sealed partial class Lane
     /// </remarks>
     private void StopIfDue()
     {
-        if (!_stoppedSource.Task.IsCompleted && (_state != StateRunning || _stopped))
+        if ((_state != StateRunning || _stopped) && !_stoppedSource.Task.IsCompleted)
         {
             TryStop();
         }

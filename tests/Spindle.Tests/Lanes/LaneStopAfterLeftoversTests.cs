@@ -58,24 +58,41 @@ public sealed class LaneStopAfterLeftoversTests
     }
 
     /// <summary>
-    /// Queues an item that signals <paramref name="started"/> and then waits for <paramref name="gate"/>, and a second
-    /// item behind it; each counts itself in <paramref name="ran"/> once it has run.
+    /// Queues two items to <paramref name="lane"/>, the first of which waits for a gate, and lets
+    /// <paramref name="stopThePool"/> stop the pool, which runs them after its stop (no worker ran them, see
+    /// <paramref name="where"/>). A shutdown of the lane begun while the first item runs must not return until both
+    /// have run.
     /// </summary>
-    private static void QueueGatedPair(WorkerPoolLane lane, ManualResetEventSlim started, ManualResetEventSlim gate, Counter ran)
+    private static void AssertTheLanesStopWaitsForItsLeftovers(WorkerPool pool, WorkerPoolLane lane, Action stopThePool, string where)
     {
+        using var started = new ManualResetEventSlim();
+        using var gate = new ManualResetEventSlim();
+        int ran = 0;
         lane.QueueUserWorkItem(_ =>
         {
             started.Set();
             gate.Wait(Waits.MustHappen);
-            Interlocked.Increment(ref ran.Value);
+            Interlocked.Increment(ref ran);
         });
-        lane.QueueUserWorkItem(_ => Interlocked.Increment(ref ran.Value));
-    }
+        lane.QueueUserWorkItem(_ => Interlocked.Increment(ref ran));
 
-    /// <summary>A count the items share.</summary>
-    private sealed class Counter
-    {
-        public int Value;
+        Task<int> laneStop;
+        try
+        {
+            stopThePool();
+            Waits.For(started, $"the first item, {where}");
+            Assert.True(pool.HasStopped);
+            laneStop = lane.ShutdownAsync(ShutdownMode.Drain, CancellationToken.None);
+            Assert.False(laneStop.IsCompleted, "the lane reported its stop while an item it accepted was still running");
+        }
+        finally
+        {
+            gate.Set();
+        }
+
+        Assert.True(laneStop.Wait(Waits.MustHappen), "the lane did not report its stop once its items had run");
+        Assert.Equal(2, Volatile.Read(ref ran));
+        Assert.Equal(2, lane.CompletedWorkItemCount);
     }
 
     [Theory]
@@ -87,29 +104,12 @@ public sealed class LaneStopAfterLeftoversTests
         // lane's items (the leftover sweep). The lane's stop must wait for them, though the pool has stopped.
         WorkerPool pool = PoolWithoutWorkers(nameof(ALanesStop_AfterThePoolsStop_WaitsForTheLeftoversTheDisposingThreadRuns));
         WorkerPoolLane lane = pool.CreateLane(new LaneOptions { Name = "lane", MaxConcurrency = cap });
-        using var started = new ManualResetEventSlim();
-        using var gate = new ManualResetEventSlim();
-        var ran = new Counter();
-        QueueGatedPair(lane, started, gate, ran);
+        TestThread? dispose = null;
 
-        TestThread dispose = Waits.Start(pool.Dispose, "the pool's dispose");
-        Task<int> laneStop;
-        try
-        {
-            Waits.For(started, "the first item, run by the disposing thread after the pool's stop");
-            Assert.True(pool.HasStopped);
-            laneStop = lane.ShutdownAsync(ShutdownMode.Drain, CancellationToken.None);
-            Assert.False(laneStop.IsCompleted, "the lane reported its stop while an item it accepted was still running");
-        }
-        finally
-        {
-            gate.Set();
-        }
+        AssertTheLanesStopWaitsForItsLeftovers(pool, lane, () => dispose = Waits.Start(pool.Dispose, "the pool's dispose"),
+            "run by the disposing thread after the pool's stop");
 
-        Assert.True(laneStop.Wait(Waits.MustHappen), "the lane did not report its stop once its items had run");
-        Assert.Equal(2, Volatile.Read(ref ran.Value));
-        Assert.Equal(2, lane.CompletedWorkItemCount);
-        dispose.Join();
+        dispose!.Join();
     }
 
     [Theory]
@@ -122,37 +122,18 @@ public sealed class LaneStopAfterLeftoversTests
         // built-in pool. The lane's stop must wait for them.
         WorkerPool pool = PoolWithoutWorkers(nameof(ALanesStop_AfterThePoolsStop_WaitsForTheLeftoversHandedToTheBuiltInPool));
         WorkerPoolLane lane = pool.CreateLane(new LaneOptions { Name = "lane", MaxConcurrency = cap });
-        ManualResetEventSlim hold = HoldTheDrain(pool);
-        using var started = new ManualResetEventSlim();
-        using var gate = new ManualResetEventSlim();
-        var ran = new Counter();
-        QueueGatedPair(lane, started, gate, ran);
-        using (var cancelled = new CancellationTokenSource())
+        using ManualResetEventSlim hold = HoldTheDrain(pool);
+
+        AssertTheLanesStopWaitsForItsLeftovers(pool, lane, () =>
         {
+            using var cancelled = new CancellationTokenSource();
             cancelled.Cancel();
             Task<int> poolStop = pool.ShutdownAsync(ShutdownMode.Drain, ShutdownMode.Drain, cancelled.Token);
             Waits.Until(() => poolStop.IsCanceled, "the shutdown call stops waiting");
-        }
-
-        Task<int> laneStop;
-        try
-        {
             hold.Set();
-            Waits.For(started, "the first item, handed to the built-in pool at the pool's stop");
-            Assert.True(pool.HasStopped);
-            laneStop = lane.ShutdownAsync(ShutdownMode.Drain, CancellationToken.None);
-            Assert.False(laneStop.IsCompleted, "the lane reported its stop while an item it accepted was still running");
-        }
-        finally
-        {
-            gate.Set();
-        }
+        }, "handed to the built-in pool at the pool's stop");
 
-        Assert.True(laneStop.Wait(Waits.MustHappen), "the lane did not report its stop once its items had run");
-        Assert.Equal(2, Volatile.Read(ref ran.Value));
-        Assert.Equal(2, lane.CompletedWorkItemCount);
         Waits.RunBounded(pool.Dispose, "the pool's dispose");
-        hold.Dispose();
     }
 
     [Theory]
