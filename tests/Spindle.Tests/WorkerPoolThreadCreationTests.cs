@@ -1,6 +1,7 @@
 using System;
 using System.Collections.Concurrent;
 using System.Threading;
+using System.Threading.Tasks;
 using Xunit;
 
 namespace Spindle.Tests;
@@ -250,5 +251,56 @@ public sealed class WorkerPoolThreadCreationTests
         ledger.AssertExactlyOnce();
         Assert.InRange(maxThreads, 1, 3);
         Assert.Equal(0, pool.ThreadCount);
+    }
+
+    [Fact]
+    public void AnItemLeftWhenARefusedStartStopsThePool_RunsOnTheBuiltInPool_ThoughNoShutdownCallWaits()
+    {
+        // The pool stops on the thread whose worker start the OS refused: the shutdown began while that start was under
+        // way, and its only call stopped waiting at once. Nobody will sweep what is left, so the item queued for that
+        // worker must be handed on, not left until someone disposes the pool.
+        using var starting = new ManualResetEventSlim();
+        using var refuse = new ManualResetEventSlim();
+        using var ran = new ManualResetEventSlim();
+        var pool = new WorkerPool(new WorkerPoolOptions
+        {
+            Name = nameof(AnItemLeftWhenARefusedStartStopsThePool_RunsOnTheBuiltInPool_ThoughNoShutdownCallWaits),
+            MinThreads = 0,
+            MaxThreads = 2,
+            ExceptionPolicy = UnhandledExceptionPolicy.Report,
+            OnThreadStarting = kind =>
+            {
+                if (kind is Primitives.PoolThreadKind.Worker or Primitives.PoolThreadKind.Relief)
+                {
+                    starting.Set();
+                    refuse.Wait(Waits.MustHappen);
+                    throw new OutOfMemoryException("refused by the test");
+                }
+            },
+        });
+        try
+        {
+            // The enqueue asks for a worker, whose start waits for the gate (with the worker already listed).
+            TestThread enqueue = Waits.Start(() => pool.UnsafeQueueUserWorkItem(_ => ran.Set(), null), "the enqueue");
+            Waits.For(starting, "a worker start under way");
+
+            using (var cancelled = new CancellationTokenSource())
+            {
+                cancelled.Cancel();
+                Task<int> shutdown = pool.ShutdownAsync(ShutdownMode.Drain, ShutdownMode.Drain, cancelled.Token);
+                Waits.Until(() => shutdown.IsCanceled, "the shutdown call stops waiting");
+            }
+            Assert.False(pool.HasStopped); // the start under way counts as a worker
+
+            refuse.Set();
+            enqueue.Join();
+            Waits.Until(() => pool.HasStopped, "the stop, on the thread whose start was refused");
+            Waits.For(ran, "the item queued for the refused worker, with no shutdown call waiting");
+        }
+        finally
+        {
+            refuse.Set();
+            Waits.RunBounded(pool.Dispose, "the pool's dispose");
+        }
     }
 }

@@ -175,12 +175,29 @@ internal sealed partial class ThreadController
         {
             return false;
         }
-        if (!TryAddWorker(ThreadInjectionReason.Demand) && _roster.Count == 0)
+        bool added;
+        t_sweepsAfterStop = true; // a refusal that stops the pool leaves the leftovers to this caller (see TryAddWorker)
+        try
+        {
+            added = TryAddWorker(ThreadInjectionReason.Demand);
+        }
+        finally
+        {
+            t_sweepsAfterStop = false;
+        }
+        if (!added && _roster.Count == 0)
         {
             _scheduler.SweepLeftovers();
         }
         return true;
     }
+
+    /// <summary>
+    /// Whether the calling thread is a waiting shutdown call asking for a worker (<see cref="RunLeftoversWithoutWorkers"/>),
+    /// which runs what is left itself if the pool stops instead.
+    /// </summary>
+    [ThreadStatic]
+    private static bool t_sweepsAfterStop;
 
     /// <summary>
     /// Like <see cref="WaitUntilStopped"/> without blocking a thread: completes when the pool has stopped, or is

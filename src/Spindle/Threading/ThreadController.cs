@@ -272,7 +272,14 @@ internal sealed partial class ThreadController : IWorkerThreads
             }
             if (stopped)
             {
-                OnStopped(); // the disposing thread sweeps what is left (this thread may be anyone's)
+                OnStopped();
+                // This thread may be anyone's (an enqueuing caller, the stall monitor), and no shutdown call may be
+                // waiting to sweep what is left (an async one whose wait was cancelled): hand it on, as the release of the
+                // last drain hold does, unless this is a waiting shutdown call, which runs it itself.
+                if (!t_sweepsAfterStop && _scheduler.Sources.HasLeftovers)
+                {
+                    _scheduler.RedirectLeftovers();
+                }
             }
             OnRefused(reason, counted: true);
             return false;
