@@ -97,6 +97,14 @@ internal sealed partial class Scheduler
                     }
                     continue;
                 }
+                if (Lane.AfterStopLaneOfCurrentThread is not null)
+                {
+                    // This thread is running a lane's entry with one of its slots (a leftover of an outer sweep, or the
+                    // lane's after-stop drive), and that entry shut the pool down again. What is left may be held back
+                    // by that very slot, which frees only when the entry returns: waiting here would wait for itself.
+                    // The outer sweep or drive takes the rest once the entry has returned.
+                    break;
+                }
                 spinner.SpinOnce();
                 continue;
             }

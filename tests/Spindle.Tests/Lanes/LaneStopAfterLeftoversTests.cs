@@ -217,4 +217,28 @@ public sealed class LaneStopAfterLeftoversTests
         Assert.Equal(0, lane.RunningCount);
         Assert.Empty(host.HandedOn);
     }
+
+    [Theory]
+    [InlineData(null)]
+    [InlineData(1)]
+    public void ALeftoverThatShutsThePoolDown_DoesNotWaitForTheLeftoversBehindIt(int? cap)
+    {
+        // The disposing thread runs the lane's first item after the pool's stop, holding one of the lane's slots; the
+        // item shuts the pool down once more. That call must not wait for the lane's second item, which the first one's
+        // slot keeps back until it returns: the sweep that runs it takes the second item afterwards.
+        WorkerPool pool = PoolWithoutWorkers(nameof(ALeftoverThatShutsThePoolDown_DoesNotWaitForTheLeftoversBehindIt));
+        WorkerPoolLane lane = pool.CreateLane(new LaneOptions { Name = "lane", MaxConcurrency = cap });
+        int ran = 0;
+        lane.QueueUserWorkItem(_ =>
+        {
+            pool.Shutdown(ShutdownMode.Drain);
+            Interlocked.Increment(ref ran);
+        });
+        lane.QueueUserWorkItem(_ => Interlocked.Increment(ref ran));
+
+        Waits.RunBounded(pool.Dispose, "the pool's dispose, whose leftover shuts the pool down");
+
+        Assert.Equal(2, Volatile.Read(ref ran));
+        Assert.True(lane.ShutdownAsync(ShutdownMode.Drain, CancellationToken.None).Wait(Waits.MustHappen), "the lane did not stop");
+    }
 }
