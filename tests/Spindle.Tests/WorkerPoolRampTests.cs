@@ -84,6 +84,126 @@ public sealed class WorkerPoolRampTests
         }
     }
 
+    [Fact]
+    public void ABacklogBehindWorkersInManagedWaits_WhileTheJitCompilesOnAnotherThread_GetsAThreadPerWaitingItemInOneStep()
+    {
+        // The runtime's own time (JIT compilation, summed over threads) taking half the stall's window makes the stall
+        // count as busy: workers held by the JIT's lock are not blocked in a wait of their own. Workers in managed waits
+        // are, whatever another thread compiles meanwhile (the background compiler's tier-ups run for tens of
+        // milliseconds after a busy start). A thread here compiles large methods back to back for the whole stall, and
+        // the first step must still cover the backlog: no retries, since the compiler is busy on purpose.
+        WarmUpTheInjectionPaths();
+        bool stop = false;
+        long compiled = 0;
+        var compiler = new Thread(() =>
+        {
+            while (!Volatile.Read(ref stop))
+            {
+                CompileALargeMethod();
+                Interlocked.Increment(ref compiled);
+            }
+        })
+        { IsBackground = true, Name = "JIT-busy thread" };
+        compiler.Start();
+        try
+        {
+            Waits.Until(() => Interlocked.Read(ref compiled) >= 3, "the compiling thread to get going");
+            const int maxThreads = 128;
+            (long pending, int added, int threads) = FirstStarvationStep(maxThreads, kernelWait: true);
+            Assert.True(pending > 0, $"pending {pending}");
+            Assert.True(Math.Min(pending, maxThreads - threads) == added,
+                $"first starvation step (pending, added, threads): ({pending}, {added}, {threads})");
+        }
+        finally
+        {
+            Volatile.Write(ref stop, true);
+            compiler.Join();
+        }
+    }
+
+    /// <summary>Builds and runs a method of a few thousand IL instructions, so that the JIT's time dominates the call.</summary>
+    private static void CompileALargeMethod()
+    {
+        var method = new System.Reflection.Emit.DynamicMethod("large", typeof(int), [typeof(int)]);
+        System.Reflection.Emit.ILGenerator il = method.GetILGenerator();
+        for (int i = 0; i < 1_500; i++)
+        {
+            il.Emit(System.Reflection.Emit.OpCodes.Ldarg_0);
+            il.Emit(System.Reflection.Emit.OpCodes.Ldc_I4, i * 7 + 1);
+            il.Emit((i & 1) == 0 ? System.Reflection.Emit.OpCodes.Xor : System.Reflection.Emit.OpCodes.Add);
+            il.Emit(System.Reflection.Emit.OpCodes.Starg_S, (byte)0);
+        }
+        il.Emit(System.Reflection.Emit.OpCodes.Ldarg_0);
+        il.Emit(System.Reflection.Emit.OpCodes.Ret);
+        var run = (Func<int, int>)method.CreateDelegate(typeof(Func<int, int>));
+        GC.KeepAlive(run(1));
+    }
+
+    [Fact]
+    public void AStarvationRamp_StartsItsThreadsOffTheThreadThatQueues()
+    {
+        // Once every worker of the target is blocked, the threads a starvation ramp adds are the stall monitor's and its
+        // new workers' to start. An enqueue that started one itself waited for the start (a thread start returns once
+        // the new thread runs) while the ramp was under way: the producer of a backlog paid for the ramp it caused.
+        WarmUpTheInjectionPaths();
+        int producer = Environment.CurrentManagedThreadId;
+        var creators = new System.Collections.Concurrent.ConcurrentQueue<int>();
+        using var gate = new ManualResetEventSlim(); // disposed after the pool, whose disposal lets the items finish
+        using var pool = new WorkerPool(new WorkerPoolOptions
+        {
+            Name = nameof(AStarvationRamp_StartsItsThreadsOffTheThreadThatQueues),
+            MinThreads = 1,
+            MaxThreads = 256,
+            ThreadFactory = (start, stackSize) =>
+            {
+                creators.Enqueue(Environment.CurrentManagedThreadId);
+                return new Thread(start, stackSize);
+            },
+        });
+        int cores = Environment.ProcessorCount;
+        int started = 0;
+        int finished = 0;
+        WaitCallback item = _ =>
+        {
+            Interlocked.Increment(ref started);
+            gate.WaitHandle.WaitOne(Waits.MustHappen);
+            Interlocked.Increment(ref finished);
+        };
+        int queued = 0;
+        try
+        {
+            // The pool's own threads, up to its target (the cores): the enqueues start them, as they should.
+            for (int i = 0; i < cores; i++)
+            {
+                pool.UnsafeQueueUserWorkItem(item, null);
+                queued++;
+            }
+            Waits.Until(() => Volatile.Read(ref started) >= cores, "the first items to block every worker");
+            int startedByProducerBefore = creators.Count(id => id == producer);
+            // Then a backlog, queued one by one while the ramp answers it, until the ramp has added a few threads and
+            // 50 ms after: each of these enqueues that found no worker free saw the pool below its raised target.
+            var clock = System.Diagnostics.Stopwatch.StartNew();
+            TimeSpan rampedAt = TimeSpan.Zero;
+            while (rampedAt == TimeSpan.Zero || clock.Elapsed - rampedAt < TimeSpan.FromMilliseconds(50))
+            {
+                pool.UnsafeQueueUserWorkItem(item, null);
+                queued++;
+                Thread.SpinWait(20);
+                if (rampedAt == TimeSpan.Zero && pool.ThreadCount >= cores + 8)
+                {
+                    rampedAt = clock.Elapsed;
+                }
+                Assert.True(clock.Elapsed < Waits.MustHappen, $"the ramp to add threads ({pool.ThreadCount} threads after {queued} items)");
+            }
+            Assert.Equal(startedByProducerBefore, creators.Count(id => id == producer));
+        }
+        finally
+        {
+            gate.Set();
+        }
+        Waits.Until(() => Volatile.Read(ref finished) == queued, "every item to run once the gate opened");
+    }
+
     private static void AssertTheFirstStepCoversTheBacklog(bool kernelWait = false)
     {
         // The controller judges a stall in which the runtime's own time (tiered compilation of the Debug build, a

@@ -168,8 +168,11 @@ internal sealed class IdleCoordinator
     {
         if (_idle.Count == 0)
         {
-            // Nobody to wake: maybe the pool has not reached its thread target yet.
-            return _roster.IsBelowTarget && _threads.TryAddWorker(ThreadInjectionReason.Demand);
+            // Nobody to wake: maybe the pool has not reached its thread target yet. Not the threads of a starvation
+            // ramp: the stall monitor and the workers it adds start those, and an enqueue that started them itself
+            // made the thread that queues wait for each start (Thread.Start returns once the thread runs: on busy
+            // cores, a scheduler slice) while the ramp was already under way.
+            return _roster.IsBelowDemandTarget && _threads.TryAddWorker(ThreadInjectionReason.Demand);
         }
         if (Interlocked.CompareExchange(ref _searching.Value, 1, 0) != 0)
         {

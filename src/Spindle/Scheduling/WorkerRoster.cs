@@ -22,6 +22,7 @@ internal sealed class WorkerRoster
     private Worker[] _workers = [];
     private int _count;
     private volatile int _target;
+    private volatile int _demandTarget;
 
     /// <summary>The workers (a snapshot of the copy-on-write list: read it once per use).</summary>
     public Worker[] Workers => Volatile.Read(ref _workers);
@@ -38,11 +39,19 @@ internal sealed class WorkerRoster
     /// <summary>Whether the pool has fewer workers than it aims for.</summary>
     public bool IsBelowTarget => Volatile.Read(ref _count) < _target;
 
-    /// <summary>The thread controller, under its lock: the target changes.</summary>
-    public void SetTargetLocked(int target)
+    /// <summary>
+    /// Whether the pool has fewer workers than an enqueue that finds nobody free starts itself: the target without the
+    /// threads a starvation ramp adds, which only the ramp starts (the stall monitor and the workers it adds), so that
+    /// the thread queueing work never waits for thread starts on the ramp's behalf.
+    /// </summary>
+    public bool IsBelowDemandTarget => Volatile.Read(ref _count) < _demandTarget;
+
+    /// <summary>The thread controller, under its lock: the targets change (<paramref name="demandTarget"/> is at most <paramref name="target"/>).</summary>
+    public void SetTargetLocked(int target, int demandTarget)
     {
-        Debug.Assert(target >= 0);
+        Debug.Assert(target >= 0 && demandTarget >= 0 && demandTarget <= target);
         _target = target;
+        _demandTarget = demandTarget;
     }
 
     /// <summary>The thread controller, under its lock: a new worker is listed (before its thread starts) and counted.</summary>

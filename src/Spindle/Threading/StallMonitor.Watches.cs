@@ -131,6 +131,24 @@ internal sealed partial class StallMonitor
     private void ForgetWorkersVerdict() => _busySeenAt = 0;
 
     /// <summary>
+    /// Whether some started worker is outside a managed wait (<see cref="System.Threading.ThreadState.WaitSleepJoin"/>):
+    /// only such a worker can be waiting for the runtime (the JIT's lock, a collection), which waits natively. Monitor
+    /// thread only.
+    /// </summary>
+    private bool AnyWorkerOutsideManagedWait()
+    {
+        foreach (Worker worker in _threads.Workers)
+        {
+            Thread? thread = worker.Thread;
+            if (thread is not null && (thread.ThreadState & (System.Threading.ThreadState.WaitSleepJoin | System.Threading.ThreadState.Unstarted | System.Threading.ThreadState.Stopped)) == 0)
+            {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /// <summary>
     /// How many workers must want a CPU for the cores to count as busy: all cores but one (a whole core left idle means
     /// the workers are blocked), at least one.
     /// </summary>

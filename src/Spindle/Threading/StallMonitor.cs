@@ -36,8 +36,9 @@ namespace Spindle.Threading;
 //    ThreadController.WorkerProgressCount) for the stall allowance. The allowance is StallThresholdMs while the workers
 //    are blocked, not computing (fewer than all cores but one of them want a CPU, by their managed waits and the
 //    kernel's word: see WorkersKeepCoresBusy; threads outside the pool and other processes do not count) and the
-//    runtime itself (JIT compilation, GC pauses) did not take half the window (workers waiting for the JIT's lock or a
-//    collection are not blocked), and max(SaturatedStallMs, 4 x the recent gap between completions) while the cores are
+//    runtime itself (JIT compilation, GC pauses) did not take half the window while a worker was outside a managed wait
+//    (workers waiting for the JIT's lock or a collection are not blocked; workers all in managed waits are, whatever the
+//    background compiler does), and max(SaturatedStallMs, 4 x the recent gap between completions) while the cores are
 //    busy (long CPU-bound items; adding threads then only helps items that never end, such as a spin-wait on a flag).
 //    On starvation the monitor raises the controller's starvation boost and adds threads: with the workers blocked, a
 //    thread per waiting item at once (blocked workers cost no CPU, so this cannot oversubscribe computation, and
@@ -351,7 +352,10 @@ internal sealed partial class StallMonitor : IStallWatch
             // is added whatever they say.
             if (stalledMs >= shortest)
             {
-                bool saturated = runtimeBusy || WorkersKeepCoresBusy(cpuBusy, now);
+                // The runtime's time counts only while a worker is outside a managed wait: a worker held by the JIT's
+                // lock or a collection is, one blocked on an event, a lock or a sleep is not, whatever the background
+                // compiler does meanwhile (its tier-up compilations run for tens of milliseconds after a busy start).
+                bool saturated = (runtimeBusy && AnyWorkerOutsideManagedWait()) || WorkersKeepCoresBusy(cpuBusy, now);
                 // Saturated by long CPU-bound items, only items that never end justify threads, so the allowance is
                 // long. Not for fired timers: a timer callback waiting behind such items gets a thread after the short
                 // allowance, so timers stay punctual however long the running items are.

@@ -164,8 +164,9 @@ internal sealed partial class ThreadController : IWorkerThreads
     {
         Debug.Assert(_lock.IsHeldByCurrentThread);
         Debug.Assert(_blockingCount >= 0 && _starvationBoost >= 0 && _minThreads <= _maxThreads);
-        long target = (long)BaseTargetLocked() + _starvationBoost;
-        _roster.SetTargetLocked((int)Math.Min(_maxThreads, target));
+        int baseTarget = BaseTargetLocked();
+        long target = (long)baseTarget + _starvationBoost;
+        _roster.SetTargetLocked((int)Math.Min(_maxThreads, target), Math.Min(_maxThreads, baseTarget));
     }
 
     /// <summary>Changes the limits (validated by the caller); throws when the pool is shutting down. See <see cref="WorkerPool.SetThreadLimits"/>.</summary>
