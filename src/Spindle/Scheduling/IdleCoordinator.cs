@@ -133,7 +133,7 @@ internal sealed class IdleCoordinator
     {
         if (Volatile.Read(ref _searching.Value) == 0)
         {
-            _ = WakeWorkerIfNeededSlow();
+            _ = WakeWorkerIfNeededSlow(queuedWork: false);
         }
     }
 
@@ -144,7 +144,7 @@ internal sealed class IdleCoordinator
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public void WakeWorkerForOutsideWork()
     {
-        if (Volatile.Read(ref _searching.Value) == 0 && !WakeWorkerIfNeededSlow())
+        if (Volatile.Read(ref _searching.Value) == 0 && !WakeWorkerIfNeededSlow(queuedWork: true))
         {
             _relief.OnOutsideWorkUnattended();
         }
@@ -162,17 +162,22 @@ internal sealed class IdleCoordinator
         }
     }
 
-    /// <summary>Returns false when nobody was free to wake and no thread was added.</summary>
+    /// <summary>
+    /// Returns false when nobody was free to wake and no thread was added. <paramref name="queuedWork"/>: the caller has
+    /// just queued shared work (the pool's queue or a lane), possibly from a thread outside the pool.
+    /// </summary>
     [MethodImpl(MethodImplOptions.NoInlining)]
-    private bool WakeWorkerIfNeededSlow()
+    private bool WakeWorkerIfNeededSlow(bool queuedWork)
     {
         if (_idle.Count == 0)
         {
-            // Nobody to wake: maybe the pool has not reached its thread target yet. Not the threads of a starvation
-            // ramp: the stall monitor and the workers it adds start those, and an enqueue that started them itself
-            // made the thread that queues wait for each start (Thread.Start returns once the thread runs: on busy
-            // cores, a scheduler slice) while the ramp was already under way.
-            return _roster.IsBelowDemandTarget && _threads.TryAddWorker(ThreadInjectionReason.Demand);
+            // Nobody to wake: maybe the pool has not reached its thread target yet. An enqueue does not start the threads
+            // of a starvation ramp: the stall monitor and the workers it adds start those, and an enqueue that started
+            // them itself made the thread that queues wait for each start (Thread.Start returns once the thread runs:
+            // on busy cores, a scheduler slice) while the ramp was already under way. The pool's own wakes (a worker's
+            // local push, the monitor's rescue of a stalled deferral) still fill the whole target.
+            bool below = queuedWork ? _roster.IsBelowDemandTarget : _roster.IsBelowTarget;
+            return below && _threads.TryAddWorker(ThreadInjectionReason.Demand);
         }
         if (Interlocked.CompareExchange(ref _searching.Value, 1, 0) != 0)
         {
