@@ -80,24 +80,39 @@ public sealed class ThreadMinimumAfterRefusalTests
                 }
             },
         });
-        RunOne(pool);
-        Assert.Equal(1, pool.ThreadCount);
         using var gateA = new ManualResetEventSlim();
         using var startedA = new ManualResetEventSlim();
         using var ranB = new ManualResetEventSlim();
-        pool.QueueUserWorkItem(_ => { startedA.Set(); gateA.Wait(); }, null);
-        Waits.For(startedA, "item A on the only worker");
-        Volatile.Write(ref armed, 1);
-        // This enqueue finds nobody free, lists a second worker and blocks in its (to be refused) start.
-        TestThread enqueuer = Waits.Start(() => pool.QueueUserWorkItem(_ => ranB.Set(), null), "enqueuer");
-        Waits.For(entered, "the second worker's start");
-        Assert.Equal(2, pool.ThreadCount);
-        gateA.Set();
-        Waits.For(ranB, "item B on the first worker");
-        // The first worker parks, times out and retires: the pool counts 2 > MinThreads 1, one of them unstarted.
-        Waits.Until(() => pool.GetThreadInjectionCount(ThreadInjectionReason.RetiredIdle) == 1, "the idle retirement");
-        refuse.Set();
-        enqueuer.Join();
+        try
+        {
+            RunOne(pool);
+            Assert.Equal(1, pool.ThreadCount);
+            pool.QueueUserWorkItem(_ => { startedA.Set(); gateA.Wait(); }, null);
+            Waits.For(startedA, "item A on the only worker");
+            // RunOne returns while its item is still finishing, so A's enqueue may have found nobody free and added a
+            // second worker: that one retires after the idle timeout (2 > MinThreads 1), leaving A's worker alone.
+            Waits.Until(() => pool.ThreadCount == 1, "a single worker, the one running A");
+            long retiredBefore = pool.GetThreadInjectionCount(ThreadInjectionReason.RetiredIdle);
+            Volatile.Write(ref armed, 1);
+            // This enqueue finds nobody free, lists a second worker and blocks in its (to be refused) start.
+            TestThread enqueuer = Waits.Start(() => pool.QueueUserWorkItem(_ => ranB.Set(), null), "enqueuer");
+            Assert.True(entered.Wait(Waits.MustHappen),
+                $"No second worker's start within {Waits.MustHappen.TotalSeconds} s: ThreadCount {pool.ThreadCount}, B ran {ranB.IsSet}, {pool.DescribeInjectionState()}");
+            Assert.Equal(2, pool.ThreadCount);
+            gateA.Set();
+            Waits.For(ranB, "item B on the first worker");
+            // The first worker parks, times out and retires: the pool counts 2 > MinThreads 1, one of them unstarted.
+            bool retired = Waits.Poll(() => pool.GetThreadInjectionCount(ThreadInjectionReason.RetiredIdle) == retiredBefore + 1, Waits.MustHappen);
+            Assert.True(retired, $"No idle retirement within {Waits.MustHappen.TotalSeconds} s: {pool.DescribeInjectionState()}");
+            refuse.Set();
+            enqueuer.Join();
+        }
+        finally
+        {
+            // A failed step must not leave the refused start blocked: the pool's disposal would wait for it for ever.
+            gateA.Set();
+            refuse.Set();
+        }
         Assert.Equal(1, pool.GetThreadInjectionCount(ThreadInjectionReason.CreationFailed));
         Assert.True(Waits.Poll(() => pool.ThreadCount >= pool.MinThreads, Waits.MustHappen),
             $"ThreadCount {pool.ThreadCount} below MinThreads {pool.MinThreads} after an idle retirement counted an unstarted worker; {pool.DescribeInjectionState()}");

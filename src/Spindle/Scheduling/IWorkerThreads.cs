@@ -22,6 +22,15 @@ internal interface IWorkerThreads
     /// <summary>Adds a worker while below the target; false at the target, at the limit, or when creation failed.</summary>
     bool TryAddWorker(ThreadInjectionReason reason);
 
+    /// <summary>
+    /// Adds a worker for an enqueue that found nobody free, only below the target without the starvation boost
+    /// (<see cref="WorkerRoster.IsBelowDemandTarget"/>): a ramp's threads are the ramp's to start.
+    /// </summary>
+    bool TryAddWorkerBelowDemandTarget();
+
+    /// <summary>Whether a refused thread start is waiting for its retry (no thread can be added before it).</summary>
+    bool CreationRetryPending { get; }
+
     /// <summary>The calling worker asks to retire; true when it must exit now (its thread count was given back).</summary>
     bool TryRetire(Worker worker, ThreadInjectionReason reason);
 

@@ -174,10 +174,20 @@ internal sealed class IdleCoordinator
             // Nobody to wake: maybe the pool has not reached its thread target yet. An enqueue does not start the threads
             // of a starvation ramp: the stall monitor and the workers it adds start those, and an enqueue that started
             // them itself made the thread that queues wait for each start (Thread.Start returns once the thread runs:
-            // on busy cores, a scheduler slice) while the ramp was already under way. The pool's own wakes (a worker's
-            // local push, the monitor's rescue of a stalled deferral) still fill the whole target.
-            bool below = queuedWork ? _roster.IsBelowDemandTarget : _roster.IsBelowTarget;
-            return below && _threads.TryAddWorker(ThreadInjectionReason.Demand);
+            // on busy cores, a scheduler slice) while the ramp was already under way. The other wakes (a worker's local
+            // push, the last searcher's hand-off, the monitor's rescue of a stalled deferral) still fill the whole target.
+            if (!queuedWork)
+            {
+                return _roster.IsBelowTarget && _threads.TryAddWorker(ThreadInjectionReason.Demand);
+            }
+            if (_roster.IsBelowDemandTarget)
+            {
+                return _threads.TryAddWorkerBelowDemandTarget();
+            }
+            // A ramp under way (the boost above the threads that exist) will come for the item: the relief thread, which
+            // the caller arms when this returns false, would only take a place the ramp fills. Not while thread starts
+            // are refused and retried later: then nobody comes sooner than the relief.
+            return _roster.IsBelowTarget && !_threads.CreationRetryPending;
         }
         if (Interlocked.CompareExchange(ref _searching.Value, 1, 0) != 0)
         {

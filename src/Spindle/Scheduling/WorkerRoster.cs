@@ -33,6 +33,9 @@ internal sealed class WorkerRoster
     /// <summary>The number of workers the pool aims for.</summary>
     public int Target => _target;
 
+    /// <summary>The target without the starvation boost (see <see cref="IsBelowDemandTarget"/>).</summary>
+    public int DemandTarget => _demandTarget;
+
     /// <summary>Whether the pool has more workers than it aims for (two plain loads; checked after every item).</summary>
     public bool IsAboveTarget => Volatile.Read(ref _count) > _target;
 

@@ -130,6 +130,9 @@ internal sealed partial class StallMonitor
     /// <summary>An item completed: the stall is over, and so is the verdict on its workers.</summary>
     private void ForgetWorkersVerdict() => _busySeenAt = 0;
 
+    /// <summary>The most workers whose managed state one look reads (a field read each, no system call).</summary>
+    internal const int MaxManagedStateReads = 256;
+
     /// <summary>
     /// Whether some started worker is outside a managed wait (<see cref="System.Threading.ThreadState.WaitSleepJoin"/>):
     /// only such a worker can be waiting for the runtime (the JIT's lock, a collection), which waits natively. Monitor
@@ -137,8 +140,13 @@ internal sealed partial class StallMonitor
     /// </summary>
     private bool AnyWorkerOutsideManagedWait()
     {
+        int reads = 0;
         foreach (Worker worker in _threads.Workers)
         {
+            if (++reads > MaxManagedStateReads)
+            {
+                return false; // workers left unread count as waiting, as in CountRunnableWorkers
+            }
             Thread? thread = worker.Thread;
             if (thread is not null && (thread.ThreadState & (System.Threading.ThreadState.WaitSleepJoin | System.Threading.ThreadState.Unstarted | System.Threading.ThreadState.Stopped)) == 0)
             {

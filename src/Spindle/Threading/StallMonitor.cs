@@ -309,7 +309,7 @@ internal sealed partial class StallMonitor : IStallWatch
         _outsideWaitingAtLastTick = outsideWaiting;
         bool starving = pending && !progress && idle == 0 && _idle.SearchingCount == 0;
         bool cpuBusy = false;     // the process's CPU time says the cores are busy (see IsSaturated)
-        bool runtimeBusy = false; // the runtime's own time took half the window (see RuntimeBusy)
+        bool runtimeBusy = false; // the runtime's own time took half the window, with a worker outside a managed wait (see RuntimeBusy)
         bool judged = true;
         if (starving || _threads.StarvationBoost > 0)
         {
@@ -330,7 +330,10 @@ internal sealed partial class StallMonitor : IStallWatch
                 double runtimeMs = (runtime - _runtimeAtStallStart).TotalMilliseconds;
                 int cores = Environment.ProcessorCount;
                 cpuBusy = IsSaturated(cpuMs, windowMs, cores);
-                runtimeBusy = RuntimeBusy(runtimeMs, windowMs);
+                // The runtime's time counts only while a worker is outside a managed wait: a worker held by the JIT's
+                // lock or a collection is, one blocked on an event, a lock or a sleep is not, whatever the background
+                // compiler does meanwhile (its tier-up compilations run for tens of milliseconds after a busy start).
+                runtimeBusy = RuntimeBusy(runtimeMs, windowMs) && AnyWorkerOutsideManagedWait();
                 if (windowMs >= 100)
                 {
                     _stallStartAt = now; // a rolling window while a long stall or boost lasts
@@ -352,10 +355,7 @@ internal sealed partial class StallMonitor : IStallWatch
             // is added whatever they say.
             if (stalledMs >= shortest)
             {
-                // The runtime's time counts only while a worker is outside a managed wait: a worker held by the JIT's
-                // lock or a collection is, one blocked on an event, a lock or a sleep is not, whatever the background
-                // compiler does meanwhile (its tier-up compilations run for tens of milliseconds after a busy start).
-                bool saturated = (runtimeBusy && AnyWorkerOutsideManagedWait()) || WorkersKeepCoresBusy(cpuBusy, now);
+                bool saturated = runtimeBusy || WorkersKeepCoresBusy(cpuBusy, now);
                 // Saturated by long CPU-bound items, only items that never end justify threads, so the allowance is
                 // long. Not for fired timers: a timer callback waiting behind such items gets a thread after the short
                 // allowance, so timers stay punctual however long the running items are.
@@ -404,7 +404,10 @@ internal sealed partial class StallMonitor : IStallWatch
     /// lock: one core busy, the rest idle, no item completing. Judged by CPU alone, that looked like blocked workers:
     /// 1,000 yield loops that met such a moment got 300-460 threads (1 process in 3 or 4), and their p99 latency went
     /// from about 4 ms to 70-80 ms. The stall is then judged saturated (the long allowance and a ramp), which
-    /// still adds threads if the stall outlasts the compilation.
+    /// still adds threads if the stall outlasts the compilation. Only while some worker is outside a managed wait
+    /// (<c>AnyWorkerOutsideManagedWait</c>): workers all blocked on events, locks or sleeps wait for none of it, and the
+    /// background compiler's tier-ups after a busy start (tens of milliseconds of JIT on another core) made one gated
+    /// backlog get a ramp in one round and a thread per item in the next. The boost's decay reads the same verdict.
     /// </remarks>
     internal static bool RuntimeBusy(double runtimeMs, double windowMs) => windowMs > 0 && runtimeMs >= windowMs / 2;
 

@@ -22,7 +22,8 @@ namespace Spindle.Threading;
 /// are saturated). Every input is written under <see cref="_lock"/>, which recomputes the target; the target is read
 /// lock-free (volatile).</para>
 /// <para>Adding: an enqueue that finds nobody idle or searching adds a worker while the thread count is below the
-/// target (Demand); the monitor adds in ramps (Starvation); a blocking region adds one when work is waiting
+/// target (Demand), an enqueue to the pool's queue or a lane only below the target without the boost (the ramp's
+/// threads are the ramp's: <see cref="TryAddWorkerBelowDemandTarget"/>); the monitor adds in ramps (Starvation); a blocking region adds one when work is waiting
 /// (BlockingRegion); raising the minimum starts threads at once (MinimumRaised). The decision, the listing and the
 /// counts happen under the lock; the thread is started after the lock is released.</para>
 /// <para>Retiring: a worker retires (exits) under the lock when the pool has more threads than the target (after an
@@ -209,10 +210,17 @@ internal sealed partial class ThreadController : IWorkerThreads
     public bool TryAddWorker(ThreadInjectionReason reason) => TryAddWorker(reason, aboveTarget: 0);
 
     /// <summary>
+    /// As <see cref="TryAddWorker(ThreadInjectionReason)"/> for <see cref="ThreadInjectionReason.Demand"/>, but only
+    /// below the target without the starvation boost (<see cref="WorkerRoster.IsBelowDemandTarget"/>), decided under
+    /// the lock like the target itself: an enqueue to the pool's queue or a lane leaves the ramp's threads to the ramp.
+    /// </summary>
+    public bool TryAddWorkerBelowDemandTarget() => TryAddWorker(ThreadInjectionReason.Demand, aboveTarget: 0, demandOnly: true);
+
+    /// <summary>
     /// As <see cref="TryAddWorker(ThreadInjectionReason)"/>, allowing up to <paramref name="aboveTarget"/> threads beyond
     /// the target (never beyond the maximum): the look-ahead of a blocking-region ramp.
     /// </summary>
-    private bool TryAddWorker(ThreadInjectionReason reason, int aboveTarget)
+    private bool TryAddWorker(ThreadInjectionReason reason, int aboveTarget, bool demandOnly = false)
     {
         Debug.Assert(reason is ThreadInjectionReason.Demand or ThreadInjectionReason.Starvation
             or ThreadInjectionReason.BlockingRegion or ThreadInjectionReason.MinimumRaised);
@@ -224,7 +232,8 @@ internal sealed partial class ThreadController : IWorkerThreads
             // During the drain a worker may still be needed (a continuation arriving when every worker had exited or
             // retired), though not to replace one that is leaving (RefusesWhileWindingDownLocked); once the pool
             // has stopped, never.
-            if (_roster.Count >= Math.Min(_roster.Target + aboveTarget, _maxThreads) || _stopped || InBackoffLocked()
+            int cap = demandOnly ? _roster.DemandTarget : _roster.Target + aboveTarget;
+            if (_roster.Count >= Math.Min(cap, _maxThreads) || _stopped || InBackoffLocked()
                 || RefusesWhileWindingDownLocked(reason))
             {
                 return false;
