@@ -171,6 +171,20 @@ public sealed partial class WorkerPool
 
     private async Task<int> FinishShutdownAsync(ShutdownMode whenCancelled, CancellationToken cancellationToken, bool isUnwatchedFinisher = false)
     {
+        _threads.EnterShutdownWait();
+        bool swept = false;
+        try
+        {
+            return await FinishShutdownWaitingAsync(whenCancelled, isUnwatchedFinisher, () => swept = true, cancellationToken).ConfigureAwait(false);
+        }
+        finally
+        {
+            _threads.ExitShutdownWait(swept);
+        }
+    }
+
+    private async Task<int> FinishShutdownWaitingAsync(ShutdownMode whenCancelled, bool isUnwatchedFinisher, Action onSwept, CancellationToken cancellationToken)
+    {
         try
         {
             await _threads.WaitUntilStoppedAsync(cancellationToken).ConfigureAwait(false);
@@ -196,6 +210,7 @@ public sealed partial class WorkerPool
         try
         {
             _scheduler.SweepLeftovers();
+            onSwept();
         }
         finally
         {
@@ -292,15 +307,25 @@ public sealed partial class WorkerPool
         {
             return (int)_runner.CancelledCount;
         }
-        _threads.WaitUntilStopped();
-        foreach (Thread thread in ReleaseThreadsAfterStop())
+        _threads.EnterShutdownWait();
+        bool swept = false;
+        try
         {
-            if (thread != Thread.CurrentThread)
+            _threads.WaitUntilStopped();
+            foreach (Thread thread in ReleaseThreadsAfterStop())
             {
-                thread.Join();
+                if (thread != Thread.CurrentThread)
+                {
+                    thread.Join();
+                }
             }
+            _scheduler.SweepLeftovers();
+            swept = true;
         }
-        _scheduler.SweepLeftovers();
+        finally
+        {
+            _threads.ExitShutdownWait(swept);
+        }
         return (int)_runner.CancelledCount;
     }
 

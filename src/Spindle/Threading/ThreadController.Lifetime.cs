@@ -48,6 +48,42 @@ internal sealed partial class ThreadController
     /// <summary>Whether a drain hold is out.</summary>
     public bool HasDrainHolds => Volatile.Read(ref _drainHolds) != 0;
 
+    // Shutdown calls that wait for the stop and then sweep what is left (atomics): while one waits, a thread that stops
+    // the pool leaves the leftovers to it instead of handing them to the built-in pool, so that the call does not return
+    // while they still run elsewhere. See EnterShutdownWait and HandOnLeftoversUnlessAShutdownCallWaits.
+    private int _waitingShutdownCalls;
+
+    /// <summary>A shutdown call begins waiting for the stop; it sweeps the leftovers once the pool has stopped.</summary>
+    public void EnterShutdownWait() => Interlocked.Increment(ref _waitingShutdownCalls);
+
+    /// <summary>
+    /// A shutdown call stops waiting: after its sweep (<paramref name="swept"/>), or without one (an async wait
+    /// cancelled). The last call to leave without a sweep hands on what a stop left to it (its decrement is a full fence
+    /// before its read of the stop, against the stopping thread's fence before its read of the count).
+    /// </summary>
+    public void ExitShutdownWait(bool swept)
+    {
+        int left = Interlocked.Decrement(ref _waitingShutdownCalls);
+        Debug.Assert(left >= 0, "Each call leaves the wait once.");
+        if (!swept && left == 0 && _stopped && _scheduler.Sources.HasLeftovers)
+        {
+            _scheduler.RedirectLeftovers();
+        }
+    }
+
+    /// <summary>
+    /// This thread stopped the pool and is not a shutdown call that sweeps: hands the leftovers to the built-in pool
+    /// unless a shutdown call waits, which sweeps them itself (see <see cref="ExitShutdownWait"/>).
+    /// </summary>
+    private void HandOnLeftoversUnlessAShutdownCallWaits()
+    {
+        Interlocked.MemoryBarrier(); // the stop's write before the read of the count (see ExitShutdownWait)
+        if (Volatile.Read(ref _waitingShutdownCalls) == 0 && _scheduler.Sources.HasLeftovers)
+        {
+            _scheduler.RedirectLeftovers();
+        }
+    }
+
     /// <summary>For diagnostics: the drain holds out now.</summary>
     public int DrainHoldCount => Volatile.Read(ref _drainHolds);
 
@@ -250,11 +286,9 @@ internal sealed partial class ThreadController
         if (stopped)
         {
             OnStopped();
-            if (_scheduler.Sources.HasLeftovers)
-            {
-                // No worker was left to run these (thread creation failed) and this thread is not the pool's: hand them on.
-                _scheduler.RedirectLeftovers();
-            }
+            // No worker was left to run what is queued (thread creation failed) and this thread is not the pool's: hand
+            // it on, unless a shutdown call waits to sweep it.
+            HandOnLeftoversUnlessAShutdownCallWaits();
         }
     }
 

@@ -283,12 +283,11 @@ internal sealed partial class ThreadController : IWorkerThreads
             if (stopped)
             {
                 OnStopped();
-                // This thread may be anyone's (an enqueuing caller, the stall monitor), and no shutdown call may be
-                // waiting to sweep what is left (an async one whose wait was cancelled): hand it on, as the release of the
-                // last drain hold does, unless this is a waiting shutdown call, which runs it itself.
-                if (!t_sweepsAfterStop && _scheduler.Sources.HasLeftovers)
+                // This thread may be anyone's (an enqueuing caller, the stall monitor): hand what is left on, as the
+                // release of the last drain hold does, unless a shutdown call waits to sweep it (this one among them).
+                if (!t_sweepsAfterStop)
                 {
-                    _scheduler.RedirectLeftovers();
+                    HandOnLeftoversUnlessAShutdownCallWaits();
                 }
             }
             OnRefused(reason, counted: true);
