@@ -175,7 +175,9 @@ public sealed partial class WorkerPool
         bool swept = false;
         try
         {
-            return await FinishShutdownWaitingAsync(whenCancelled, isUnwatchedFinisher, () => swept = true, cancellationToken).ConfigureAwait(false);
+            int cancelled = await FinishShutdownWaitingAsync(whenCancelled, isUnwatchedFinisher, cancellationToken).ConfigureAwait(false);
+            swept = true; // it returns only after its sweep
+            return cancelled;
         }
         finally
         {
@@ -183,7 +185,7 @@ public sealed partial class WorkerPool
         }
     }
 
-    private async Task<int> FinishShutdownWaitingAsync(ShutdownMode whenCancelled, bool isUnwatchedFinisher, Action onSwept, CancellationToken cancellationToken)
+    private async Task<int> FinishShutdownWaitingAsync(ShutdownMode whenCancelled, bool isUnwatchedFinisher, CancellationToken cancellationToken)
     {
         try
         {
@@ -210,7 +212,6 @@ public sealed partial class WorkerPool
         try
         {
             _scheduler.SweepLeftovers();
-            onSwept();
         }
         finally
         {
