@@ -87,15 +87,18 @@ public sealed partial class WorkerPool
 
     // The background finisher made by LeaveRunningItemsOnDispose (null until then; set once, by CAS; the owner sets it
     // on its thread, and a container disposes the pool on another). Set, it tells Dispose and DisposeAsync not to wait.
-    // An explicit ShutdownAsync waits for it after the pool has stopped, so that it does not return while the finisher
-    // still releases threads or runs leftovers, except on the thread where the finisher itself runs a leftover (see
-    // t_finishingUnwatched).
+    // An explicit Shutdown or ShutdownAsync waits for it after the pool has stopped, so that it does not return while
+    // the finisher still releases threads or runs leftovers (see WaitForUnwatchedFinish).
     private Task<Task>? _unwatchedFinish;
 
-    // The pool whose background finisher is sweeping leftovers on this thread: a leftover that calls ShutdownAsync and
-    // blocks on it there must not wait for the very sweep that runs it.
-    [ThreadStatic]
-    private static WorkerPool? t_finishingUnwatched;
+    /// <summary>
+    /// The background finisher, if there is one and the calling thread must wait for it: not on a thread that runs one
+    /// of this pool's leftovers (the finisher's sweep may be the very one running it, further down the stack; a
+    /// leftover's shutdown call returns without waiting for other leftovers, as a pool item's does), nor in the finisher
+    /// itself.
+    /// </summary>
+    private Task<Task>? UnwatchedFinishToWaitFor(bool isUnwatchedFinisher) =>
+        isUnwatchedFinisher || _scheduler.IsSweepingOnThisThread ? null : Volatile.Read(ref _unwatchedFinish);
 
     /// <summary>
     /// What a waiting <see cref="Dispose"/> does once the pool has stopped (the last worker out has stopped it), done
@@ -202,21 +205,12 @@ public sealed partial class WorkerPool
         // Wait for the threads on their way out without blocking, then sweep as Shutdown does. A background finisher
         // (a shutdown an owner stopped waiting for) releases the same threads and sweeps the same queues: wait for it
         // first, or this call could return while it still runs a leftover.
-        if (!isUnwatchedFinisher && t_finishingUnwatched != this && Volatile.Read(ref _unwatchedFinish) is Task<Task> unwatched)
+        if (UnwatchedFinishToWaitFor(isUnwatchedFinisher) is Task<Task> unwatched)
         {
             await (await unwatched.ConfigureAwait(false)).ConfigureAwait(false);
         }
         await WhenExited(ReleaseThreadsAfterStop()).ConfigureAwait(false);
-        WorkerPool? sweeping = t_finishingUnwatched;
-        t_finishingUnwatched = isUnwatchedFinisher ? this : sweeping;
-        try
-        {
-            _scheduler.SweepLeftovers();
-        }
-        finally
-        {
-            t_finishingUnwatched = sweeping;
-        }
+        _scheduler.SweepLeftovers();
         return (int)_runner.CancelledCount;
     }
 
@@ -313,6 +307,12 @@ public sealed partial class WorkerPool
         try
         {
             _threads.WaitUntilStopped();
+            if (UnwatchedFinishToWaitFor(isUnwatchedFinisher: false) is Task<Task> unwatched)
+            {
+                // The finisher sweeps the same queues: without this wait, a leftover it has taken could still run when
+                // this call returns. It completes without throwing (it rethrows a leftover's exception elsewhere).
+                unwatched.GetAwaiter().GetResult().GetAwaiter().GetResult();
+            }
             foreach (Thread thread in ReleaseThreadsAfterStop())
             {
                 if (thread != Thread.CurrentThread)

@@ -1,6 +1,7 @@
 using System;
 using System.Globalization;
 using System.Threading;
+using System.Threading.Tasks;
 using Xunit;
 
 namespace Spindle.Tests;
@@ -67,5 +68,100 @@ public sealed class WorkerPoolLeftoverTests
 
         Assert.Same(before, CultureInfo.CurrentCulture);
         Assert.Same(syncBefore, SynchronizationContext.Current);
+    }
+    /// <summary>
+    /// A pool with one long-running item (on a dedicated thread, blocked on <paramref name="holdOpen"/>, which keeps the
+    /// pool from stopping) and one ordinary item (<paramref name="leftover"/>) that no worker can run: threads can no
+    /// longer be created. The owner then gives up its wait for the shutdown at once (as a host whose shutdown timeout
+    /// fired does) and hands the rest to the pool's background finisher, which runs the leftover itself.
+    /// </summary>
+    private static WorkerPool PoolWhoseFinisherRunsALeftover(ManualResetEventSlim holdOpen, WaitCallback leftover)
+    {
+        bool canStartThreads = true;
+        var pool = new WorkerPool(new WorkerPoolOptions
+        {
+            MinThreads = 1,
+            MaxThreads = 1,
+            ExceptionPolicy = UnhandledExceptionPolicy.Report,
+            ThreadFactory = (start, stackSize) => Volatile.Read(ref canStartThreads)
+                ? new Thread(start, stackSize)
+                : throw new OutOfMemoryException("no threads today"),
+        });
+        using var holding = new ManualResetEventSlim();
+        pool.QueueUserWorkItem(static events =>
+        {
+            events.Holding.Set();
+            events.HoldOpen.Wait();
+        }, (Holding: holding, HoldOpen: holdOpen), WorkItemOptions.LongRunning);
+        Assert.True(holding.Wait(TimeSpan.FromSeconds(30)), "The long-running item never started.");
+        Volatile.Write(ref canStartThreads, false);
+        pool.QueueUserWorkItem(leftover);
+        Assert.Equal(0, pool.ThreadCount);
+
+        Task<int> gaveUp = pool.ShutdownAsync(ShutdownMode.Drain, ShutdownMode.Drain, new CancellationToken(canceled: true));
+        Assert.ThrowsAny<OperationCanceledException>(() => gaveUp.GetAwaiter().GetResult());
+        pool.LeaveRunningItemsOnDispose();
+        return pool;
+    }
+
+    [Fact]
+    public void Shutdown_WaitsForALeftoverThatTheBackgroundFinisherRuns()
+    {
+        using var holdOpen = new ManualResetEventSlim();
+        using var started = new ManualResetEventSlim();
+        using var gate = new ManualResetEventSlim();
+        int finished = 0;
+        var pool = PoolWhoseFinisherRunsALeftover(holdOpen, _ =>
+        {
+            started.Set();
+            gate.Wait();
+            Volatile.Write(ref finished, 1);
+        });
+        Assert.True(started.Wait(TimeSpan.FromSeconds(30)), "The background finisher never ran the leftover.");
+
+        int finishedWhenShutdownReturned = -1;
+        var shutdown = new Thread(() =>
+        {
+            pool.Shutdown(ShutdownMode.Drain);
+            Volatile.Write(ref finishedWhenShutdownReturned, Volatile.Read(ref finished));
+        });
+        shutdown.Start();
+        holdOpen.Set(); // the long-running item returns and the pool stops
+        // A call that does not wait for the finisher returns now, with the leftover still at the gate: give it the time to.
+        shutdown.Join(TimeSpan.FromMilliseconds(300));
+        gate.Set();
+
+        Assert.True(shutdown.Join(TimeSpan.FromSeconds(30)), "Shutdown did not return after the leftover finished.");
+        Assert.Equal(1, Volatile.Read(ref finishedWhenShutdownReturned));
+        Assert.Equal(2, pool.CompletedWorkItemCount);
+    }
+
+    [Fact]
+    public void ALeftoverThatTheBackgroundFinisherRuns_CanCallShutdownWithoutWaitingForItself()
+    {
+        using var holdOpen = new ManualResetEventSlim();
+        using var returnedInside = new ManualResetEventSlim();
+        WorkerPool? pool = null;
+        using var poolKnown = new ManualResetEventSlim();
+        int cancelledInside = -1;
+        bool asyncCallReturned = false;
+        using var started = new ManualResetEventSlim();
+        pool = PoolWhoseFinisherRunsALeftover(holdOpen, _ =>
+        {
+            started.Set();
+            poolKnown.Wait();
+            cancelledInside = pool!.Shutdown(ShutdownMode.Drain);
+            asyncCallReturned = pool.ShutdownAsync(ShutdownMode.Drain).Wait(TimeSpan.FromSeconds(30));
+            returnedInside.Set();
+        });
+        Assert.True(started.Wait(TimeSpan.FromSeconds(30)), "The background finisher never ran the leftover.");
+        poolKnown.Set();
+        holdOpen.Set(); // the long-running item returns and the pool stops: the leftover's calls wait for that
+
+        Assert.True(returnedInside.Wait(TimeSpan.FromSeconds(30)), "A leftover's shutdown call waited for the sweep that runs it.");
+        Assert.Equal(0, cancelledInside);
+        Assert.True(asyncCallReturned);
+        Assert.Equal(0, pool.Shutdown(ShutdownMode.Drain));
+        Assert.Equal(2, pool.CompletedWorkItemCount);
     }
 }

@@ -74,6 +74,31 @@ internal sealed partial class Scheduler
     /// </remarks>
     public void SweepLeftovers()
     {
+        Scheduler? outer = t_sweeping;
+        t_sweeping = this;
+        try
+        {
+            SweepLeftoversHere();
+        }
+        finally
+        {
+            t_sweeping = outer;
+        }
+    }
+
+    /// <summary>
+    /// Whether the calling thread is inside <see cref="SweepLeftovers"/> of this scheduler: running one of its
+    /// leftovers, or about to. A shutdown call made there is the pool's own item's call: it must not wait for another
+    /// sweep of the same pool (which may be the very one running it, further down this thread's stack).
+    /// </summary>
+    public bool IsSweepingOnThisThread => t_sweeping == this;
+
+    // The scheduler whose SweepLeftovers runs on this thread, innermost first (an outer one is restored on return).
+    [ThreadStatic]
+    private static Scheduler? t_sweeping;
+
+    private void SweepLeftoversHere()
+    {
         Span<WorkItemEntry> batch = new WorkItemEntry[WorkerLocalQueue.GlobalBatchSize];
         ExceptionDispatchInfo? firstUnhandled = null;
         var spinner = new SpinWait();
