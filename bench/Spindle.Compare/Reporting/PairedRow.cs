@@ -10,14 +10,15 @@ namespace Spindle.Compare.Reporting;
 
 /// <summary>
 /// One pool's figures for one <see cref="VariantComparison"/>: the ratio of the headline metric in each run (run
-/// <c>i</c> of the variant against run <c>i</c> of the baseline, measured seconds apart), and their median.
+/// <c>i</c> of the variant against run <c>i</c> of the baseline, measured seconds apart; null where either run failed or
+/// gave no figure, see <see cref="PairedRatios"/>), and the median of the rest.
 /// Pairing run by run takes out what changes on a shared machine between minutes, which the ratio of two medians
 /// taken minutes apart keeps.
 /// </summary>
-internal sealed record PairedRow(string Scenario, VariantComparison Comparison, PoolKind Pool, string Metric, IReadOnlyList<double> Ratios)
+internal sealed record PairedRow(string Scenario, VariantComparison Comparison, PoolKind Pool, string Metric, IReadOnlyList<double?> Ratios)
 {
     /// <summary>The median of the per-run ratios; null without a single run that succeeded on both sides.</summary>
-    public double? Median => Ratios.Count == 0 ? null : Stats.Median(Ratios.ToList());
+    public double? Median => PairedRatios.Median(Ratios);
 
     public static List<PairedRow> Build(IReadOnlyList<CaseResult> cases)
     {
@@ -36,15 +37,20 @@ internal sealed record PairedRow(string Scenario, VariantComparison Comparison, 
                 }
                 foreach (PoolKind pool in PoolKind.All)
                 {
-                    var ratios = new List<double>();
+                    var ratios = new List<double?>();
                     IReadOnlyList<ChildOutcome> variantRuns = variant.Outcomes(pool);
                     IReadOnlyList<ChildOutcome> baselineRuns = baseline.Outcomes(pool);
-                    for (int i = 0; i < variantRuns.Count && i < baselineRuns.Count; i++)
+                    for (int i = 0; i < variantRuns.Count || i < baselineRuns.Count; i++)
                     {
-                        if (variantRuns[i].Measurement?.Values.GetValueOrDefault(metric.Name) is { } v and > 0
+                        if (i < variantRuns.Count && i < baselineRuns.Count
+                            && variantRuns[i].Measurement?.Values.GetValueOrDefault(metric.Name) is { } v and > 0
                             && baselineRuns[i].Measurement?.Values.GetValueOrDefault(metric.Name) is { } b and > 0)
                         {
                             ratios.Add(metric.Better == Better.Higher ? v / b : b / v);
+                        }
+                        else
+                        {
+                            ratios.Add(null); // a run of either side failed, or has no partner: shown, not dropped
                         }
                     }
                     rows.Add(new PairedRow(scenario.Id, comparison, pool, metric.Name, ratios));
@@ -65,7 +71,7 @@ internal sealed record PairedRow(string Scenario, VariantComparison Comparison, 
         Pool.DisplayName,
         Metric,
         Median is { } median ? median.ToString("F2", Formats.Culture) + "x" : "n/a",
-        string.Join(" ", Ratios.Select(r => r.ToString("F2", Formats.Culture))),
+        PairedRatios.Format(Ratios),
     ];
 
     /// <summary>Writes the comparisons as a console table (nothing when there are none).</summary>
