@@ -216,12 +216,6 @@ internal sealed partial class SpindleConnection : ConnectionContext, IConnection
         {
             await _closedCallbacksDone.Task.ConfigureAwait(false);
         }
-        if (!insideClosedCallbacks)
-        {
-            // Every callback of the token has returned (or none was ever fired): nothing uses the source any more. A
-            // disposal from inside one of them leaves it to the collector, since the firing still runs below it.
-            _closed.Dispose();
-        }
         await base.DisposeAsync().ConfigureAwait(false);
     }
 
