@@ -88,17 +88,21 @@ public sealed partial class WorkerPool
     // The background finisher made by LeaveRunningItemsOnDispose (null until then; set once, by CAS; the owner sets it
     // on its thread, and a container disposes the pool on another). Set, it tells Dispose and DisposeAsync not to wait.
     // An explicit Shutdown or ShutdownAsync waits for it after the pool has stopped, so that it does not return while
-    // the finisher still releases threads or runs leftovers (see WaitForUnwatchedFinish).
+    // the finisher still releases threads or runs leftovers (see UnwatchedFinishToWaitFor).
     private Task<Task>? _unwatchedFinish;
 
     /// <summary>
-    /// The background finisher, if there is one and the calling thread must wait for it: not on a thread that runs one
-    /// of this pool's leftovers (the finisher's sweep may be the very one running it, further down the stack; a
-    /// leftover's shutdown call returns without waiting for other leftovers, as a pool item's does), nor in the finisher
-    /// itself.
+    /// The background finisher, if there is one and the calling thread may wait for it, once the pool has stopped; with
+    /// <paramref name="threads"/>, the threads the caller is about to wait for (see <see cref="ReleaseThreadsAfterStop"/>).
+    /// Not in the finisher itself; not on a thread that runs an entry of this pool off its workers (a leftover the
+    /// finisher's sweep runs further down the stack, or a stopped lane's entry holding the slot that sweep waits for: such
+    /// a call returns without waiting for other leftovers, as a pool item's does); not on a thread the finisher waits to
+    /// exit (the last worker, whose stop runs event and meter listeners on its way out).
     /// </summary>
-    private Task<Task>? UnwatchedFinishToWaitFor(bool isUnwatchedFinisher) =>
-        isUnwatchedFinisher || _scheduler.IsSweepingOnThisThread ? null : Volatile.Read(ref _unwatchedFinish);
+    private Task<Task>? UnwatchedFinishToWaitFor(bool isUnwatchedFinisher, List<Thread> threads) =>
+        isUnwatchedFinisher || _scheduler.RunsOwnEntryOffWorkersOnThisThread || threads.Contains(Thread.CurrentThread)
+            ? null
+            : Volatile.Read(ref _unwatchedFinish);
 
     /// <summary>
     /// What a waiting <see cref="Dispose"/> does once the pool has stopped (the last worker out has stopped it), done
@@ -205,11 +209,12 @@ public sealed partial class WorkerPool
         // Wait for the threads on their way out without blocking, then sweep as Shutdown does. A background finisher
         // (a shutdown an owner stopped waiting for) releases the same threads and sweeps the same queues: wait for it
         // first, or this call could return while it still runs a leftover.
-        if (UnwatchedFinishToWaitFor(isUnwatchedFinisher) is Task<Task> unwatched)
+        List<Thread> threads = ReleaseThreadsAfterStop();
+        if (UnwatchedFinishToWaitFor(isUnwatchedFinisher, threads) is Task<Task> unwatched)
         {
             await (await unwatched.ConfigureAwait(false)).ConfigureAwait(false);
         }
-        await WhenExited(ReleaseThreadsAfterStop()).ConfigureAwait(false);
+        await WhenExited(threads).ConfigureAwait(false);
         _scheduler.SweepLeftovers();
         return (int)_runner.CancelledCount;
     }
@@ -307,13 +312,14 @@ public sealed partial class WorkerPool
         try
         {
             _threads.WaitUntilStopped();
-            if (UnwatchedFinishToWaitFor(isUnwatchedFinisher: false) is Task<Task> unwatched)
+            List<Thread> threads = ReleaseThreadsAfterStop();
+            if (UnwatchedFinishToWaitFor(isUnwatchedFinisher: false, threads) is Task<Task> unwatched)
             {
                 // The finisher sweeps the same queues: without this wait, a leftover it has taken could still run when
                 // this call returns. It completes without throwing (it rethrows a leftover's exception elsewhere).
                 unwatched.GetAwaiter().GetResult().GetAwaiter().GetResult();
             }
-            foreach (Thread thread in ReleaseThreadsAfterStop())
+            foreach (Thread thread in threads)
             {
                 if (thread != Thread.CurrentThread)
                 {

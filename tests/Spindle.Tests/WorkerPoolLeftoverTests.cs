@@ -2,6 +2,7 @@ using System;
 using System.Globalization;
 using System.Threading;
 using System.Threading.Tasks;
+using Spindle.Primitives;
 using Xunit;
 
 namespace Spindle.Tests;
@@ -98,10 +99,19 @@ public sealed class WorkerPoolLeftoverTests
         pool.QueueUserWorkItem(leftover);
         Assert.Equal(0, pool.ThreadCount);
 
+        HandTheShutdownToTheFinisher(pool);
+        return pool;
+    }
+
+    /// <summary>
+    /// The owner's wait for the shutdown, given up at once (the pool does not stop meanwhile: a long-running item holds
+    /// it), and the rest handed to the pool's background finisher.
+    /// </summary>
+    private static void HandTheShutdownToTheFinisher(WorkerPool pool)
+    {
         Task<int> gaveUp = pool.ShutdownAsync(ShutdownMode.Drain, ShutdownMode.Drain, new CancellationToken(canceled: true));
         Assert.ThrowsAny<OperationCanceledException>(() => gaveUp.GetAwaiter().GetResult());
         pool.LeaveRunningItemsOnDispose();
-        return pool;
     }
 
     [Fact]
@@ -125,6 +135,7 @@ public sealed class WorkerPoolLeftoverTests
             pool.Shutdown(ShutdownMode.Drain);
             Volatile.Write(ref finishedWhenShutdownReturned, Volatile.Read(ref finished));
         });
+        shutdown.IsBackground = true; // a call that never returns fails the test below, not the test run
         shutdown.Start();
         holdOpen.Set(); // the long-running item returns and the pool stops
         // A call that does not wait for the finisher returns now, with the leftover still at the gate: give it the time to.
@@ -163,5 +174,70 @@ public sealed class WorkerPoolLeftoverTests
         Assert.True(asyncCallReturned);
         Assert.Equal(0, pool.Shutdown(ShutdownMode.Drain));
         Assert.Equal(2, pool.CompletedWorkItemCount);
+    }
+    [Fact]
+    public void AStoppedSerialLanesEntryOnTheBuiltInPool_CanCallShutdownWhileTheFinisherWaitsForItsSlot()
+    {
+        // The pool's dedicated thread outlives its item until this is set, so that the background finisher, which waits
+        // for the pool's threads to exit before its last sweep, is held there while the lane's entries start.
+        using var keepAlive = new ManualResetEventSlim();
+        var pool = new WorkerPool(new WorkerPoolOptions
+        {
+            MinThreads = 0,
+            MaxThreads = 2,
+            ExceptionPolicy = UnhandledExceptionPolicy.Report,
+            OnThreadStarting = static kind =>
+            {
+                if (kind is PoolThreadKind.Worker or PoolThreadKind.Relief)
+                {
+                    throw new OutOfMemoryException("refused by the test");
+                }
+            },
+            ThreadFactory = (start, stackSize) => new Thread(() =>
+            {
+                start();
+                keepAlive.Wait();
+            }, stackSize),
+        });
+        WorkerPoolLane lane = pool.CreateLane(new LaneOptions { Name = "serial", MaxConcurrency = 1 });
+        using var holdOpen = new ManualResetEventSlim();
+        using var holding = new ManualResetEventSlim();
+        pool.QueueUserWorkItem(static events =>
+        {
+            events.Holding.Set();
+            events.HoldOpen.Wait();
+        }, (Holding: holding, HoldOpen: holdOpen), WorkItemOptions.LongRunning);
+        Assert.True(holding.Wait(TimeSpan.FromSeconds(30)), "The long-running item never started.");
+
+        // Two items for the serial lane that no worker can run: the pool's stop leaves them in the lane's queue.
+        using var firstStarted = new ManualResetEventSlim();
+        using var gate = new ManualResetEventSlim();
+        using var shutdownReturned = new ManualResetEventSlim();
+        using var secondRan = new ManualResetEventSlim();
+        lane.QueueUserWorkItem(_ =>
+        {
+            firstStarted.Set();
+            gate.Wait();
+            pool.Shutdown(ShutdownMode.Drain);
+            shutdownReturned.Set();
+        });
+        lane.QueueUserWorkItem(_ => secondRan.Set());
+        HandTheShutdownToTheFinisher(pool);
+        holdOpen.Set();
+        Assert.True(SpinWait.SpinUntil(() => pool.HasStopped, TimeSpan.FromSeconds(30)), "The pool never stopped.");
+
+        // A task for the stopped lane drives its queue through its one slot: the first item runs on the built-in pool
+        // with the slot, and the finisher's last sweep, once the dedicated thread is let go, waits for the slot to take
+        // the second. (The finisher may also have run the first item itself before the stop; then nothing waits.)
+        Task third = Task.Factory.StartNew(() => { }, CancellationToken.None, TaskCreationOptions.None, lane.TaskScheduler);
+        Assert.True(firstStarted.Wait(TimeSpan.FromSeconds(30)), "The lane's first item never started.");
+        Assert.False(secondRan.IsSet, "The serial lane ran its second item beside the first.");
+        keepAlive.Set();
+        gate.Set();
+
+        Assert.True(shutdownReturned.Wait(TimeSpan.FromSeconds(30)), "The lane's item's shutdown call waited for the sweep that waits for it.");
+        Assert.True(secondRan.Wait(TimeSpan.FromSeconds(30)), "The lane's second item never ran.");
+        Assert.True(third.Wait(TimeSpan.FromSeconds(30)), "The task for the stopped lane never ran.");
+        Assert.Equal(0, pool.Shutdown(ShutdownMode.Drain));
     }
 }

@@ -66,6 +66,9 @@ internal sealed partial class Lane
     /// </summary>
     public static Lane? AfterStopLaneOfCurrentThread => t_afterStopLane;
 
+    /// <summary>Whether this lane belongs to the pool whose lane host is <paramref name="host"/>.</summary>
+    public bool IsHostedBy(ILaneHost host) => _host == host;
+
     /// <summary>A slot taken after the stop that is not needed: gives it back, then drives (see the protocol).</summary>
     private void GiveBackAfterStopSlot()
     {

@@ -74,28 +74,33 @@ internal sealed partial class Scheduler
     /// </remarks>
     public void SweepLeftovers()
     {
-        Scheduler? outer = t_sweeping;
-        t_sweeping = this;
+        List<Scheduler> sweeping = t_sweeping ??= [];
+        sweeping.Add(this);
         try
         {
             SweepLeftoversHere();
         }
         finally
         {
-            t_sweeping = outer;
+            Debug.Assert(sweeping[^1] == this, "Sweeps on one thread nest.");
+            sweeping.RemoveAt(sweeping.Count - 1);
         }
     }
 
     /// <summary>
-    /// Whether the calling thread is inside <see cref="SweepLeftovers"/> of this scheduler: running one of its
-    /// leftovers, or about to. A shutdown call made there is the pool's own item's call: it must not wait for another
-    /// sweep of the same pool (which may be the very one running it, further down this thread's stack).
+    /// Whether the calling thread runs an entry of this pool off its workers, further down its stack: inside
+    /// <see cref="SweepLeftovers"/> of this scheduler (running one of its leftovers, or about to), or running an entry of
+    /// one of its stopped lanes with one of the lane's slots (on the lane's after-stop path, on the built-in pool). A
+    /// shutdown call made there is the pool's own item's call: it must not wait for a sweep of the same pool, which may
+    /// be waiting for this very entry (the sweep that runs it, or one that waits for the lane's slot it holds).
     /// </summary>
-    public bool IsSweepingOnThisThread => t_sweeping == this;
+    public bool RunsOwnEntryOffWorkersOnThisThread =>
+        (t_sweeping?.Contains(this) ?? false) || (Lane.AfterStopLaneOfCurrentThread?.IsHostedBy(this) ?? false);
 
-    // The scheduler whose SweepLeftovers runs on this thread, innermost first (an outer one is restored on return).
+    // The schedulers whose SweepLeftovers runs on this thread, outermost first: a leftover of one pool may shut another
+    // pool down, whose sweep then runs on top of the first.
     [ThreadStatic]
-    private static Scheduler? t_sweeping;
+    private static List<Scheduler>? t_sweeping;
 
     private void SweepLeftoversHere()
     {
