@@ -70,6 +70,22 @@ public sealed class WorkerPoolLeftoverTests
         Assert.Same(before, CultureInfo.CurrentCulture);
         Assert.Same(syncBefore, SynchronizationContext.Current);
     }
+
+    /// <summary>
+    /// Queues a long-running item (on a dedicated thread) that keeps the pool from stopping until
+    /// <paramref name="holdOpen"/> is set; it has started on return.
+    /// </summary>
+    private static void HoldOpenUntil(WorkerPool pool, ManualResetEventSlim holdOpen)
+    {
+        using var holding = new ManualResetEventSlim();
+        pool.QueueUserWorkItem(static events =>
+        {
+            events.Holding.Set();
+            events.HoldOpen.Wait();
+        }, (Holding: holding, HoldOpen: holdOpen), WorkItemOptions.LongRunning);
+        Assert.True(holding.Wait(TimeSpan.FromSeconds(30)), "The long-running item never started.");
+    }
+
     /// <summary>
     /// A pool with one long-running item (on a dedicated thread, blocked on <paramref name="holdOpen"/>, which keeps the
     /// pool from stopping) and one ordinary item (<paramref name="leftover"/>) that no worker can run: threads can no
@@ -88,13 +104,7 @@ public sealed class WorkerPoolLeftoverTests
                 ? new Thread(start, stackSize)
                 : throw new OutOfMemoryException("no threads today"),
         });
-        using var holding = new ManualResetEventSlim();
-        pool.QueueUserWorkItem(static events =>
-        {
-            events.Holding.Set();
-            events.HoldOpen.Wait();
-        }, (Holding: holding, HoldOpen: holdOpen), WorkItemOptions.LongRunning);
-        Assert.True(holding.Wait(TimeSpan.FromSeconds(30)), "The long-running item never started.");
+        HoldOpenUntil(pool, holdOpen);
         Volatile.Write(ref canStartThreads, false);
         pool.QueueUserWorkItem(leftover);
         Assert.Equal(0, pool.ThreadCount);
@@ -201,13 +211,7 @@ public sealed class WorkerPoolLeftoverTests
         });
         WorkerPoolLane lane = pool.CreateLane(new LaneOptions { Name = "serial", MaxConcurrency = 1 });
         using var holdOpen = new ManualResetEventSlim();
-        using var holding = new ManualResetEventSlim();
-        pool.QueueUserWorkItem(static events =>
-        {
-            events.Holding.Set();
-            events.HoldOpen.Wait();
-        }, (Holding: holding, HoldOpen: holdOpen), WorkItemOptions.LongRunning);
-        Assert.True(holding.Wait(TimeSpan.FromSeconds(30)), "The long-running item never started.");
+        HoldOpenUntil(pool, holdOpen);
 
         // Two items for the serial lane that no worker can run: the pool's stop leaves them in the lane's queue.
         using var firstStarted = new ManualResetEventSlim();
