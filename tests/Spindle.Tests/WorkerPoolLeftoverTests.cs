@@ -72,6 +72,25 @@ public sealed class WorkerPoolLeftoverTests
     }
 
     /// <summary>
+    /// A pool that cannot start a worker or its relief thread, but may start a dedicated thread for a long-running item
+    /// (through <paramref name="threadFactory"/> when given).
+    /// </summary>
+    private static WorkerPool PoolWithoutWorkers(Func<ThreadStart, int, Thread>? threadFactory = null) => new(new WorkerPoolOptions
+    {
+        MinThreads = 0,
+        MaxThreads = 2,
+        ExceptionPolicy = UnhandledExceptionPolicy.Report,
+        OnThreadStarting = static kind =>
+        {
+            if (kind is PoolThreadKind.Worker or PoolThreadKind.Relief)
+            {
+                throw new OutOfMemoryException("refused by the test");
+            }
+        },
+        ThreadFactory = threadFactory,
+    });
+
+    /// <summary>
     /// Queues a long-running item (on a dedicated thread) that keeps the pool from stopping until
     /// <paramref name="holdOpen"/> is set; it has started on return.
     /// </summary>
@@ -88,24 +107,14 @@ public sealed class WorkerPoolLeftoverTests
 
     /// <summary>
     /// A pool with one long-running item (on a dedicated thread, blocked on <paramref name="holdOpen"/>, which keeps the
-    /// pool from stopping) and one ordinary item (<paramref name="leftover"/>) that no worker can run: threads can no
-    /// longer be created. The owner then gives up its wait for the shutdown at once (as a host whose shutdown timeout
+    /// pool from stopping) and one ordinary item (<paramref name="leftover"/>) that no worker can run: workers cannot
+    /// be started. The owner then gives up its wait for the shutdown at once (as a host whose shutdown timeout
     /// fired does) and hands the rest to the pool's background finisher, which runs the leftover itself.
     /// </summary>
     private static WorkerPool PoolWhoseFinisherRunsALeftover(ManualResetEventSlim holdOpen, WaitCallback leftover)
     {
-        bool canStartThreads = true;
-        var pool = new WorkerPool(new WorkerPoolOptions
-        {
-            MinThreads = 1,
-            MaxThreads = 1,
-            ExceptionPolicy = UnhandledExceptionPolicy.Report,
-            ThreadFactory = (start, stackSize) => Volatile.Read(ref canStartThreads)
-                ? new Thread(start, stackSize)
-                : throw new OutOfMemoryException("no threads today"),
-        });
+        WorkerPool pool = PoolWithoutWorkers();
         HoldOpenUntil(pool, holdOpen);
-        Volatile.Write(ref canStartThreads, false);
         pool.QueueUserWorkItem(leftover);
         Assert.Equal(0, pool.ThreadCount);
 
@@ -191,24 +200,11 @@ public sealed class WorkerPoolLeftoverTests
         // The pool's dedicated thread outlives its item until this is set, so that the background finisher, which waits
         // for the pool's threads to exit before its last sweep, is held there while the lane's entries start.
         using var keepAlive = new ManualResetEventSlim();
-        var pool = new WorkerPool(new WorkerPoolOptions
+        WorkerPool pool = PoolWithoutWorkers((start, stackSize) => new Thread(() =>
         {
-            MinThreads = 0,
-            MaxThreads = 2,
-            ExceptionPolicy = UnhandledExceptionPolicy.Report,
-            OnThreadStarting = static kind =>
-            {
-                if (kind is PoolThreadKind.Worker or PoolThreadKind.Relief)
-                {
-                    throw new OutOfMemoryException("refused by the test");
-                }
-            },
-            ThreadFactory = (start, stackSize) => new Thread(() =>
-            {
-                start();
-                keepAlive.Wait();
-            }, stackSize),
-        });
+            start();
+            keepAlive.Wait();
+        }, stackSize));
         WorkerPoolLane lane = pool.CreateLane(new LaneOptions { Name = "serial", MaxConcurrency = 1 });
         using var holdOpen = new ManualResetEventSlim();
         HoldOpenUntil(pool, holdOpen);
