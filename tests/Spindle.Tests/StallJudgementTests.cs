@@ -36,4 +36,18 @@ public sealed class StallJudgementTests
     {
         Assert.Equal(busy, StallMonitor.RuntimeBusy(runtimeMs, windowMs));
     }
+
+    [Theory]
+    [InlineData(false, false, 1.0, StallMonitor.SaturatedStallMs)]    // short items: the fixed allowance
+    [InlineData(false, false, 50.0, 200.0)]                          // long CPU-bound items: four gaps
+    [InlineData(true, false, 50.0, 50.0)]                            // the ramp's next step: one gap
+    [InlineData(true, false, 1.0, StallMonitor.SaturatedRampStepMs)]
+    [InlineData(false, true, 1.0, StallMonitor.StrandedAfterMs)]     // a lone item behind its owner
+    [InlineData(false, true, 500.0, StallMonitor.StrandedAfterMs)]   // ... whatever the gap its earlier stalls left
+    [InlineData(true, true, 50.0, 50.0)]                             // after the first thread: the ramp as for any stall
+    public void TheSaturatedAllowance_GrowsWithTheGapBetweenCompletions_ExceptForALoneItemStrandedBehindItsOwner(
+        bool injected, bool strandedLone, double completionGapMs, double allowanceMs)
+    {
+        Assert.Equal(allowanceMs, StallMonitor.SaturatedAllowanceMs(injected, strandedLone, completionGapMs));
+    }
 }

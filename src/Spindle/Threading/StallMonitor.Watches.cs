@@ -38,15 +38,34 @@ internal sealed partial class StallMonitor
     internal const int StrandedAfterMs = 10;
 
     /// <summary>
+    /// How long a stall may last, with the workers keeping the cores busy, before the monitor adds a thread:
+    /// <see cref="SaturatedStallMs"/> or four times the recent gap between completions (<paramref name="completionGapMs"/>),
+    /// whichever is longer, for the first thread (long CPU-bound items: only items that never end justify threads); the
+    /// ramp's step, at least that gap, for each next one (<paramref name="injected"/>). A lone local item stranded behind
+    /// its owner's item (<paramref name="strandedLone"/>: see <see cref="MarkStrandedWorkers"/>) is not such a backlog: a
+    /// child forked by an item that then waits for it without blocking (spinning, say) starts only when another thread
+    /// takes it, so it gets a thread once it counts as stranded. The gap cannot judge that case: every such stall
+    /// lengthens the gap between completions that the next allowance is computed from, and on one core a child waited
+    /// 0.25-0.8 s behind its parent.
+    /// </summary>
+    internal static double SaturatedAllowanceMs(bool injected, bool strandedLone, double completionGapMs) =>
+        injected ? Math.Max(SaturatedRampStepMs, completionGapMs)
+        : strandedLone ? StrandedAfterMs
+        : Math.Max(SaturatedStallMs, 4 * completionGapMs);
+
+    /// <summary>
     /// Marks the workers that have held local work for <see cref="StrandedAfterMs"/> without completing an item (see
     /// <see cref="WorkerRequests.Stranded"/>) and clears the mark of those that completed one or have none left. Returns whether
     /// some worker is marked: its work waits for it while the others keep busy with their own, and when nobody is parked
     /// (the caller's condition for acting on it) no wake-up or deferral will bring anyone to it, so the caller asks for
-    /// looks at every tick until the mark clears (a look takes one item). Monitor thread only.
+    /// looks at every tick until the mark clears (a look takes one item). <paramref name="lone"/>: some marked worker
+    /// holds exactly one queued item, the one a lone local push left for its owner to run next (see
+    /// <see cref="WorkerLocalQueue.MayStealFrom"/>); its owner has not come back to it. Monitor thread only.
     /// </summary>
-    private bool MarkStrandedWorkers(long now)
+    private bool MarkStrandedWorkers(long now, out bool lone)
     {
         bool marked = false;
+        lone = false;
         Worker[] workers = _threads.Workers;
         foreach (Worker worker in workers)
         {
@@ -69,6 +88,7 @@ internal sealed partial class StallMonitor
             {
                 worker.Requests.MarkStranded(true);
                 marked = true;
+                lone |= worker.Local.Count == 1;
             }
         }
         ForgetExitedWorkers(workers);

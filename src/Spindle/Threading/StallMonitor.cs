@@ -39,7 +39,9 @@ namespace Spindle.Threading;
 //    runtime itself (JIT compilation, GC pauses) did not take half the window while a worker was outside a managed wait
 //    (workers waiting for the JIT's lock or a collection are not blocked; workers all in managed waits are, whatever the
 //    background compiler does), and max(SaturatedStallMs, 4 x the recent gap between completions) while the cores are
-//    busy (long CPU-bound items; adding threads then only helps items that never end, such as a spin-wait on a flag).
+//    busy (long CPU-bound items; adding threads then only helps items that never end, such as a spin-wait on a flag),
+//    except for a lone local item stranded behind its owner's item, which gets a thread once stranded (a forked child
+//    its parent spins for: see SaturatedAllowanceMs).
 //    On starvation the monitor raises the controller's starvation boost and adds threads: with the workers blocked, a
 //    thread per waiting item at once (blocked workers cost no CPU, so this cannot oversubscribe computation, and
 //    ramping from one made a burst of 200 blocking items wait for eight doublings); with the cores busy, a ramp, 1, 2,
@@ -301,7 +303,7 @@ internal sealed partial class StallMonitor : IStallWatch
         // worker looks outside at its next dispatch.
         bool outsideWaiting = idle == 0 && pending && !_scheduler.GlobalQueueIsEmpty;
         // The marks first, so that the looks requested below never act on a stale one.
-        bool stranded = MarkStrandedWorkers(now);
+        bool stranded = MarkStrandedWorkers(now, out bool strandedLone);
         if ((outsideWaiting && _outsideWaitingAtLastTick) || (stranded && idle == 0))
         {
             RequestLooksOutside();
@@ -362,9 +364,7 @@ internal sealed partial class StallMonitor : IStallWatch
                 // Once a saturated stall has earned its first thread, the next steps of the ramp come sooner: still no
                 // item has completed, so what runs does not end, and each step of 20 ms made ten such items wait 80-100 ms.
                 double allowance = saturated && !_scheduler.Urgent.MayBeWaiting
-                    ? (_lastInjectionAt == 0
-                        ? Math.Max(SaturatedStallMs, 4 * _completionGapMs)
-                        : Math.Max(SaturatedRampStepMs, _completionGapMs))
+                    ? SaturatedAllowanceMs(_lastInjectionAt != 0, strandedLone, _completionGapMs)
                     : shortest;
                 if (stalledMs >= allowance)
                 {
