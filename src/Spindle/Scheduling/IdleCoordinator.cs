@@ -63,15 +63,20 @@ internal sealed class IdleCoordinator
 
     /// <summary>
     /// Yields added to a search while work arrives in back-to-back bursts (<see cref="BurstTracker"/>). With nothing
-    /// else runnable a yield returns in about 0.3 µs, so this keeps the searcher available for some 40 µs more; with an
-    /// outside producer runnable on the same core, each yield lets it queue on. Measured on 2 cores (a Xeon VM) against
-    /// none, interleaved child processes of the comparison program, medians: outside batches of 1,000 Run items 4.54M
-    /// to 5.67M items/s (12 runs each); 10,000-item bursts 81.0 to 56.6 ms (Run items) and 29.8 to 27.8 ms (plain
+    /// else runnable a yield returns in about 0.3 µs, so this keeps the searcher available for some 150 µs more (less
+    /// than the <see cref="BurstTracker.ShortParkTicks"/> that count as a gap between bursts); with an outside producer
+    /// runnable on the same core, each yield lets it queue on. Measured on 2 cores (a Xeon VM) against none,
+    /// interleaved child processes of the comparison program, medians, with 128: outside batches of 1,000 Run items
+    /// 4.54M to 5.67M items/s (12 runs each); 10,000-item bursts 81.0 to 56.6 ms (Run items) and 29.8 to 27.8 ms (plain
     /// items); socket round trips p99 1.45 to 0.90 ms (1 byte) and 3.68 to 0.96 ms (4 KB); channel ping-pong 4.1 to
     /// 2.9 µs a hop; the pool's CPU time under one item per 100 µs or per 1 ms unchanged (449 and 434 ms, 60.9 and
-    /// 61.4 ms).
+    /// 61.4 ms). From 128 to 512 (the same way, later): 50 rounds of 10,000 Run items from outside, each awaited with
+    /// <c>Task.WaitAll</c>, 88.0 to 71.2 ms (8 runs each; the workers parked 22 and 5.5 times a run; the built-in
+    /// pool 75.1), the plain items' rounds 37.4 to 31.4 ms, batches of 1,000 Run items 5.45M to 5.72M items/s; the
+    /// pool's CPU under one item per 1 ms or per 100 µs, channel ping-pong, wake latency, socket round trips, yields
+    /// and mailbox throughput level (4 runs each), and beside two busy loops level too (3 runs each).
     /// </summary>
-    internal const int DefaultBurstYieldAttempts = 128;
+    internal const int DefaultBurstYieldAttempts = 512;
 
     /// <summary>
     /// How long a worker that parked while another worker was awake sleeps before it looks at the queues once more,
