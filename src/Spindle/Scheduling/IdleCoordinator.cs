@@ -71,10 +71,12 @@ internal sealed class IdleCoordinator
     /// items); socket round trips p99 1.45 to 0.90 ms (1 byte) and 3.68 to 0.96 ms (4 KB); channel ping-pong 4.1 to
     /// 2.9 µs a hop; the pool's CPU time under one item per 100 µs or per 1 ms unchanged (449 and 434 ms, 60.9 and
     /// 61.4 ms). From 128 to 512 (the same way, later): 50 rounds of 10,000 Run items from outside, each awaited with
-    /// <c>Task.WaitAll</c>, 88.0 to 71.2 ms (8 runs each; the workers parked 22 and 5.5 times a run; the built-in
-    /// pool 75.1), the plain items' rounds 37.4 to 31.4 ms, batches of 1,000 Run items 5.45M to 5.72M items/s; the
-    /// pool's CPU under one item per 1 ms or per 100 µs, channel ping-pong, wake latency, socket round trips, yields
-    /// and mailbox throughput level (4 runs each), and beside two busy loops level too (3 runs each).
+    /// <c>Task.WaitAll</c>, 88.0 to 71.2 ms and, in a second set, 102.3 to 83.3 ms (8 runs each; the workers parked
+    /// 22-30 and 5.5-7 times a run; the built-in pool 75.1 and 84.4), the plain items' rounds 37.4 to 31.4 ms, batches
+    /// of 1,000 Run items 5.45M to 5.72M items/s; the pool's CPU under one item per 1 ms or per 100 µs, channel
+    /// ping-pong, socket round trips, yields and mailbox throughput level (4 runs each), wake latency level (p99
+    /// 112-1,479 against 105-1,964 µs over 20 runs each: a single item parks either way), and beside two busy loops
+    /// level too (3 runs each).
     /// </summary>
     internal const int DefaultBurstYieldAttempts = 512;
 
