@@ -11,6 +11,7 @@ namespace Spindle.Tests;
 /// to take the child, so only a thread added by the stall monitor runs it; the bounds are generous, nothing here
 /// measures speed.
 /// </summary>
+[Collection(ProcessWideMeasurementCollection.Name)] // computes on every core: alone, so other pools' judgements stay their own
 public sealed class WorkerPoolForkedChildTests
 {
     /// <summary>How long one parent spins for its child before the test counts the child as stranded.</summary>
@@ -56,7 +57,7 @@ public sealed class WorkerPoolForkedChildTests
                 // Each round starts without a spare: the thread added for the previous child has retired, so only the
                 // stall monitor can bring a thread to this round's child.
                 Waits.Until(() => pool.ThreadCount <= Environment.ProcessorCount,
-                    $"the thread added for round {round - 1}'s child to retire (threads: {pool.ThreadCount})");
+                    $"the threads added before round {round} to retire (threads: {pool.ThreadCount})");
                 using var sample = new ForkSample();
                 pool.UnsafeQueueUserWorkItem(static s => ((ForkSample)s!).RunParent(), sample, preferLocal: false);
                 Waits.For(sample.Done, $"round {round}'s parent and child to run");

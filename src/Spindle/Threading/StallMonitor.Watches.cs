@@ -41,12 +41,13 @@ internal sealed partial class StallMonitor
     /// How long a stall may last, with the workers keeping the cores busy, before the monitor adds a thread:
     /// <see cref="SaturatedStallMs"/> or four times the recent gap between completions (<paramref name="completionGapMs"/>),
     /// whichever is longer, for the first thread (long CPU-bound items: only items that never end justify threads); the
-    /// ramp's step, at least that gap, for each next one (<paramref name="injected"/>). A lone local item stranded behind
-    /// its owner's item (<paramref name="strandedLone"/>: see <see cref="MarkStrandedWorkers"/>) is not such a backlog: a
-    /// child forked by an item that then waits for it without blocking (spinning, say) starts only when another thread
-    /// takes it, so it gets a thread once it counts as stranded. The gap cannot judge that case: every such stall
-    /// lengthens the gap between completions that the next allowance is computed from, and on one core a child waited
-    /// 0.25-0.8 s behind its parent.
+    /// ramp's step, at least that gap, for each next one (<paramref name="injected"/>). <paramref name="strandedLone"/>:
+    /// all the work that waits is single items stranded behind their owners' items (see <see cref="MarkStrandedWorkers"/>),
+    /// such as a child forked by an item that then waits for it without blocking (spinning, say), which starts only when
+    /// another thread takes it. Then the stall gets its first thread once such an item counts as stranded: the gap cannot
+    /// judge that case, since every such stall lengthens the gap that the next allowance is computed from (on one core a
+    /// child waited 0.25-0.8 s behind its parent). The monitor cannot tell that child from one its parent does not wait
+    /// for; with other work waiting too (a backlog of long items that each leave one behind) the gap rule stands.
     /// </summary>
     internal static double SaturatedAllowanceMs(bool injected, bool strandedLone, double completionGapMs) =>
         injected ? Math.Max(SaturatedRampStepMs, completionGapMs)
@@ -58,14 +59,14 @@ internal sealed partial class StallMonitor
     /// <see cref="WorkerRequests.Stranded"/>) and clears the mark of those that completed one or have none left. Returns whether
     /// some worker is marked: its work waits for it while the others keep busy with their own, and when nobody is parked
     /// (the caller's condition for acting on it) no wake-up or deferral will bring anyone to it, so the caller asks for
-    /// looks at every tick until the mark clears (a look takes one item). <paramref name="lone"/>: some marked worker
-    /// holds exactly one queued item, the one a lone local push left for its owner to run next (see
-    /// <see cref="WorkerLocalQueue.MayStealFrom"/>); its owner has not come back to it. Monitor thread only.
+    /// looks at every tick until the mark clears (a look takes one item). <paramref name="lone"/>: how many marked
+    /// workers hold exactly one queued item (a snapshot), such as the one a lone local push left for its owner to run
+    /// next (see <see cref="WorkerLocalQueue.MayStealFrom"/>) or what is left of a batch. Monitor thread only.
     /// </summary>
-    private bool MarkStrandedWorkers(long now, out bool lone)
+    private bool MarkStrandedWorkers(long now, out int lone)
     {
         bool marked = false;
-        lone = false;
+        lone = 0;
         Worker[] workers = _threads.Workers;
         foreach (Worker worker in workers)
         {
@@ -88,7 +89,7 @@ internal sealed partial class StallMonitor
             {
                 worker.Requests.MarkStranded(true);
                 marked = true;
-                lone |= worker.Local.Count == 1;
+                lone += worker.Local.Count == 1 ? 1 : 0;
             }
         }
         ForgetExitedWorkers(workers);

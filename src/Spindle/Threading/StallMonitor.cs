@@ -40,8 +40,8 @@ namespace Spindle.Threading;
 //    (workers waiting for the JIT's lock or a collection are not blocked; workers all in managed waits are, whatever the
 //    background compiler does), and max(SaturatedStallMs, 4 x the recent gap between completions) while the cores are
 //    busy (long CPU-bound items; adding threads then only helps items that never end, such as a spin-wait on a flag),
-//    except for a lone local item stranded behind its owner's item, which gets a thread once stranded (a forked child
-//    its parent spins for: see SaturatedAllowanceMs).
+//    except where all the waiting work is single items stranded behind their owners' items, which gets a thread once
+//    they count as stranded (a forked child its parent spins for: see SaturatedAllowanceMs).
 //    On starvation the monitor raises the controller's starvation boost and adds threads: with the workers blocked, a
 //    thread per waiting item at once (blocked workers cost no CPU, so this cannot oversubscribe computation, and
 //    ramping from one made a burst of 200 blocking items wait for eight doublings); with the cores busy, a ramp, 1, 2,
@@ -303,7 +303,7 @@ internal sealed partial class StallMonitor : IStallWatch
         // worker looks outside at its next dispatch.
         bool outsideWaiting = idle == 0 && pending && !_scheduler.GlobalQueueIsEmpty;
         // The marks first, so that the looks requested below never act on a stale one.
-        bool stranded = MarkStrandedWorkers(now, out bool strandedLone);
+        bool stranded = MarkStrandedWorkers(now, out int strandedLone);
         if ((outsideWaiting && _outsideWaitingAtLastTick) || (stranded && idle == 0))
         {
             RequestLooksOutside();
@@ -364,7 +364,8 @@ internal sealed partial class StallMonitor : IStallWatch
                 // Once a saturated stall has earned its first thread, the next steps of the ramp come sooner: still no
                 // item has completed, so what runs does not end, and each step of 20 ms made ten such items wait 80-100 ms.
                 double allowance = saturated && !_scheduler.Urgent.MayBeWaiting
-                    ? SaturatedAllowanceMs(_lastInjectionAt != 0, strandedLone, _completionGapMs)
+                    ? SaturatedAllowanceMs(injected: _lastInjectionAt != 0,
+                        strandedLone: strandedLone > 0 && _scheduler.Sources.PendingCount <= strandedLone, _completionGapMs)
                     : shortest;
                 if (stalledMs >= allowance)
                 {
