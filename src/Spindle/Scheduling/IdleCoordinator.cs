@@ -68,9 +68,9 @@ internal sealed class IdleCoordinator
     /// a park that still counts as a gap between bursts (<see cref="BurstTracker.ShortParkTicks"/>): the first park after
     /// the bursts stop is then long and turns the extension off, so one such search runs per idle period. With an
     /// outside producer runnable on the same core, each yield lets it queue on. (A cap at that gap's length kept the
-    /// gain below, 85.7 against 83.7 ms, but it overrode a caller's count, which the pool's options allow.) Measured on 2 cores (a Xeon VM) against none,
-    /// interleaved child processes of the comparison program, medians, with 128: outside batches of 1,000 Run items
-    /// 4.54M to 5.67M items/s (12 runs each); 10,000-item bursts 81.0 to 56.6 ms (Run items) and 29.8 to 27.8 ms (plain
+    /// gain below, 85.7 against 83.7 ms, but it overrode a caller's count, which the pool's options allow.) Measured on
+    /// 2 cores (a Xeon VM) against none, interleaved child processes of the comparison program, medians, with 128:
+    /// outside batches of 1,000 Run items 4.54M to 5.67M items/s (12 runs each); 10,000-item bursts 81.0 to 56.6 ms (Run items) and 29.8 to 27.8 ms (plain
     /// items); socket round trips p99 1.45 to 0.90 ms (1 byte) and 3.68 to 0.96 ms (4 KB); channel ping-pong 4.1 to
     /// 2.9 µs a hop; the pool's CPU time under one item per 100 µs or per 1 ms unchanged (449 and 434 ms, 60.9 and
     /// 61.4 ms). From 128 to 512 (the same way, later): 50 rounds of 10,000 Run items from outside, each awaited with
