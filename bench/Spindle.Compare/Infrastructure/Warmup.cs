@@ -51,8 +51,11 @@ internal static class Warmup
     /// <summary>The stretch of rounds (at least one whole round) whose compilations are counted: 100 ms.</summary>
     private static readonly TimeSpan SettleWindow = TimeSpan.FromMilliseconds(100);
 
-    /// <summary>The pause before the timed run lasts at least this long (100 ms)...</summary>
-    private static readonly TimeSpan MinimumPause = TimeSpan.FromMilliseconds(100);
+    /// <summary>
+    /// The pause before the timed run lasts at least this long (50 ms: the pool's threads park, a starvation boost decays
+    /// in 10-20 ms)...
+    /// </summary>
+    private static readonly TimeSpan MinimumPause = TimeSpan.FromMilliseconds(50);
 
     /// <summary>...and until no method has been compiled for this long (50 ms)...</summary>
     private static readonly TimeSpan QuietFor = TimeSpan.FromMilliseconds(50);
