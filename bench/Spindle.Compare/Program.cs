@@ -77,6 +77,7 @@ internal static class Program
         }
         Console.WriteLine();
         var total = Stopwatch.StartNew();
+        HostSteal? stealAtStart = HostSteal.Take();
         var cases = new List<CaseResult>();
         var failures = new List<string>();
         string? loadWarning = null;
@@ -112,6 +113,7 @@ internal static class Program
             load.Dispose();
         }
         total.Stop();
+        facts = facts with { StealShare = HostSteal.Share(stealAtStart, HostSteal.Take()) };
 
         List<ReportRow> rows = ReportRow.Build(cases);
         Console.WriteLine();
@@ -126,7 +128,7 @@ internal static class Program
         }
         Console.WriteLine();
         WriteFiles(options, rows, pairs, cases, facts);
-        Console.WriteLine($"Finished in {RunProgress.Format(total.Elapsed)}.");
+        Console.WriteLine($"Finished in {RunProgress.Format(total.Elapsed)}. Hypervisor steal: {facts.StealText}.");
         if (loadWarning is not null)
         {
             Console.WriteLine();

@@ -11,6 +11,15 @@ namespace Spindle.Compare.Reporting;
 /// </summary>
 internal sealed record MachineFacts(string Machine, string Os, string Dotnet, int Cores, DateTimeOffset Date, string Mode, int BackgroundLoad)
 {
+    /// <summary>
+    /// The share of the machine's CPU time that a hypervisor gave elsewhere while the runs went on (<see cref="HostSteal"/>):
+    /// set once they have ended; null before, and where it cannot be read.
+    /// </summary>
+    public double? StealShare { get; init; }
+
+    /// <summary>The steal share as the report prints it.</summary>
+    public string StealText => HostSteal.Text(StealShare);
+
     public static MachineFacts Collect(bool full, int runs, TimeSpan timeout, int backgroundLoad) => new(
         ReadCpuModel(),
         $"{RuntimeInformation.OSDescription} ({RuntimeInformation.OSArchitecture})",

@@ -28,6 +28,7 @@ internal static class MarkdownReport
         text.AppendLine($"| date | {facts.DateText} |");
         text.AppendLine($"| mode | {facts.Mode} |");
         text.AppendLine($"| background load | {facts.LoadText} |");
+        text.AppendLine($"| hypervisor steal | {facts.StealText} |");
         (List<FailedRun> failed, int asked) = ReportRow.Runs(rows);
         text.AppendLine($"| runs | {FailedRun.RunsLine(failed.Count, asked)} |");
         text.AppendLine();
