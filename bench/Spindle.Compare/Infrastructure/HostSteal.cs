@@ -8,9 +8,9 @@ namespace Spindle.Compare.Infrastructure;
 /// How much CPU time the hypervisor gave to other guests while the comparison ran: the <c>steal</c> column of the first
 /// line of <c>/proc/stat</c>, as a share of all the machine's CPU time over the same interval. A virtual machine's vCPU
 /// that the host deschedules runs nothing, so a woken thread waits and a timed loop stalls whatever the pool does; on the
-/// 2-core development VM two quick runs of the same build read 11 and 15 rows marked <c>wider</c>, and the second ran
-/// while the host took 3-4 % of the guest's CPU time (against 0.4 % over the hours before). The report prints the share
-/// so that a run on a contended host can be told from one on a quiet host.
+/// 2-core development VM two quick runs of nearly the same build read 11 and 15 rows marked <c>wider</c>, and the host
+/// took 3.3 % of the guest's CPU time over the 23 minutes around the second (0.4 % over the hours before). The report
+/// prints the share so that a run on a contended host can be told from one on a quiet host.
 /// </summary>
 internal readonly record struct HostSteal(long Total, long Steal)
 {
