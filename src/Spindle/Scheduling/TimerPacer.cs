@@ -43,8 +43,14 @@ internal struct TimerPacer
     private long _streakTicks;
     private long _yieldedCompleted;
 
+    // The completed count of "no ordinary turn to time": completed counts are never negative, so no count follows it.
+    private const long NoTurn = -2;
+
     public static TimerPacer Create() =>
-        new() { Countdown = IdleInterval, _interval = 1, _callbackCompleted = -1, _streakTicks = UrgentStreakTicks, _yieldedCompleted = -2 };
+        new() { Countdown = IdleInterval, _interval = 1, _callbackCompleted = -1, _streakTicks = UrgentStreakTicks, _yieldedCompleted = NoTurn };
+
+    /// <summary>The run length the next run of callbacks would have now, in Stopwatch ticks (for tests).</summary>
+    internal readonly long RunTicks => _streakTicks;
 
     /// <summary>
     /// Whether fired timers still go ahead of ordinary work, given the worker's completed count. They do, except once
@@ -104,6 +110,15 @@ internal struct TimerPacer
     /// can be as long as it.
     /// </summary>
     private void NoteOrdinaryTurn(long completed) => _yieldedCompleted = completed;
+
+    /// <summary>
+    /// The worker found nothing in its own order and goes looking for work (a search, perhaps a park). The ordinary item
+    /// of its last turn, if any, has ended: the time until the next run of callbacks begins is idle time, not that item's
+    /// length, so the next run starts at the shortest length. Measured from the turn instead, a worker that ran its turn's
+    /// item, found the fired timers gone and waited for the next wave gave that wave a 1 ms run, and ordinary items
+    /// queued meanwhile waited up to that long.
+    /// </summary>
+    public void NoteLookingForWork() => _yieldedCompleted = NoTurn;
 
     /// <summary>
     /// The worker, with <paramref name="completed"/> items completed, is about to run a timer callback: the callback

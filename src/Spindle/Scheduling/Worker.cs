@@ -180,9 +180,14 @@ internal sealed partial class Worker : IWaitPacer
         {
             // A worker woken by an enqueue was counted as a searcher by its waker: it must go through the search, which
             // ends that count. Its ring is empty (it parked that way), so skipping the worker's order loses nothing.
-            if ((Requests.WokenAsSearcher || !sources.TakeForWorker(this, out WorkItemEntry item)) && !_services.Idle.Search(this, out item))
+            WorkItemEntry item;
+            if (Requests.WokenAsSearcher || !sources.TakeForWorker(this, out item))
             {
-                return BusySpellEnd.NoWork;
+                _pacing.Timers.NoteLookingForWork(); // what follows is idle time, not an ordinary item's turn
+                if (!_services.Idle.Search(this, out item))
+                {
+                    return BusySpellEnd.NoWork;
+                }
             }
             if (_scope.Lane is Lane lane)
             {
