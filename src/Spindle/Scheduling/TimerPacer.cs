@@ -112,13 +112,12 @@ internal struct TimerPacer
     private void NoteOrdinaryTurn(long completed) => _yieldedCompleted = completed;
 
     /// <summary>
-    /// The worker found nothing in its own order and goes looking for work (a search, perhaps a park). The ordinary item
-    /// of its last turn, if any, has ended: the time until the next run of callbacks begins is idle time, not that item's
-    /// length, so the next run starts at the shortest length. Measured from the turn instead, a worker that ran its turn's
-    /// item, found the fired timers gone and waited for the next wave gave that wave a 1 ms run, and ordinary items
-    /// queued meanwhile waited up to that long.
+    /// The worker ran out of work and goes idle (it parks). The ordinary item of its last turn, if any, has ended: the
+    /// time until the next run of callbacks begins is idle time, not that item's length, so the next run starts at the
+    /// shortest length. Measured from the turn instead, a worker that ran its turn's item, found the fired timers gone and
+    /// parked until the next wave gave that wave a 1 ms run, and ordinary items queued meanwhile waited up to that long.
     /// </summary>
-    public void NoteLookingForWork() => _yieldedCompleted = NoTurn;
+    public void NoteIdleSpell() => _yieldedCompleted = NoTurn;
 
     /// <summary>
     /// The worker, with <paramref name="completed"/> items completed, is about to run a timer callback: the callback

@@ -147,6 +147,7 @@ internal sealed partial class Worker : IWaitPacer
             // The next look outside times the work after the wake, not the idle spell (which would cut the interval
             // to one item and cost a clock read per item for the first looks of every busy spell).
             _pacing.Looks.RestartAfterPark();
+            _pacing.Timers.NoteIdleSpell(); // the wait for work is no ordinary item's turn (see TimerPacer.UrgentGoesFirst)
             _pacing.Looks.Leave(Scheduler.Relief); // a parked worker is woken for outside work: the relief need not watch for it
             if (!_services.Idle.Park(this))
             {
@@ -180,14 +181,9 @@ internal sealed partial class Worker : IWaitPacer
         {
             // A worker woken by an enqueue was counted as a searcher by its waker: it must go through the search, which
             // ends that count. Its ring is empty (it parked that way), so skipping the worker's order loses nothing.
-            WorkItemEntry item;
-            if (Requests.WokenAsSearcher || !sources.TakeForWorker(this, out item))
+            if ((Requests.WokenAsSearcher || !sources.TakeForWorker(this, out WorkItemEntry item)) && !_services.Idle.Search(this, out item))
             {
-                _pacing.Timers.NoteLookingForWork(); // what follows is idle time, not an ordinary item's turn
-                if (!_services.Idle.Search(this, out item))
-                {
-                    return BusySpellEnd.NoWork;
-                }
+                return BusySpellEnd.NoWork;
             }
             if (_scope.Lane is Lane lane)
             {

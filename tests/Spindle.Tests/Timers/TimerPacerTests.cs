@@ -54,37 +54,22 @@ public sealed class TimerPacerTests
     }
 
     [Fact]
-    public void ARunOfCallbacks_AfterTheWorkerWentLookingForWork_HasTheShortestLength()
+    public void ARunOfCallbacks_AfterTheWorkerRanOutOfWork_HasTheShortestLength()
     {
         TimerPacer pacer = TimerPacer.Create();
         long completed = 0;
         RunCallbacksUntilTheyGiveWay(ref pacer, ref completed);
 
-        // The turn's ordinary item is short; then the fired timers are gone, the worker finds nothing of its own and
-        // searches (or parks) for 2 ms until the next wave of firings.
+        // The turn's ordinary item is short; then the fired timers are gone, the worker finds nothing and parks for
+        // 2 ms until the next wave of firings.
         pacer.NoteTurn(timerCallback: false, completed);
         completed++;
-        pacer.NoteLookingForWork();
+        pacer.NoteIdleSpell();
         Spin(2 * s_longRun);
 
         // The wait is no item's length: the new run is the shortest, not the millisecond a 2 ms item earns.
         Assert.True(pacer.UrgentGoesFirst(completed));
         Assert.Equal(TimerPacer.UrgentStreakTicks, pacer.RunTicks);
-    }
-
-    [Fact]
-    public void ARunOfCallbacks_AfterAnItemWhoseTurnEndedWithoutALook_IsAsLongAsTheItem()
-    {
-        TimerPacer pacer = TimerPacer.Create();
-        long completed = 0;
-        RunCallbacksUntilTheyGiveWay(ref pacer, ref completed);
-
-        pacer.NoteTurn(timerCallback: false, completed);
-        Spin(2 * s_longRun);
-        completed++;
-
-        Assert.True(pacer.UrgentGoesFirst(completed));
-        Assert.Equal(TimerPacer.MaxUrgentStreakTicks, pacer.RunTicks);
     }
 
     [Fact]
