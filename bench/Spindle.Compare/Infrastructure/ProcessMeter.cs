@@ -1,5 +1,4 @@
 using System;
-using System.Collections.Generic;
 using System.Diagnostics;
 using System.IO;
 using System.Runtime;
@@ -15,8 +14,7 @@ namespace Spindle.Compare.Infrastructure;
 /// generation, the methods the JIT compiled meanwhile (tier-ups included: a figure well above zero means the
 /// warm-up ended before the code being measured had reached its final tier), and the scheduling decisions that set a
 /// fast run of a case apart from a slow one (<see cref="SchedulingCounts"/>: context switches, voluntary and not, and
-/// Spindle's parks and steals), and how long the process's threads waited for a core while they could have run
-/// (<see cref="RunnableWait"/>, Linux).
+/// Spindle's parks and steals).
 /// </summary>
 /// <remarks>
 /// The measured part starts when the warm-up ends (<see cref="Warmup.Repeat(System.Action)"/> calls <see cref="MarkMeasuredStart"/>;
@@ -42,7 +40,6 @@ internal static class ProcessMeter
         new("process preemptions", "switches", Better.Lower),
         new("process parks", "parks", Better.Lower),
         new("process steals", "steals", Better.Lower),
-        new("process runnable", "ms", Better.Lower),
     ];
 
     public const string Prefix = "process ";
@@ -52,7 +49,6 @@ internal static class ProcessMeter
     private static GcSnapshot s_startGc;
     private static long s_startJit;
     private static SchedulingCounts.Snapshot s_startCounts;
-    private static Dictionary<int, long>? s_startWaits;
     private static int s_peakThreads;
     private static volatile bool s_sampling;
     private static Thread? s_sampler;
@@ -73,8 +69,6 @@ internal static class ProcessMeter
         }
         // The thread count is read before the snapshots, so that its first read's buffer is not counted as the workload's.
         Volatile.Write(ref s_peakThreads, ReadThreadCount());
-        // Read before the allocation snapshot: the reading allocates a string per thread.
-        s_startWaits = RunnableWait.Read();
         s_startGc = GcSnapshot.Take();
         s_startJit = JitInfo.GetCompiledMethodCount();
         s_startCounts = SchedulingCounts.Take();
@@ -90,7 +84,6 @@ internal static class ProcessMeter
         long jit = JitInfo.GetCompiledMethodCount() - s_startJit;
         SchedulingCounts.Snapshot counts = SchedulingCounts.Take() - s_startCounts;
         GcSnapshot gc = GcSnapshot.Take() - s_startGc;
-        double? runnable = RunnableWait.Between(s_startWaits, RunnableWait.Read());
         s_sampling = false;
         int peak = Math.Max(Volatile.Read(ref s_peakThreads), ReadThreadCount());
         measurement
@@ -106,14 +99,6 @@ internal static class ProcessMeter
         SetCount(measurement, Metrics[9].Name, counts.InvoluntarySwitches);
         SetCount(measurement, Metrics[10].Name, counts.Parks);
         SetCount(measurement, Metrics[11].Name, counts.Steals);
-        if (runnable is { } waited)
-        {
-            measurement.Set(Metrics[12].Name, waited);
-        }
-        else
-        {
-            measurement.SetUnavailable(Metrics[12].Name);
-        }
     }
 
     private static void SetCount(Measurement measurement, string metric, long? count)
