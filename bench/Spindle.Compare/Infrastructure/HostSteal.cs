@@ -26,11 +26,7 @@ internal readonly record struct HostSteal(long Total, long Steal)
             using var reader = new StreamReader("/proc/stat");
             return Parse(reader.ReadLine());
         }
-        catch (IOException)
-        {
-            return null;
-        }
-        catch (UnauthorizedAccessException)
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
         {
             return null;
         }
@@ -53,20 +49,16 @@ internal readonly record struct HostSteal(long Total, long Steal)
             return null;
         }
         long total = 0;
-        long steal = 0;
+        long value = 0;
         for (int i = 0; i < 8; i++)
         {
-            if (!long.TryParse(fields[i], NumberStyles.None, CultureInfo.InvariantCulture, out long value))
+            if (!long.TryParse(fields[i], NumberStyles.None, CultureInfo.InvariantCulture, out value))
             {
                 return null;
             }
             total += value;
-            if (i == 7)
-            {
-                steal = value;
-            }
         }
-        return new HostSteal(total, steal);
+        return new HostSteal(total, Steal: value); // the eighth column
     }
 
     /// <summary>The share (0-1) of the CPU time between <paramref name="start"/> and <paramref name="end"/> that was stolen; null without two readings or time between them.</summary>
@@ -79,7 +71,7 @@ internal readonly record struct HostSteal(long Total, long Steal)
         return (double)(last.Steal - first.Steal) / (last.Total - first.Total);
     }
 
-    /// <summary>"3.4 % of the machine's CPU time (/proc/stat)", or "not available".</summary>
+    /// <summary>"3.4 % of the machine's CPU time during the runs (/proc/stat)", or "not available".</summary>
     public static string Text(double? share) => share is { } value
         ? string.Create(CultureInfo.InvariantCulture, $"{value * 100:F1} % of the machine's CPU time during the runs (/proc/stat)")
         : "not available";
