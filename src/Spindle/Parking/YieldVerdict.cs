@@ -1,6 +1,7 @@
 using System;
 using System.Diagnostics;
 using System.Threading;
+using Spindle.Primitives;
 
 namespace Spindle.Parking;
 
@@ -41,6 +42,13 @@ namespace Spindle.Parking;
 /// fifty quick yields) starts a new test and sets the hold back to the first. So beside processes in the same group a
 /// hold costs a few slow yields, ever more rarely, and beside processes in other groups yields stay on. Evidence older
 /// than <see cref="StaleWindowTicks"/> is dropped: it was about other processes.</para>
+/// <para>The veto. Before a stop the verdict asks whether another process of this process's scheduling group wants a
+/// core right now (<see cref="SchedulingGroup"/>: answered where the group is the session, on Linux in the root CPU
+/// cgroup with autogroups on). A group known to hold nothing else runnable means the slow yields went to other groups
+/// or to this process's own threads, where stopping yields only costs (a hand-off between two of the process's threads
+/// on one core needs them), so the stop is dropped and the test starts afresh; an unknown group (a container's cgroup,
+/// another system) leaves the stop to the evidence. The check reads /proc (about 7 µs a process), at most once a
+/// second, and only when a stop is due.</para>
 /// <para>Protocol: <see cref="YieldsStopped"/> is a volatile read on the searcher's path. The rare writes (a stop, the
 /// reset of the hold) take a lock, so that searchers stopping at once extend the hold once.</para>
 /// </remarks>
@@ -70,10 +78,32 @@ internal sealed class YieldVerdict
     /// <summary>The longest hold (32 s).</summary>
     public static readonly long MaxHoldTicks = Stopwatch.Frequency * 32;
 
-    /// <summary>The verdict every pool of the process follows: it is about the machine and the process's group.</summary>
-    public static readonly YieldVerdict Process = new();
+    /// <summary>
+    /// The verdict every pool of the process follows: it is about the machine and the process's group, and it asks
+    /// <see cref="SchedulingGroup.Process"/> before each stop.
+    /// </summary>
+    public static readonly YieldVerdict Process = new(SchedulingGroup.Process.OthersRunnable);
 
     private readonly object _gate = new();
+
+    // Asked before a stop: whether another process of this process's scheduling group is runnable (null: unknown).
+    private readonly Func<bool?>? _othersInGroupRunnable;
+
+    private int _vetoes;
+
+    /// <summary>A verdict that stops yields on its evidence alone.</summary>
+    public YieldVerdict()
+    {
+    }
+
+    /// <summary>
+    /// A verdict that asks <paramref name="othersInGroupRunnable"/> before each stop: a stop is vetoed when it answers
+    /// false (the process's scheduling group is known, and nothing else in it wants a core).
+    /// </summary>
+    public YieldVerdict(Func<bool?> othersInGroupRunnable) => _othersInGroupRunnable = othersInGroupRunnable;
+
+    /// <summary>Stops the group check vetoed (tests and diagnostics).</summary>
+    public int VetoCount => Volatile.Read(ref _vetoes);
 
     // Stopwatch ticks until which yields are stopped (0: never stopped). Volatile reads; written under _gate.
     private long _stoppedUntil;
@@ -105,8 +135,14 @@ internal sealed class YieldVerdict
         window.Evidence += elapsedTicks >= SlowYieldTicks ? SlowEvidence : QuickEvidence;
         if (window.Evidence >= StopAt)
         {
-            Stop(startedAt + elapsedTicks);
             window = default;
+            if (_othersInGroupRunnable?.Invoke() == false)
+            {
+                // The slow yields went to threads of other groups (or of this process): yields still pay here.
+                Interlocked.Increment(ref _vetoes);
+                return;
+            }
+            Stop(startedAt + elapsedTicks);
         }
         else if (window.Evidence <= ClearAt)
         {

@@ -79,6 +79,23 @@ internal static unsafe partial class LinuxIo
     [LibraryImport(Libc, EntryPoint = "close", SetLastError = true)]
     public static partial int Close(int fd);
 
+    /// <summary><c>opendir</c>: a directory stream, or null.</summary>
+    [LibraryImport(Libc, EntryPoint = "opendir")]
+    public static partial nint OpenDir(byte* path);
+
+    /// <summary><c>readdir</c>: the next <c>struct dirent</c>, or null at the end (see <see cref="DirentNameOffset"/>).</summary>
+    [LibraryImport(Libc, EntryPoint = "readdir")]
+    public static partial byte* ReadDir(nint directory);
+
+    [LibraryImport(Libc, EntryPoint = "closedir")]
+    public static partial int CloseDir(nint directory);
+
+    /// <summary>
+    /// Where <c>d_name</c> starts in a <c>struct dirent</c> on 64-bit Linux, glibc and musl alike: after <c>d_ino</c> and
+    /// <c>d_off</c> (8 bytes each), <c>d_reclen</c> (2) and <c>d_type</c> (1).
+    /// </summary>
+    public const int DirentNameOffset = 19;
+
     [LibraryImport(Libc, EntryPoint = "recv", SetLastError = true)]
     public static partial nint Recv(int fd, byte* buffer, nint length, int flags);
 

@@ -142,6 +142,39 @@ public sealed class YieldVerdictTests
     }
 
     /// <summary>Records one yield of <paramref name="took"/> that began at <paramref name="now"/>, and moves the clock past it.</summary>
+    [Theory]
+    [InlineData(false, false)]
+    [InlineData(true, true)]
+    [InlineData(null, true)]
+    public void AStopIsVetoed_OnlyWhenTheGroupIsKnownToHoldNothingElseRunnable(bool? othersRunnable, bool stops)
+    {
+        int asked = 0;
+        var verdict = new YieldVerdict(() =>
+        {
+            asked++;
+            return othersRunnable;
+        });
+        var window = default(YieldVerdict.Window);
+        long now = Start;
+        for (int i = 0; i < 3; i++)
+        {
+            Yield(verdict, ref window, ref now, Slow);
+        }
+        Assert.Equal(0, asked); // asked only when a stop is due
+        Yield(verdict, ref window, ref now, Slow);
+        Assert.Equal(1, asked);
+        Assert.Equal(stops, verdict.YieldsStopped(now));
+        Assert.Equal(stops ? 0 : 1, verdict.VetoCount);
+
+        // The test starts afresh after a veto: three more slow yields are not evidence enough again.
+        for (int i = 0; i < 3 && !stops; i++)
+        {
+            Yield(verdict, ref window, ref now, Slow);
+            Assert.False(verdict.YieldsStopped(now));
+        }
+        Assert.Equal(1, asked);
+    }
+
     private static void Yield(YieldVerdict verdict, ref YieldVerdict.Window window, ref long now, long took)
     {
         verdict.Record(ref window, took, now);
