@@ -42,13 +42,14 @@ namespace Spindle.Parking;
 /// fifty quick yields) starts a new test and sets the hold back to the first. So beside processes in the same group a
 /// hold costs a few slow yields, ever more rarely, and beside processes in other groups yields stay on. Evidence older
 /// than <see cref="StaleWindowTicks"/> is dropped: it was about other processes.</para>
-/// <para>The veto. Before a stop the verdict asks whether another process of this process's scheduling group wants a
-/// core right now (<see cref="SchedulingGroup"/>: answered where the group is the session, on Linux in the root CPU
-/// cgroup with autogroups on). A group known to hold nothing else runnable means the slow yields went to other groups
-/// or to this process's own threads, where stopping yields only costs (a hand-off between two of the process's threads
-/// on one core needs them), so the stop is dropped and the test starts afresh; an unknown group (a container's cgroup,
-/// another system) leaves the stop to the evidence. The check reads /proc (about 7 µs a process), at most once a
-/// second, and only when a stop is due.</para>
+/// <para>The veto. Before a stop the verdict asks whether the process's scheduling group has threads waiting for a
+/// core beyond the process's own hand-offs (<see cref="SchedulingGroup"/>: another process of the group runnable or
+/// busy, or this process with many more runnable threads than cores; answered where the group is the session, on Linux
+/// in the root CPU cgroup with autogroups on). A group known to hold neither means the slow yields went to other groups
+/// or to a thread of this process waiting for this very core, where stopping yields only costs (a hand-off between two
+/// of the process's threads on one core needs them), so the stop is dropped and the test starts afresh; an unknown
+/// group (a container's cgroup, another system) leaves the stop to the evidence. The check reads /proc (about 7 µs a
+/// process or thread), at most once a second, and only when a stop is due.</para>
 /// <para>Protocol: <see cref="YieldsStopped"/> is a volatile read on the searcher's path. The rare writes (a stop, the
 /// reset of the hold) take a lock, so that searchers stopping at once extend the hold once.</para>
 /// </remarks>
@@ -82,7 +83,7 @@ internal sealed class YieldVerdict
     /// The verdict every pool of the process follows: it is about the machine and the process's group, and it asks
     /// <see cref="SchedulingGroup.Process"/> before each stop.
     /// </summary>
-    public static readonly YieldVerdict Process = new(SchedulingGroup.Process.OthersRunnable);
+    public static readonly YieldVerdict Process = new(SchedulingGroup.Process.CoresWantedInGroup);
 
     private readonly object _gate = new();
 

@@ -11,7 +11,8 @@ namespace Spindle.Tests.Parking;
 /// <summary>
 /// <see cref="SchedulingGroup"/>: the stat line's fields, when the session is the scheduling group, a scan over a
 /// /proc-shaped directory (processes of the session and of others, a member whose main thread waits while its CPU time
-/// grows), the answer kept for its interval, and a real busy process of the test's own session.
+/// grows, this process's own runnable threads against the cores), the answer kept for its interval, and a real busy
+/// process of the test's own session.
 /// </summary>
 public sealed class SchedulingGroupTests
 {
@@ -61,7 +62,7 @@ public sealed class SchedulingGroupTests
     {
         if (!OperatingSystem.IsLinux() || IntPtr.Size != 8)
         {
-            Assert.Null(new SchedulingGroup(Path.GetTempPath(), OwnPid, OwnSession, answerTicks: 0).OthersRunnable());
+            Assert.Null(new SchedulingGroup(Path.GetTempPath(), OwnPid, OwnSession, answerTicks: 0, cores: 2).CoresWantedInGroup());
             return;
         }
         string root = Directory.CreateTempSubdirectory("spindle-proc-").FullName;
@@ -72,20 +73,46 @@ public sealed class SchedulingGroupTests
             WriteStat(root, "102", 102, 'R', 60, cpuTicks: 0); // a busy process of another session
             WriteStat(root, "103", 103, 'S', OwnSession, cpuTicks: 1_000); // a member whose main thread waits
             Directory.CreateDirectory(Path.Combine(root, "self")); // not a process entry
-            var group = new SchedulingGroup(root, OwnPid, OwnSession, answerTicks: 0);
-            Assert.False(group.OthersRunnable());
-            Assert.False(group.OthersRunnable()); // nobody used any CPU since
+            var group = new SchedulingGroup(root, OwnPid, OwnSession, answerTicks: 0, cores: 2);
+            Assert.False(group.CoresWantedInGroup());
+            Assert.False(group.CoresWantedInGroup()); // nobody used any CPU since
 
             // Its other threads work: ten seconds of CPU in the few milliseconds since the previous check.
             WriteStat(root, "103", 103, 'S', OwnSession, cpuTicks: 2_000);
-            Assert.True(group.OthersRunnable());
+            Assert.True(group.CoresWantedInGroup());
             Assert.Equal(3, group.CheckCount);
 
             // Its main thread runs: seen at once, with no earlier reading.
-            var fresh = new SchedulingGroup(root, OwnPid, OwnSession, answerTicks: 0);
-            Assert.False(fresh.OthersRunnable());
+            var fresh = new SchedulingGroup(root, OwnPid, OwnSession, answerTicks: 0, cores: 2);
+            Assert.False(fresh.CoresWantedInGroup());
             WriteStat(root, "104", 104, 'R', OwnSession, cpuTicks: 0);
-            Assert.True(fresh.OthersRunnable());
+            Assert.True(fresh.CoresWantedInGroup());
+        }
+        finally
+        {
+            Directory.Delete(root, recursive: true);
+        }
+    }
+
+    [Fact]
+    public void MoreThanTwiceAsManyRunnableThreadsOfThisProcessAsCores_CountAsWantingCores()
+    {
+        if (!OperatingSystem.IsLinux() || IntPtr.Size != 8)
+        {
+            return; // nothing is answered elsewhere (the scan test asserts so)
+        }
+        string root = Directory.CreateTempSubdirectory("spindle-proc-").FullName;
+        try
+        {
+            WriteStat(root, $"{OwnPid}", OwnPid, 'R', OwnSession, cpuTicks: 0);
+            WriteStat(root, $"{OwnPid}/task/{OwnPid}", OwnPid, 'R', OwnSession, cpuTicks: 0);
+            WriteStat(root, $"{OwnPid}/task/{OwnPid + 1}", OwnPid + 1, 'R', OwnSession, cpuTicks: 0);
+            WriteStat(root, $"{OwnPid}/task/{OwnPid + 2}", OwnPid + 2, 'S', OwnSession, cpuTicks: 0);
+            var group = new SchedulingGroup(root, OwnPid, OwnSession, answerTicks: 0, cores: 1);
+            Assert.False(group.CoresWantedInGroup()); // two runnable threads on one core: a hand-off, not a queue
+
+            WriteStat(root, $"{OwnPid}/task/{OwnPid + 2}", OwnPid + 2, 'R', OwnSession, cpuTicks: 0);
+            Assert.True(group.CoresWantedInGroup()); // three on one: a yield rotates the core among them
         }
         finally
         {
@@ -103,10 +130,10 @@ public sealed class SchedulingGroupTests
         string root = Directory.CreateTempSubdirectory("spindle-proc-").FullName;
         try
         {
-            var group = new SchedulingGroup(root, OwnPid, OwnSession, answerTicks: Stopwatch.Frequency * 3_600);
-            Assert.False(group.OthersRunnable());
+            var group = new SchedulingGroup(root, OwnPid, OwnSession, answerTicks: Stopwatch.Frequency * 3_600, cores: 2);
+            Assert.False(group.CoresWantedInGroup());
             WriteStat(root, "101", 101, 'R', OwnSession, cpuTicks: 0);
-            Assert.False(group.OthersRunnable()); // the hour-long answer stands
+            Assert.False(group.CoresWantedInGroup()); // the hour-long answer stands
             Assert.Equal(1, group.CheckCount);
         }
         finally
@@ -118,12 +145,13 @@ public sealed class SchedulingGroupTests
     [Fact]
     public void ABusyProcessOfThisSession_IsSeen_WhereTheSessionIsTheGroup()
     {
-        var group = new SchedulingGroup("/proc", ownPid: 0, ownSession: 0, answerTicks: 0);
-        bool? before = group.OthersRunnable();
+        // Cores enough that the test host's own threads never count: only the neighbour does.
+        var group = new SchedulingGroup("/proc", ownPid: 0, ownSession: 0, answerTicks: 0, cores: 1_000_000);
+        bool? before = group.CoresWantedInGroup();
         if (before is null)
         {
             // Not Linux, or a group this class does not know (a container's cgroup, autogroups off): it stays unknown.
-            Assert.Null(group.OthersRunnable());
+            Assert.Null(group.CoresWantedInGroup());
             return;
         }
         // Started without a new session: the loop shares the test's session, hence its autogroup.
@@ -134,7 +162,7 @@ public sealed class SchedulingGroupTests
             bool seen = false;
             while (!seen && deadline.Elapsed < TimeSpan.FromSeconds(30))
             {
-                seen = group.OthersRunnable() == true;
+                seen = group.CoresWantedInGroup() == true;
                 Thread.Sleep(10);
             }
             Assert.True(seen, "A busy loop of the test's own session was not seen within 30 s.");
