@@ -9,9 +9,10 @@ using System.Threading;
 namespace Spindle.Primitives;
 
 /// <summary>
-/// Whether a thread of another process that shares this process's scheduling group is running or waiting to run right
-/// now, where the group can be known cheaply: on Linux, in the root CPU cgroup with autogroups on, the group is the
-/// process's session, and its members are the processes whose <c>/proc/&lt;pid&gt;/stat</c> names the same session.
+/// Whether this process's scheduling group holds threads that want a core beyond the process's own hand-offs (another
+/// process of the group running, waiting to run or busy, or this process oversubscribed), where the group can be known
+/// cheaply: on Linux, in the root CPU cgroup with autogroups on, the group is the process's session, and its members
+/// are the processes whose <c>/proc/&lt;pid&gt;/stat</c> names the same session.
 /// Elsewhere (another cgroup, autogroups off, not Linux, /proc unreadable) the answer is unknown.
 /// </summary>
 /// <remarks>
@@ -25,10 +26,11 @@ namespace Spindle.Primitives;
 /// group, which other processes' load already describes. Inside a cgroup namespace the cgroup file reads <c>/</c> for a
 /// container's own cgroup too: under cgroup v2 such a cgroup has a <c>cpu.weight</c> file (the real root has none), which
 /// is how it is told apart; under cgroup v1 a namespaced root is not told apart.</para>
-/// <para>Cost and protocol: a check reads the stat file of every process, through raw system calls in methods compiled
-/// fully optimised at their first call (as <see cref="OtherProcessesLoad"/>), on the asking thread: about 7 µs a
-/// process, 0.55 ms for the 81 entries of /proc on the 2-core development VM. It remembers the CPU time of the session's
-/// members between checks (see <see cref="ScanForRunnableNeighbour"/>). An answer is kept for
+/// <para>Cost and protocol: a check reads the stat file of every process and of every thread of this one, through raw
+/// system calls in methods compiled fully optimised at their first call (as <see cref="OtherProcessesLoad"/>), on the
+/// asking thread: about 7 µs a file, 0.55 ms for the 81 entries of /proc on the 2-core development VM, and a few
+/// kilobytes of path strings. It remembers the CPU time of the session's members between checks (see
+/// <see cref="ScanForRunnableNeighbour"/>). An answer is kept for
 /// <see cref="AnswerTicks"/>; a caller that finds it due claims the check with a compare-exchange, and others meanwhile
 /// get the previous answer.</para>
 /// </remarks>
