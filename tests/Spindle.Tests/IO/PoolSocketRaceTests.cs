@@ -1,5 +1,6 @@
 using System;
 using System.Collections.Generic;
+using System.Linq;
 using System.Net.Sockets;
 using System.Threading;
 using System.Threading.Tasks;
@@ -212,7 +213,9 @@ public abstract class PoolSocketRaceTests
                 byte[] buffer = new byte[64 << 10];
                 while (true)
                 {
-                    int count = await server.ReceiveAsync(buffer.AsMemory(0, readRandom.Next(1, buffer.Length + 1))).AsTask().WaitAsync(Waits.MustHappen);
+                    int count = await MustComplete(
+                        server.ReceiveAsync(buffer.AsMemory(0, readRandom.Next(1, buffer.Length + 1))).AsTask(),
+                        $"{where}: a receive after {stream.Count:N0} bytes ({completed.Count(static c => c)} sends completed)");
                     if (count == 0)
                     {
                         break;
@@ -223,10 +226,36 @@ public abstract class PoolSocketRaceTests
                         Volatile.Read(ref current)?.Cancel();
                     }
                 }
-                await sending.WaitAsync(Waits.MustHappen);
+                await MustComplete(sending, $"{where}: the sends");
                 Assert.Empty(reported);
                 AssertPrefixesInOrder(stream, lengths, completed, where);
             }
+        }
+    }
+
+    /// <summary>Awaits <paramref name="task"/> within <see cref="Waits.MustHappen"/>; a timeout names what and the seed.</summary>
+    private static async Task<T> MustComplete<T>(Task<T> task, string what)
+    {
+        try
+        {
+            return await task.WaitAsync(Waits.MustHappen);
+        }
+        catch (TimeoutException e)
+        {
+            throw new TimeoutException($"{what} did not complete within {Waits.MustHappen.TotalSeconds:N0} s", e);
+        }
+    }
+
+    /// <summary>As <see cref="MustComplete{T}(Task{T}, string)"/> for a task without a result.</summary>
+    private static async Task MustComplete(Task task, string what)
+    {
+        try
+        {
+            await task.WaitAsync(Waits.MustHappen);
+        }
+        catch (TimeoutException e)
+        {
+            throw new TimeoutException($"{what} did not complete within {Waits.MustHappen.TotalSeconds:N0} s", e);
         }
     }
 
