@@ -87,8 +87,9 @@ internal sealed class YieldVerdict
 
     private readonly object _gate = new();
 
-    // Asked before a stop: whether another process of this process's scheduling group is runnable (null: unknown).
-    private readonly Func<bool?>? _othersInGroupRunnable;
+    // Asked before a stop: whether the process's scheduling group has threads waiting for a core beyond the process's
+    // own hand-offs (null: unknown).
+    private readonly Func<bool?>? _coresWantedInGroup;
 
     private int _vetoes;
 
@@ -98,10 +99,10 @@ internal sealed class YieldVerdict
     }
 
     /// <summary>
-    /// A verdict that asks <paramref name="othersInGroupRunnable"/> before each stop: a stop is vetoed when it answers
+    /// A verdict that asks <paramref name="coresWantedInGroup"/> before each stop: a stop is vetoed when it answers
     /// false (the process's scheduling group is known, and nothing else in it wants a core).
     /// </summary>
-    public YieldVerdict(Func<bool?> othersInGroupRunnable) => _othersInGroupRunnable = othersInGroupRunnable;
+    public YieldVerdict(Func<bool?> coresWantedInGroup) => _coresWantedInGroup = coresWantedInGroup;
 
     /// <summary>Stops the group check vetoed (tests and diagnostics).</summary>
     public int VetoCount => Volatile.Read(ref _vetoes);
@@ -137,7 +138,7 @@ internal sealed class YieldVerdict
         if (window.Evidence >= StopAt)
         {
             window = default;
-            if (_othersInGroupRunnable?.Invoke() == false)
+            if (_coresWantedInGroup?.Invoke() == false)
             {
                 // The slow yields went to threads of other groups (or of this process): yields still pay here.
                 Interlocked.Increment(ref _vetoes);
