@@ -1,4 +1,5 @@
 using System;
+using System.Diagnostics;
 using System.Threading;
 using Spindle.Queues;
 using Spindle.Scheduling;
@@ -41,12 +42,21 @@ internal enum ArmResult
 /// <see cref="ArmResult.Ready"/> or finds the waiter armed and fires it. The driver is edge-triggered, so an event is
 /// never repeated: this is what keeps it from being lost.</para>
 /// <para>States: Idle, Armed (a listener waits), Firing (one party won the race to end the wait and is writing why),
-/// Fired. The poller, a cancellation callback and <see cref="Close"/> compete to fire with a compare-exchange from
-/// Armed; exactly one wins, and it queues the listener's <see cref="IReadinessListener.OnReady"/> to the pool (never
-/// runs it on the poller thread). The listener calls <see cref="EndWait"/> there, which returns the waiter to Idle.</para>
+/// Fired. The poller, a cancellation callback, <see cref="Close"/> and the arming call's own look at its token compete
+/// to fire with a compare-exchange from Armed; exactly one wins, and it queues the listener's
+/// <see cref="IReadinessListener.OnReady"/> to the pool (never runs it on the poller thread). The listener calls
+/// <see cref="EndWait"/> there, which returns the waiter to Idle.</para>
+/// <para>Each arming is a wait of its own: the state word carries the arming's number beside the state
+/// (<see cref="GenerationStep"/>), and a party that fires compares against the whole word it read. So a party that read
+/// Armed and was then delayed can only end the wait it saw, never a later one armed meanwhile. Without the number, the
+/// arming call's look at an already cancelled token (which runs after the arming) could lose the race to the poller,
+/// stall while the listener ended that wait, the operation completed and the next operation of the direction armed
+/// again, then win against the next wait and end it with the earlier operation's cancellation: traced on one core, a
+/// send failed with the token of the send before it, which its caller had never cancelled.</para>
 /// <para>The cancellation registration is written by <see cref="Arm"/> before it arms, and disposed by whoever ends
 /// that wait: <see cref="EndWait"/>, or <see cref="Arm"/> itself when it disarms at once. So a registration never
-/// outlives its wait, and a token's late callback can only reach the wait it was registered for.</para>
+/// outlives its wait, and a token's late callback can only reach the wait it was registered for; its callback is given
+/// its own token, which it reports.</para>
 /// </remarks>
 internal sealed class ReadinessWaiter
 {
@@ -54,8 +64,13 @@ internal sealed class ReadinessWaiter
     private const int Armed = 1;
     private const int Firing = 2;
     private const int Fired = 3;
+    private const int StateMask = 3;
 
-    private static readonly Action<object?> s_cancel = static waiter => ((ReadinessWaiter)waiter!).FireCancelled();
+    /// <summary>The state word's unit of arming numbers: the low bits hold the state, the rest count armings (wrapping).</summary>
+    private const int GenerationStep = StateMask + 1;
+
+    private static readonly Action<object?, CancellationToken> s_cancel =
+        static (waiter, token) => ((ReadinessWaiter)waiter!).FireCancelled(token);
     // A readiness wake-up resumes an operation the socket accepted: shutdown runs it in both modes (see ContinuationCallback).
     private static readonly Action<object?> s_ready = new ContinuationCallback(static listener => ((IReadinessListener)listener!).OnReady()).Run;
 
@@ -67,7 +82,6 @@ internal sealed class ReadinessWaiter
     private bool _hungUp;
     private Exception? _error;
     private IReadinessListener? _listener;
-    private CancellationToken _token;
     private CancellationTokenRegistration _registration;
 
     public ReadinessWaiter(Scheduler scheduler, Func<Exception> closedError)
@@ -100,9 +114,10 @@ internal sealed class ReadinessWaiter
     public void Signal()
     {
         Interlocked.Increment(ref _sequence);
-        if (Volatile.Read(ref _state) == Armed)
+        int word = Volatile.Read(ref _state);
+        if ((word & StateMask) == Armed)
         {
-            Fire(null);
+            Fire(word, null);
         }
     }
 
@@ -111,9 +126,10 @@ internal sealed class ReadinessWaiter
     {
         Volatile.Write(ref _closed, true);
         Interlocked.MemoryBarrier();
-        if (Volatile.Read(ref _state) == Armed)
+        int word = Volatile.Read(ref _state);
+        if ((word & StateMask) == Armed)
         {
-            Fire(_closedError());
+            Fire(word, _closedError());
         }
     }
 
@@ -132,14 +148,16 @@ internal sealed class ReadinessWaiter
         // the arming catches it.
         if (cancellationToken.CanBeCanceled)
         {
-            _token = cancellationToken;
             _registration = cancellationToken.UnsafeRegister(s_cancel, this);
         }
-        Interlocked.Exchange(ref _state, Armed);
+        int idle = Volatile.Read(ref _state);
+        Debug.Assert((idle & StateMask) == Idle, "One operation at a time arms, and only once the previous wait has ended.");
+        int armed = unchecked((idle & ~StateMask) + GenerationStep + Armed); // this wait's number (it wraps: see Fire)
+        Interlocked.Exchange(ref _state, armed);
         bool closed = Volatile.Read(ref _closed);
         if (closed || Volatile.Read(ref _sequence) != seen)
         {
-            if (Interlocked.CompareExchange(ref _state, Idle, Armed) == Armed)
+            if (Interlocked.CompareExchange(ref _state, armed - Armed + Idle, armed) == armed)
             {
                 DropRegistration();
                 _listener = null;
@@ -149,17 +167,18 @@ internal sealed class ReadinessWaiter
         }
         if (cancellationToken.IsCancellationRequested)
         {
-            FireCancelled(); // cancelled before the arming (a no-op if an event or the close won)
+            // Cancelled before the arming, when the registration found the waiter idle. A no-op if an event or the
+            // close won; and this wait only, whatever has happened since (see the remarks).
+            Fire(armed, new OperationCanceledException(cancellationToken));
         }
         return ArmResult.Waiting;
     }
 
-    /// <summary>Disposes the cancellation registration (waiting for a callback that lost the race to finish) and forgets the token.</summary>
+    /// <summary>Disposes the cancellation registration (waiting for a callback that lost the race to finish).</summary>
     private void DropRegistration()
     {
         _registration.Dispose();
         _registration = default;
-        _token = default;
     }
 
     /// <summary>The listener, on the pool: ends the wait. Returns why it ended early (cancelled, closed), or null for readiness.</summary>
@@ -169,21 +188,37 @@ internal sealed class ReadinessWaiter
         Exception? error = _error;
         _error = null;
         _listener = null;
-        Volatile.Write(ref _state, Idle);
+        int fired = Volatile.Read(ref _state);
+        Debug.Assert((fired & StateMask) == Fired, "Only the listener of a fired wait ends it.");
+        Volatile.Write(ref _state, fired - Fired + Idle);
         return error;
     }
 
-    private void FireCancelled() => Fire(new OperationCanceledException(_token));
-
-    private void Fire(Exception? error)
+    /// <summary>A registration's callback: its token was cancelled while its wait may be armed.</summary>
+    private void FireCancelled(CancellationToken token)
     {
-        if (Interlocked.CompareExchange(ref _state, Firing, Armed) != Armed)
+        int word = Volatile.Read(ref _state);
+        if ((word & StateMask) == Armed)
+        {
+            Fire(word, new OperationCanceledException(token));
+        }
+    }
+
+    /// <summary>
+    /// Ends the wait whose armed state word is <paramref name="armed"/>, if it is still armed: the compare-exchange is
+    /// against the whole word, so a later wait (a higher number) is never ended by a party that saw this one. The
+    /// numbers wrap after 2^30 armings; a party would have to stall across all of them to be fooled.
+    /// </summary>
+    private void Fire(int armed, Exception? error)
+    {
+        Debug.Assert((armed & StateMask) == Armed);
+        if (Interlocked.CompareExchange(ref _state, armed - Armed + Firing, armed) != armed)
         {
             return;
         }
         _error = error;
         IReadinessListener listener = _listener!;
-        Volatile.Write(ref _state, Fired);
+        Volatile.Write(ref _state, armed - Armed + Fired);
         _scheduler.EnqueueContinuation(new WorkItemEntry(s_ready, listener, null), preferLocal: false);
     }
 }
