@@ -48,7 +48,8 @@ public sealed class LaneOptionsTests
     [Fact]
     public void CreateLane_CopiesTheOptions_AndTheLaneReportsThem()
     {
-        using var pool = new WorkerPool(new WorkerPoolOptions { Name = nameof(LaneOptionsTests) });
+        // At least four threads, so that the lane's cap of 2 is what bounds its scheduler's concurrency on any machine.
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = nameof(LaneOptionsTests), MinThreads = 4 });
         var options = new LaneOptions
         {
             Name = "ingest",

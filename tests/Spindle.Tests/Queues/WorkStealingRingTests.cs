@@ -413,7 +413,18 @@ public sealed class WorkStealingRingTests
         {
             Assert.True(ring.TryPush(Numbered(r)));
             Volatile.Write(ref round, r);
-            Thread.SpinWait(random.Next(0, 100)); // vary who gets there first
+            // Vary who gets there first; now and then give the core away between the push and the pop, so that where
+            // the two threads share one core (the thief runs only when the owner gives way) the thief still takes some
+            // of the last items. With a core each, the yield returns at once.
+            int pause = random.Next(0, 112);
+            if (pause >= 100)
+            {
+                Thread.Yield();
+            }
+            else
+            {
+                Thread.SpinWait(pause);
+            }
             if (ring.TryPop(out WorkItemEntry entry))
             {
                 ownerTook[NumberOf(entry)]++;
