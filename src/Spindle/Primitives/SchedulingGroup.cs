@@ -59,7 +59,8 @@ internal sealed class SchedulingGroup
     // The claimer's: when the current scan began, and each session member's CPU ticks at the scan that last saw it.
     private readonly Dictionary<int, (long CpuTicks, long At)> _baselines = [];
     private long _scanAt;
-    private int _ownRunnable;
+    private int _ownRunnable;        // the count in progress, and its task directory (CountOwnRunnableThreads)
+    private string _ownTaskDirectory = "";
 
     /// <summary>Clock ticks per second in /proc's CPU times (USER_HZ: 100 on every Linux the runtime supports).</summary>
     private const double ClockTicksPerSecond = 100;
@@ -362,11 +363,10 @@ internal sealed class SchedulingGroup
     {
         Span<byte> buffer = stackalloc byte[512];
         _ownRunnable = 0;
-        string taskDirectory = _procRoot + "/" + _ownPid.ToString(CultureInfo.InvariantCulture) + "/task";
-        ProcFiles.ForEachNumericEntry(taskDirectory, this, static (self, tid, buffer) =>
+        _ownTaskDirectory = _procRoot + "/" + _ownPid.ToString(CultureInfo.InvariantCulture) + "/task";
+        ProcFiles.ForEachNumericEntry(_ownTaskDirectory, this, static (self, tid, buffer) =>
         {
-            int read = ProcFiles.Read(self._procRoot + "/" + self._ownPid.ToString(CultureInfo.InvariantCulture) + "/task/"
-                + tid.ToString(CultureInfo.InvariantCulture) + "/stat", buffer);
+            int read = ProcFiles.Read(self._ownTaskDirectory + "/" + tid.ToString(CultureInfo.InvariantCulture) + "/stat", buffer);
             if (read > 0 && KernelThreadState.Parse(buffer[..read]) == KernelThreadState.State.Runnable)
             {
                 self._ownRunnable++;

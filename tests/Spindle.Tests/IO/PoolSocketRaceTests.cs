@@ -255,14 +255,8 @@ public abstract class PoolSocketRaceTests
     /// <summary>Awaits <paramref name="task"/> within <see cref="Waits.MustHappen"/>; a timeout names what and the seed.</summary>
     private static async Task<T> MustComplete<T>(Task<T> task, string what)
     {
-        try
-        {
-            return await task.WaitAsync(Waits.MustHappen);
-        }
-        catch (TimeoutException e)
-        {
-            throw new TimeoutException($"{what} did not complete within {Waits.MustHappen.TotalSeconds:N0} s", e);
-        }
+        await MustComplete((Task)task, what);
+        return await task;
     }
 
     /// <summary>As <see cref="MustComplete{T}(Task{T}, string)"/> for a task without a result.</summary>

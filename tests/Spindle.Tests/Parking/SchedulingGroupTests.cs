@@ -65,8 +65,7 @@ public sealed class SchedulingGroupTests
             Assert.Null(new SchedulingGroup(Path.GetTempPath(), OwnPid, OwnSession, answerTicks: 0, cores: 2).CoresWantedInGroup());
             return;
         }
-        string root = Directory.CreateTempSubdirectory("spindle-proc-").FullName;
-        try
+        WithFakeProc(root =>
         {
             WriteStat(root, $"{OwnPid}", OwnPid, 'R', OwnSession, cpuTicks: 0); // this process: never counted
             WriteStat(root, "101", 101, 'S', OwnSession, cpuTicks: 500); // the session's shell, asleep
@@ -87,11 +86,7 @@ public sealed class SchedulingGroupTests
             Assert.False(fresh.CoresWantedInGroup());
             WriteStat(root, "104", 104, 'R', OwnSession, cpuTicks: 0);
             Assert.True(fresh.CoresWantedInGroup());
-        }
-        finally
-        {
-            Directory.Delete(root, recursive: true);
-        }
+        });
     }
 
     [Fact]
@@ -101,8 +96,7 @@ public sealed class SchedulingGroupTests
         {
             return; // nothing is answered elsewhere (the scan test asserts so)
         }
-        string root = Directory.CreateTempSubdirectory("spindle-proc-").FullName;
-        try
+        WithFakeProc(root =>
         {
             WriteStat(root, $"{OwnPid}", OwnPid, 'R', OwnSession, cpuTicks: 0);
             WriteStat(root, $"{OwnPid}/task/{OwnPid}", OwnPid, 'R', OwnSession, cpuTicks: 0);
@@ -113,11 +107,7 @@ public sealed class SchedulingGroupTests
 
             WriteStat(root, $"{OwnPid}/task/{OwnPid + 2}", OwnPid + 2, 'R', OwnSession, cpuTicks: 0);
             Assert.True(group.CoresWantedInGroup()); // three on one: a yield rotates the core among them
-        }
-        finally
-        {
-            Directory.Delete(root, recursive: true);
-        }
+        });
     }
 
     [Fact]
@@ -127,19 +117,14 @@ public sealed class SchedulingGroupTests
         {
             return; // nothing is answered elsewhere (the scan test asserts so)
         }
-        string root = Directory.CreateTempSubdirectory("spindle-proc-").FullName;
-        try
+        WithFakeProc(root =>
         {
             var group = new SchedulingGroup(root, OwnPid, OwnSession, answerTicks: Stopwatch.Frequency * 3_600, cores: 2);
             Assert.False(group.CoresWantedInGroup());
             WriteStat(root, "101", 101, 'R', OwnSession, cpuTicks: 0);
             Assert.False(group.CoresWantedInGroup()); // the hour-long answer stands
             Assert.Equal(1, group.CheckCount);
-        }
-        finally
-        {
-            Directory.Delete(root, recursive: true);
-        }
+        });
     }
 
     [Fact]
@@ -171,6 +156,20 @@ public sealed class SchedulingGroupTests
         {
             burner.Kill();
             burner.WaitForExit();
+        }
+    }
+
+    /// <summary>Runs <paramref name="body"/> over an empty /proc-shaped temporary directory, removed afterwards.</summary>
+    private static void WithFakeProc(Action<string> body)
+    {
+        string root = Directory.CreateTempSubdirectory("spindle-proc-").FullName;
+        try
+        {
+            body(root);
+        }
+        finally
+        {
+            Directory.Delete(root, recursive: true);
         }
     }
 
