@@ -1,4 +1,5 @@
 using System;
+using System.Diagnostics;
 using System.Runtime.ExceptionServices;
 using System.Threading;
 using System.Threading.Tasks;
@@ -34,6 +35,13 @@ internal sealed class DirectionGate
 /// <c>GetResult</c>, so the source is never reset while an awaiter may still read it; the version guards a
 /// <c>ValueTask</c> awaited twice. The loop runs on the caller's thread until the first wait, then on pool workers (one
 /// at a time: the waiter calls back once per arming).</para>
+/// <para>Completion protocol: <c>_continuation</c> is the one word the completer and the awaiter race on. It reads null
+/// (pending, nobody registered), the awaiter's continuation (pending, registered), or <c>s_completed</c> (the outcome is
+/// published). The completer writes the outcome, then exchanges <c>s_completed</c> in, and touches the operation after
+/// that only to run a continuation it took out; the awaiter's registration is a compare-exchange from null, and its
+/// <c>GetResult</c> reads the outcome only after seeing <c>s_completed</c>, then stores null as its last write before it
+/// leaves the gate. So an awaiter that finds the operation done and starts the next call at once can never meet a
+/// late write of the previous completion.</para>
 /// <para>Continuations run where the awaiter asked: on its captured <see cref="SynchronizationContext"/> or
 /// <see cref="TaskScheduler"/> (posted), otherwise inline on the pool worker that completed the operation, or queued
 /// to the pool when the operation had completed before the awaiter registered.</para>
@@ -52,18 +60,18 @@ internal sealed class DirectionGate
 /// </remarks>
 internal abstract class SocketOperation<T> : IValueTaskSource<T>, IValueTaskSource, IReadinessListener, IWorkItem, IShutdownAware
 {
-    private static readonly Action<object?> s_completed = static _ => { };
-    private static readonly SendOrPostCallback s_posted = static op => ((SocketOperation<T>)op!).RunContinuation(inline: true);
+    private static readonly Action<object?> s_completed = static _ => Debug.Fail("the completion marker is never run");
+    private static readonly SendOrPostCallback s_posted = static op => ((SocketOperation<T>)op!).RunQueuedContinuation();
 
     private readonly ReadinessWaiter _waiter;
     private readonly DirectionGate _gate;
     private readonly Scheduler _scheduler;
     private readonly WorkerPool _pool;
     private short _version;
-    private bool _completed;
     private T? _result;
     private ExceptionDispatchInfo? _error;
-    private Action<object?>? _continuation;
+    private Action<object?>? _continuation; // null, the awaiter's continuation, or s_completed: see the remarks
+    private Action<object?>? _queuedContinuation; // the continuation a queued or posted completion runs
     private object? _continuationState;
     private ExecutionContext? _executionContext;
     private object? _schedulingContext;
@@ -206,17 +214,18 @@ internal abstract class SocketOperation<T> : IValueTaskSource<T>, IValueTaskSour
         Forget();
         _result = result;
         _error = error is null ? null : ExceptionDispatchInfo.Capture(error);
-        Volatile.Write(ref _completed, true);
+        // The exchange publishes the outcome. Nothing of this operation is touched after it unless an awaiter had
+        // registered: without one, the awaiter may read the result and start the next call at once.
         Action<object?>? continuation = Interlocked.Exchange(ref _continuation, s_completed);
+        Debug.Assert(!ReferenceEquals(continuation, s_completed), "an operation completes once");
         if (continuation is not null)
         {
             // On a worker of the pool (the loop only runs elsewhere before the awaiter has registered).
-            _continuation = continuation;
-            RunContinuation(inline: true);
+            RunContinuation(continuation, inline: true);
         }
     }
 
-    private void RunContinuation(bool inline)
+    private void RunContinuation(Action<object?> continuation, bool inline)
     {
         object? scheduling = _schedulingContext;
         if (scheduling is not null)
@@ -231,7 +240,7 @@ internal abstract class SocketOperation<T> : IValueTaskSource<T>, IValueTaskSour
                 SynchronizationContext.SetSynchronizationContext((SynchronizationContext)scheduling);
                 try
                 {
-                    RunContinuation(inline: true);
+                    RunContinuation(continuation, inline: true);
                 }
                 finally
                 {
@@ -240,21 +249,23 @@ internal abstract class SocketOperation<T> : IValueTaskSource<T>, IValueTaskSour
             }
             else if (scheduling is SynchronizationContext context)
             {
+                _queuedContinuation = continuation;
                 context.Post(s_posted, this);
             }
             else
             {
-                Task.Factory.StartNew(static op => ((SocketOperation<T>)op!).RunContinuation(inline: true), this,
+                _queuedContinuation = continuation;
+                Task.Factory.StartNew(static op => ((SocketOperation<T>)op!).RunQueuedContinuation(), this,
                     CancellationToken.None, TaskCreationOptions.DenyChildAttach, (TaskScheduler)scheduling);
             }
             return;
         }
         if (!inline)
         {
+            _queuedContinuation = continuation;
             _scheduler.EnqueueContinuation(new WorkItemEntry(this, WorkItemEntry.WorkItemMarker, null), preferLocal: false);
             return;
         }
-        Action<object?> continuation = _continuation!;
         object? state = _continuationState;
         ExecutionContext? executionContext = _executionContext;
         if (executionContext is null)
@@ -272,12 +283,21 @@ internal abstract class SocketOperation<T> : IValueTaskSource<T>, IValueTaskSour
     }
 
     /// <summary>On a worker: the continuation of an operation that had completed before its awaiter registered.</summary>
-    void IWorkItem.Execute() => RunContinuation(inline: true);
+    void IWorkItem.Execute() => RunQueuedContinuation();
+
+    /// <summary>A queued or posted continuation, where the awaiter asked for it to run.</summary>
+    private void RunQueuedContinuation()
+    {
+        Action<object?>? continuation = _queuedContinuation;
+        Debug.Assert(continuation is not null, "a continuation is queued only with its delegate");
+        _queuedContinuation = null;
+        RunContinuation(continuation, inline: true);
+    }
 
     ValueTaskSourceStatus IValueTaskSource<T>.GetStatus(short token)
     {
         ValidateToken(token);
-        if (!Volatile.Read(ref _completed))
+        if (!ReferenceEquals(Volatile.Read(ref _continuation), s_completed))
         {
             return ValueTaskSourceStatus.Pending;
         }
@@ -289,6 +309,11 @@ internal abstract class SocketOperation<T> : IValueTaskSource<T>, IValueTaskSour
     void IValueTaskSource<T>.OnCompleted(Action<object?> continuation, object? state, short token, ValueTaskSourceOnCompletedFlags flags)
     {
         ValidateToken(token);
+        Action<object?>? registered = Volatile.Read(ref _continuation);
+        if (registered is not null && !ReferenceEquals(registered, s_completed))
+        {
+            throw AwaitedTwice();
+        }
         if ((flags & ValueTaskSourceOnCompletedFlags.FlowExecutionContext) != 0)
         {
             _executionContext = ExecutionContext.Capture();
@@ -306,19 +331,23 @@ internal abstract class SocketOperation<T> : IValueTaskSource<T>, IValueTaskSour
             }
         }
         _continuationState = state;
-        if (Interlocked.CompareExchange(ref _continuation, continuation, null) is not null)
+        Action<object?>? previous = Interlocked.CompareExchange(ref _continuation, continuation, null);
+        if (previous is not null)
         {
+            if (!ReferenceEquals(previous, s_completed))
+            {
+                throw AwaitedTwice();
+            }
             // Completed between the awaiter's look and this call: never inline here (the awaiter's caller is still on
             // the stack); queue it to the pool, or post it to the awaiter's context.
-            _continuation = continuation;
-            RunContinuation(inline: false);
+            RunContinuation(continuation, inline: false);
         }
     }
 
     T IValueTaskSource<T>.GetResult(short token)
     {
         ValidateToken(token);
-        if (!Volatile.Read(ref _completed))
+        if (!ReferenceEquals(Volatile.Read(ref _continuation), s_completed))
         {
             throw new InvalidOperationException("The socket operation has not completed; await its ValueTask instead of reading it.");
         }
@@ -326,13 +355,12 @@ internal abstract class SocketOperation<T> : IValueTaskSource<T>, IValueTaskSour
         ExceptionDispatchInfo? error = _error;
         _result = default;
         _error = null;
-        _continuation = null;
         _continuationState = null;
         _executionContext = null;
         _schedulingContext = null;
         _token = default;
         _version++;
-        Volatile.Write(ref _completed, false);
+        Volatile.Write(ref _continuation, null);
         _gate.Exit();
         error?.Throw();
         return result!;
@@ -349,7 +377,10 @@ internal abstract class SocketOperation<T> : IValueTaskSource<T>, IValueTaskSour
     {
         if (token != _version)
         {
-            throw new InvalidOperationException("The ValueTask of a socket operation may be awaited only once.");
+            throw AwaitedTwice();
         }
     }
+
+    private static InvalidOperationException AwaitedTwice() =>
+        new("The ValueTask of a socket operation may be awaited only once.");
 }

@@ -63,6 +63,48 @@ public abstract class PoolSocketReceiveTests
     }
 
     [Fact]
+    public async Task AReceiveReadTheMomentItCompletes_LeavesTheNextReceiveAwaitable()
+    {
+        // The awaiter of every other receive polls for completion and reads the result the moment it sees it, racing
+        // the worker that completes it; the next receive is awaited the usual way, registering a continuation while
+        // it is pending. Whatever the completing worker still does after publishing the outcome must not reach the
+        // next call: each of its receives completes with its own byte.
+        using WorkerPool pool = NewPool();
+        var (client, server) = await SocketPairs.ConnectAsync(pool);
+        using (client)
+        using (server)
+        {
+            byte[] buffer = new byte[16];
+            byte[] message = new byte[1];
+            int rounds = Stress.Scale(4_000, 400_000);
+            for (int round = 0; round < rounds; round++)
+            {
+                message[0] = (byte)round;
+                ValueTask<int> pending = server.ReceiveAsync(buffer);
+                if (round % 2 == 0)
+                {
+                    await client.SendAsync(message).AsTask().WaitAsync(Waits.MustHappen);
+                    var waited = System.Diagnostics.Stopwatch.StartNew();
+                    var spinner = new System.Threading.SpinWait();
+                    while (!pending.IsCompleted)
+                    {
+                        Assert.True(waited.Elapsed < Waits.MustHappen, $"round {round}: the receive never completed");
+                        spinner.SpinOnce(sleep1Threshold: -1);
+                    }
+                    Assert.Equal(1, pending.Result);
+                }
+                else
+                {
+                    Task<int> awaited = pending.AsTask();
+                    await client.SendAsync(message).AsTask().WaitAsync(Waits.MustHappen);
+                    Assert.Equal(1, await awaited.WaitAsync(Waits.MustHappen));
+                }
+                Assert.Equal((byte)round, buffer[0]);
+            }
+        }
+    }
+
+    [Fact]
     public async Task AReceiveThatFillsItsBuffer_LeavesTheRestToTheNextReceive_WithoutAnotherEvent()
     {
         using WorkerPool pool = NewPool();
