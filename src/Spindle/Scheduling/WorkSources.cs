@@ -1,4 +1,5 @@
 using System;
+using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using Spindle.Lanes;
 using Spindle.Parking;
@@ -202,10 +203,10 @@ internal sealed partial class WorkSources
     /// turn through semaphores on 2 cores read, run to run, either a few hundred loops sharing the pool (Jain index 0.2,
     /// 99th percentile of a turn's wait 40 µs) or all of them (0.98, 27 ms). With the turn every chain goes round the
     /// global queue in order, one look interval (<see cref="LookPacer.FairnessLookTicks"/>) at a time: all of them,
-    /// every run (0.995-0.998, 23.7-25.3 ms).</para>
+    /// every run (0.995-0.998, 32-37 ms).</para>
     /// <para>Local work that drains is not moved: the rest of a batch taken from the global queue was queued before
     /// everything still there, and sent to the back it would be overtaken by all of it. A tree of tasks that grows
-    /// loses little: the subtree moved out comes back at the next look (its items wait one look interval more), and
+    /// loses little: the subtree moved out comes back within a few looks (its items wait that much longer), and
     /// the look still opens at most one new item; a chain that is the worker's only work keeps it.
     /// The move goes through the global queue's own protocol, and a parked worker is woken for it as for any other
     /// item that reaches a queue (the stall monitor sleeps while a worker is parked, on that premise).</para>
@@ -221,6 +222,7 @@ internal sealed partial class WorkSources
         {
             return false; // a thief took the last of it
         }
+        Debug.Assert(!newest.IsEmpty, "a take that succeeded returns an item");
         _global.EnqueueAlways(newest);
         bool localTurn = local.MovedOneOut();
         if (_idle.IdleCount != 0)
