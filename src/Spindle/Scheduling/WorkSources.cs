@@ -105,6 +105,7 @@ internal sealed partial class WorkSources
         WorkerLocalQueue local = self.Local;
         if (local.TryTakeLifoSlot(out item) || local.Ring.TryPop(out item))
         {
+            local.NoteRanLocal();
             return true;
         }
         local.NoteRanDry();
@@ -189,7 +190,7 @@ internal sealed partial class WorkSources
     /// A look while local work waits and has held the worker since the last look, re-queuing itself as fast as it ran
     /// (<see cref="WorkerLocalQueue.HeldSinceLastLook"/>): the worker's newest local item (its LIFO slot's, else its
     /// ring's newest) goes to the back of the global queue when anything else waits for the worker, outside or below it
-    /// in the ring. Returns true when the look then leaves the turn to the next local item: always when nothing waited
+    /// in the ring (at most one move per half a look interval, see <see cref="WorkerLocalQueue.MoveOutDue"/>). Returns true when the look then leaves the turn to the next local item: always when nothing waited
     /// outside, at every other such look when both wait (see <see cref="WorkerLocalQueue.MovedOneOut"/>; taking the
     /// global queue's oldest every time, two chains would pass the turn between them through it while the ring's others
     /// waited); false when it takes the global queue's oldest, or moved nothing.
@@ -203,7 +204,7 @@ internal sealed partial class WorkSources
     /// turn through semaphores on 2 cores read, run to run, either a few hundred loops sharing the pool (Jain index 0.2,
     /// 99th percentile of a turn's wait 40 µs) or all of them (0.98, 27 ms). With the turn every chain goes round the
     /// global queue in order, one look interval (<see cref="LookPacer.FairnessLookTicks"/>) at a time: all of them,
-    /// every run (0.995-0.998, 32-37 ms).</para>
+    /// every run (0.995-0.998, 32-39 ms).</para>
     /// <para>Local work that drains is not moved: the rest of a batch taken from the global queue was queued before
     /// everything still there, and sent to the back it would be overtaken by all of it. A tree of tasks that grows
     /// loses little: the subtree moved out comes back within a few looks (its items wait that much longer), and
@@ -214,7 +215,7 @@ internal sealed partial class WorkSources
     private bool RotateNewestLocal(WorkerLocalQueue local)
     {
         bool outsideWaits = !_global.IsEmpty;
-        if (!outsideWaits && local.Count < 2)
+        if ((!outsideWaits && local.Count < 2) || !local.MoveOutDue())
         {
             return false;
         }
