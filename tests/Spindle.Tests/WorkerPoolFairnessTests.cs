@@ -111,67 +111,6 @@ public sealed class WorkerPoolFairnessTests
         Assert.True(worst <= 200, $"item {worstItem} of {run.Count} started after {worst} items queued after it");
     }
 
-    [Fact]
-    public void ChainsThatRequeueThemselvesLocally_MoreThanTheWorkers_EachGetATurn_WithinAFewItemsEach()
-    {
-        // One worker, 100 chains started together from one of its items, so all of them wait in its ring; each item
-        // works about 20 µs and queues the chain's next item to the same worker, so the newest chain is always on top.
-        // Left there, the chains below would reach the worker only by the ring's ageing rule, one per 20 ms: about 2 s,
-        // some 100,000 items, before the last one ran. Counted in items, not in time: every chain has started before
-        // the chains ran 20,000 items in all (a look every 61 items at most, one chain sent round per look: 6,100).
-        using WorkerPool pool = CreatePool(threads: 1);
-        const int Chains = 100;
-        const int Bound = 20_000;
-        var run = new ChainRun(Chains);
-        using var everyChainStarted = new ManualResetEventSlim();
-        pool.UnsafeQueueUserWorkItem(_ =>
-        {
-            for (int i = 0; i < Chains; i++)
-            {
-                pool.UnsafeQueueUserWorkItem(ChainItem, (pool, run, i, everyChainStarted), preferLocal: true);
-            }
-        }, null);
-        Assert.True(everyChainStarted.Wait(Generous), $"{Volatile.Read(ref run.Started)} of {Chains} chains started.");
-        long itemsWhenLastStarted = Volatile.Read(ref run.ItemsWhenLastStarted);
-        Volatile.Write(ref run.Stop, true);
-        Assert.True(itemsWhenLastStarted <= Bound, $"the last chain started after {itemsWhenLastStarted} items of the chains");
-    }
-
-    private static void ChainItem((WorkerPool Pool, ChainRun Run, int Chain, ManualResetEventSlim AllStarted) state)
-    {
-        ChainRun run = state.Run;
-        if (Volatile.Read(ref run.Stop))
-        {
-            return;
-        }
-        long items = Interlocked.Increment(ref run.Items);
-        if (!run.HasRun[state.Chain])
-        {
-            run.HasRun[state.Chain] = true;
-            if (Interlocked.Increment(ref run.Started) == run.HasRun.Length)
-            {
-                Volatile.Write(ref run.ItemsWhenLastStarted, items);
-                state.AllStarted.Set();
-            }
-        }
-        long until = Stopwatch.GetTimestamp() + Stopwatch.Frequency / 50_000;
-        while (Stopwatch.GetTimestamp() < until)
-        {
-            Thread.SpinWait(4);
-        }
-        state.Pool.UnsafeQueueUserWorkItem(ChainItem, state, preferLocal: true);
-    }
-
-    /// <summary>The chains' shared figures (the pool has one worker: the chains' items run one at a time).</summary>
-    private sealed class ChainRun(int chains)
-    {
-        public readonly bool[] HasRun = new bool[chains];
-        public long Items;
-        public long ItemsWhenLastStarted;
-        public int Started;
-        public bool Stop;
-    }
-
     private static readonly Action<(InflowRun Run, int Index)> s_inflowItem = static state =>
     {
         Thread.SpinWait(400); // a little work: the inflow outpaces the worker

@@ -1,5 +1,4 @@
 using System;
-using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using Spindle.Lanes;
 using Spindle.Parking;
@@ -28,9 +27,7 @@ namespace Spindle.Scheduling;
 /// <item><b>worker</b> (<see cref="TakeForWorker"/>): urgent, lanes, the pool's queue (<see cref="TakePoolQueue"/>): a
 /// timed look outside when due, then LIFO slot, ring, a stalled watched peer, global batch;</item>
 /// <item><b>look</b> (<see cref="TakeForLook"/>), the fairness part of the worker's order: a stranded peer (when the
-/// stall monitor asked), the aged bottom of its own ring, then, with nothing local, a global batch; with local work, its
-/// newest item goes to the back of the global queue and one global item comes in (or, with none waiting there, the
-/// next local item runs);</item>
+/// stall monitor asked), the aged bottom of its own ring, then one global item (or a batch, with nothing local);</item>
 /// <item><b>searcher</b> (<see cref="TakeForSearcher"/>): its own slot and ring once after a wake, urgent, High and
 /// Normal lanes, global batch, peers, Low lanes;</item>
 /// <item><b>lane turn</b> (<see cref="TakeNextInTurn"/>, <c>WorkSources.Turns.cs</c>): the same lane's next item while
@@ -103,13 +100,10 @@ internal sealed partial class WorkSources
             return true;
         }
         WorkerLocalQueue local = self.Local;
-        if (local.TryTakeLifoSlot(out item) || local.Ring.TryPop(out item))
-        {
-            local.NoteRanLocal();
-            return true;
-        }
-        local.NoteRanDry();
-        return TakeFromWatchedPeer(self, out item) || TakeGlobalBatch(self, out item);
+        return local.TryTakeLifoSlot(out item)
+            || local.Ring.TryPop(out item)
+            || TakeFromWatchedPeer(self, out item)
+            || TakeGlobalBatch(self, out item);
     }
 
     /// <summary>
@@ -136,9 +130,8 @@ internal sealed partial class WorkSources
     /// <summary>
     /// A look outside the worker's own queues, when its pacer or the stall monitor says one is due (see
     /// <see cref="Worker.TryBeginLook"/>): a stranded peer's item first when the monitor asked (it has waited longest),
-    /// then the aged bottom of the worker's ring, then outside work: a batch when nothing local waits; while local work
-    /// waits, a turn (see <see cref="RotateNewestLocal"/>) and one global item (a batch's rest would wait behind the local
-    /// chain).
+    /// then the aged bottom of the worker's ring, then outside work: one global item while local work waits (a batch's
+    /// rest would wait behind the local chain), a batch when there is none.
     /// </summary>
     /// <remarks>
     /// <para>The interval is timed, not counted, so the wait of outside work is bounded in time whatever the local items'
@@ -168,69 +161,11 @@ internal sealed partial class WorkSources
             item = default;
             return false;
         }
-        WorkerLocalQueue local = self.Local;
-        bool held = local.HeldSinceLastLook();
-        if ((requested && TakeFromStranded(self, out item)) || local.TakeAgedBottom(out item))
+        if ((requested && TakeFromStranded(self, out item)) || self.Local.TakeAgedBottom(out item))
         {
             return true;
         }
-        if (local.IsEmpty)
-        {
-            return TakeGlobalBatch(self, out item);
-        }
-        if (held && RotateNewestLocal(local))
-        {
-            item = default;
-            return false; // the dispatch goes on to the next local item
-        }
-        return TakeOneGlobal(self, out item);
-    }
-
-    /// <summary>
-    /// A look while local work waits and has held the worker since the last look, re-queuing itself as fast as it ran
-    /// (<see cref="WorkerLocalQueue.HeldSinceLastLook"/>): the worker's newest local item (its LIFO slot's, else its
-    /// ring's newest) goes to the back of the global queue when anything else waits for the worker, outside or below it
-    /// in the ring (at most one move per half a look interval, see <see cref="WorkerLocalQueue.MoveOutDue"/>). Returns true when the look then leaves the turn to the next local item: always when nothing waited
-    /// outside, at every other such look when both wait (see <see cref="WorkerLocalQueue.MovedOneOut"/>; taking the
-    /// global queue's oldest every time, two chains would pass the turn between them through it while the ring's others
-    /// waited); false when it takes the global queue's oldest, or moved nothing.
-    /// </summary>
-    /// <remarks>
-    /// <para>Why: a chain that re-queues itself (an <c>await</c> whose continuation another item posts back to this
-    /// worker, two loops passing a turn back and forth) is always the worker's newest item, so without a turn it kept the
-    /// worker from one look to the next, and everything below it in the ring waited for the ageing rule, one item per
-    /// <see cref="LookPacer.OldestLocalAgeMs"/>, or for the ring to overflow. With more such chains than workers, which
-    /// of them ran depended on how the start had spread them over rings and global queue: 500 pairs of loops passing a
-    /// turn through semaphores on 2 cores read, run to run, either a few hundred loops sharing the pool (Jain index 0.2,
-    /// 99th percentile of a turn's wait 40 µs) or all of them (0.98, 27 ms). With the turn every chain goes round the
-    /// global queue in order, one look interval (<see cref="LookPacer.FairnessLookTicks"/>) at a time: all of them,
-    /// every run (0.995-0.998, 32-39 ms).</para>
-    /// <para>Local work that drains is not moved: the rest of a batch taken from the global queue was queued before
-    /// everything still there, and sent to the back it would be overtaken by all of it. A tree of tasks that grows
-    /// loses little: the subtree moved out comes back within a few looks (its items wait that much longer), and
-    /// the look still opens at most one new item; a chain that is the worker's only work keeps it.
-    /// The move goes through the global queue's own protocol, and a parked worker is woken for it as for any other
-    /// item that reaches a queue (the stall monitor sleeps while a worker is parked, on that premise).</para>
-    /// </remarks>
-    private bool RotateNewestLocal(WorkerLocalQueue local)
-    {
-        bool outsideWaits = !_global.IsEmpty;
-        if ((!outsideWaits && local.Count < 2) || !local.MoveOutDue())
-        {
-            return false;
-        }
-        if (!local.TryTakeLifoSlot(out WorkItemEntry newest) && !local.Ring.TryPop(out newest))
-        {
-            return false; // a thief took the last of it
-        }
-        Debug.Assert(!newest.IsEmpty, "a take that succeeded returns an item");
-        _global.EnqueueAlways(newest);
-        bool localTurn = local.MovedOneOut();
-        if (_idle.IdleCount != 0)
-        {
-            _idle.WakeWorkerIfNeeded();
-        }
-        return !local.IsEmpty && (!outsideWaits || localTurn);
+        return self.Local.IsEmpty ? TakeGlobalBatch(self, out item) : TakeOneGlobal(self, out item);
     }
 
     /// <summary>

@@ -67,14 +67,6 @@ internal sealed class WorkerLocalQueue(WorkStealingRing ring, RunningItemRecord 
     private long _bottomTop = -1;
     private long _bottomSince;
 
-    // Owner only, for the fairness looks (see HeldSinceLastLook): the count at the last look, whether a dispatch found
-    // the queue empty since, whose turn the next look that moves an item gives, and when the last one moved an item.
-    private int _countAtLook;
-    private bool _ranLocal;
-    private bool _ranDry;
-    private bool _localTurn;
-    private long _lastMoveOut;
-
     /// <summary>Thieves and the scheduler: the LIFO slot's item, if any (a snapshot).</summary>
     public object? PeekLifoSlot() => Volatile.Read(ref _lifoSlot.Value);
 
@@ -219,55 +211,6 @@ internal sealed class WorkerLocalQueue(WorkStealingRing ring, RunningItemRecord 
         item = default;
         return false;
     }
-
-    /// <summary>Owner only: a dispatch found the LIFO slot and the ring empty.</summary>
-    public void NoteRanDry() => _ranDry = true;
-
-    /// <summary>Owner only: a dispatch took its item from the LIFO slot or the ring.</summary>
-    [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    public void NoteRanLocal() => _ranLocal = true;
-
-    /// <summary>
-    /// Owner only, at every fairness look: whether, since the previous look, this queue's items ran, it never ran dry,
-    /// and it holds no fewer items now (the previous look having found it holding some): its work re-queued itself as
-    /// fast as it ran (a
-    /// chain, such as two loops passing a turn back and forth through continuations posted to this worker, or a tree
-    /// of tasks still growing), rather than draining (the rest of a batch taken from the global queue, which a look
-    /// that found nothing local took, or the same rest seen by two looks with only outside items run between them, as
-    /// when preemption makes every dispatch a look). False at the first look after a park, which followed a dispatch
-    /// that ran dry.
-    /// </summary>
-    public bool HeldSinceLastLook()
-    {
-        int count = Count;
-        bool held = _ranLocal && !_ranDry && _countAtLook > 0 && count >= _countAtLook;
-        _countAtLook = count;
-        _ranLocal = false;
-        _ranDry = false;
-        return held;
-    }
-
-    /// <summary>
-    /// Owner only: this look moved one item out (see <c>WorkSources.RotateNewestLocal</c>). The next look compares with
-    /// what was left, so work that goes on re-queuing itself still reads as holding the worker. Returns whether this
-    /// look gives the turn to the next local item when outside work waits too: every other time, so the ring's items
-    /// join the rotation while outside work keeps its turns.
-    /// </summary>
-    public bool MovedOneOut()
-    {
-        _countAtLook--;
-        _lastMoveOut = Stopwatch.GetTimestamp();
-        return _localTurn = !_localTurn;
-    }
-
-    /// <summary>
-    /// Owner only, at a look that found the work holding the worker: whether a move is due, the last one having been
-    /// half of <see cref="LookPacer.FairnessLookTicks"/> ago or more. The looks of tiny items come every 61 items, a few
-    /// microseconds apart, and a move at each of them sent chains from core to core for turns nobody needs that short
-    /// (actor mailboxes passing messages lost some 6 % of their throughput); items of 5 µs or more, whose looks come
-    /// about a look interval apart, still move one at every look.
-    /// </summary>
-    public bool MoveOutDue() => Stopwatch.GetTimestamp() - _lastMoveOut >= LookPacer.FairnessLookTicks / 2;
 
     /// <summary>Owner only: takes the ring's oldest item if it has waited at the bottom for <see cref="LookPacer.OldestLocalAgeMs"/>.</summary>
     public bool TakeAgedBottom(out WorkItemEntry item)

@@ -88,7 +88,10 @@ public abstract class PoolSocketReceiveTests
                     var spinner = new System.Threading.SpinWait();
                     while (!pending.IsCompleted)
                     {
-                        Assert.True(waited.Elapsed < Waits.MustHappen, $"round {round}: the receive never completed");
+                        if (waited.Elapsed >= Waits.MustHappen)
+                        {
+                            Assert.Fail($"round {round}: the receive never completed");
+                        }
                         spinner.SpinOnce(sleep1Threshold: -1);
                     }
                     Assert.Equal(1, pending.Result);
