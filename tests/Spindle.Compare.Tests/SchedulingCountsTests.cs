@@ -54,11 +54,25 @@ public sealed class SchedulingCountsTests
     }
 
     [Fact]
+    public void APoolsFirstThread_CountsAsAThreadAdded()
+    {
+        SchedulingCounts.Snapshot before = SchedulingCounts.Take();
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = "scheduling-counts-threads", MinThreads = 1, MaxThreads = 1 });
+        using var ran = new ManualResetEventSlim();
+        pool.UnsafeQueueUserWorkItem(static state => ((ManualResetEventSlim)state!).Set(), ran);
+        Assert.True(ran.Wait(s_patience), "The item did not run.");
+
+        // Other tests' pools may start threads meanwhile: this pool's own start is at least one of those counted.
+        long? added = (SchedulingCounts.Take() - before).ThreadsAdded;
+        Assert.True(added >= 1, $"The pool's thread was not counted as added (threads added: {added}, null meaning unknown).");
+    }
+
+    [Fact]
     public void ADifference_FromBeforeThePoolExisted_CountsThePoolsFiguresFromZero()
     {
         var beforeAnyPool = new SchedulingCounts.Snapshot(10, 4, null, null);
-        var later = new SchedulingCounts.Snapshot(15, 6, 7, 3);
-        Assert.Equal(new SchedulingCounts.Snapshot(5, 2, 7, 3), later - beforeAnyPool);
+        var later = new SchedulingCounts.Snapshot(15, 6, 7, 3, 2);
+        Assert.Equal(new SchedulingCounts.Snapshot(5, 2, 7, 3, 2), later - beforeAnyPool);
         // No pool at either end (the built-in pool's child): the pool figures stay unknown.
         Assert.Equal(new SchedulingCounts.Snapshot(5, 2, null, null), new SchedulingCounts.Snapshot(15, 6, null, null) - beforeAnyPool);
         // A process without the kernel's switch counts: those stay unknown.

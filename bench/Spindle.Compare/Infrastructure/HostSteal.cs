@@ -1,6 +1,10 @@
 using System;
+using System.Buffers.Text;
 using System.Globalization;
 using System.IO;
+using System.Text;
+using System.Threading;
+using Microsoft.Win32.SafeHandles;
 
 namespace Spindle.Compare.Infrastructure;
 
@@ -37,26 +41,35 @@ internal readonly record struct HostSteal(long Total, long Steal)
     /// guest_nice</c>, in USER_HZ ticks): the sum of the first eight as the total (guest time is already counted in user
     /// time), and the eighth, steal. Null for a line that is not such a line, or one of a kernel that has no steal column.
     /// </summary>
-    public static HostSteal? Parse(string? line)
+    public static HostSteal? Parse(string? line) => line is null ? null : Parse(Encoding.ASCII.GetBytes(line));
+
+    /// <summary>
+    /// As <see cref="Parse(string?)"/>, for the file's bytes as read (the first line is parsed, the rest ignored); allocates
+    /// nothing.
+    /// </summary>
+    public static HostSteal? Parse(ReadOnlySpan<byte> text)
     {
-        if (line is null || !line.StartsWith("cpu ", StringComparison.Ordinal))
+        int end = text.IndexOf((byte)'\n');
+        ReadOnlySpan<byte> line = end >= 0 ? text[..end] : text;
+        if (!line.StartsWith("cpu "u8))
         {
             return null;
         }
-        string[] fields = line[4..].Split(' ', StringSplitOptions.RemoveEmptyEntries);
-        if (fields.Length < 8)
-        {
-            return null;
-        }
+        line = line[4..];
         long total = 0;
         long value = 0;
-        for (int i = 0; i < 8; i++)
+        for (int column = 0; column < 8; column++)
         {
-            if (!long.TryParse(fields[i], NumberStyles.None, CultureInfo.InvariantCulture, out value))
+            line = line.TrimStart((byte)' ');
+            int length = line.IndexOf((byte)' ');
+            ReadOnlySpan<byte> field = length >= 0 ? line[..length] : line;
+            if (field.IsEmpty || field.IndexOfAnyExceptInRange((byte)'0', (byte)'9') >= 0
+                || !Utf8Parser.TryParse(field, out value, out int consumed) || consumed != field.Length)
             {
                 return null;
             }
             total += value;
+            line = line[field.Length..];
         }
         return new HostSteal(total, Steal: value); // the eighth column
     }
@@ -75,4 +88,46 @@ internal readonly record struct HostSteal(long Total, long Steal)
     public static string Text(double? share) => share is { } value
         ? string.Create(CultureInfo.InvariantCulture, $"{value * 100:F1} % of the machine's CPU time during the runs (/proc/stat)")
         : "not available";
+
+    /// <summary>
+    /// Reads the counters over and over through one descriptor of <c>/proc/stat</c> and one buffer, so that after its
+    /// first read it allocates nothing: a child run's process figures count every byte the process allocates, and a
+    /// reading is taken at each end of the measured part (<see cref="ProcessMeter"/>).
+    /// </summary>
+    public sealed class Reader
+    {
+        // /proc/stat's first line is the machine's (under 200 bytes with every counter at its largest); one read at
+        // offset 0 makes the kernel render the file afresh and hands back at least that line.
+        private readonly byte[] _buffer = new byte[512];
+        private readonly Lock _lock = new();
+        private SafeFileHandle? _stat;
+        private bool _failed;
+
+        /// <summary>The machine's counters now, or null where there is no /proc/stat (not Linux, or unreadable).</summary>
+        public HostSteal? Take()
+        {
+            if (!OperatingSystem.IsLinux())
+            {
+                return null;
+            }
+            lock (_lock)
+            {
+                if (_failed)
+                {
+                    return null;
+                }
+                try
+                {
+                    _stat ??= File.OpenHandle("/proc/stat");
+                    int length = RandomAccess.Read(_stat, _buffer, 0);
+                    return Parse(_buffer.AsSpan(0, length));
+                }
+                catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+                {
+                    _failed = true;
+                    return null;
+                }
+            }
+        }
+    }
 }

@@ -14,7 +14,8 @@ namespace Spindle.Compare.Infrastructure;
 /// generation, the methods the JIT compiled meanwhile (tier-ups included: a figure well above zero means the
 /// warm-up ended before the code being measured had reached its final tier), and the scheduling decisions that set a
 /// fast run of a case apart from a slow one (<see cref="SchedulingCounts"/>: context switches, voluntary and not, and
-/// Spindle's parks and steals).
+/// Spindle's parks, steals and threads added), and the share of the machine's CPU time the hypervisor gave to other
+/// guests meanwhile (<see cref="HostSteal"/>: a slow run beside a steal of tens of percent was slowed by the host).
 /// </summary>
 /// <remarks>
 /// The measured part starts when the warm-up ends (<see cref="Warmup.Repeat(System.Action)"/> calls <see cref="MarkMeasuredStart"/>;
@@ -40,6 +41,8 @@ internal static class ProcessMeter
         new("process preemptions", "switches", Better.Lower),
         new("process parks", "parks", Better.Lower),
         new("process steals", "steals", Better.Lower),
+        new("process threads added", "threads", Better.Lower),
+        new("process host steal", "%", Better.Lower),
     ];
 
     public const string Prefix = "process ";
@@ -49,6 +52,8 @@ internal static class ProcessMeter
     private static GcSnapshot s_startGc;
     private static long s_startJit;
     private static SchedulingCounts.Snapshot s_startCounts;
+    private static HostSteal? s_startSteal;
+    private static readonly HostSteal.Reader s_steal = new();
     private static int s_peakThreads;
     private static volatile bool s_sampling;
     private static Thread? s_sampler;
@@ -69,9 +74,13 @@ internal static class ProcessMeter
         }
         // The thread count is read before the snapshots, so that its first read's buffer is not counted as the workload's.
         Volatile.Write(ref s_peakThreads, ReadThreadCount());
+        // The machine's counters and the scheduling counts likewise: the first read of the machine's opens the file and
+        // allocates the reader's buffer, and every reading of the pool's meter allocates (the thread counts come as one
+        // tagged measurement per reason).
+        s_startSteal = s_steal.Take();
+        s_startCounts = SchedulingCounts.Take();
         s_startGc = GcSnapshot.Take();
         s_startJit = JitInfo.GetCompiledMethodCount();
-        s_startCounts = SchedulingCounts.Take();
         s_startCpu = CpuClock.ProcessNanoseconds();
         s_startTimestamp = Stopwatch.GetTimestamp();
     }
@@ -82,8 +91,9 @@ internal static class ProcessMeter
         long end = Stopwatch.GetTimestamp();
         long cpu = CpuClock.ProcessNanoseconds();
         long jit = JitInfo.GetCompiledMethodCount() - s_startJit;
-        SchedulingCounts.Snapshot counts = SchedulingCounts.Take() - s_startCounts;
         GcSnapshot gc = GcSnapshot.Take() - s_startGc;
+        SchedulingCounts.Snapshot counts = SchedulingCounts.Take() - s_startCounts;
+        double? steal = HostSteal.Share(s_startSteal, s_steal.Take());
         s_sampling = false;
         int peak = Math.Max(Volatile.Read(ref s_peakThreads), ReadThreadCount());
         measurement
@@ -99,6 +109,15 @@ internal static class ProcessMeter
         SetCount(measurement, Metrics[9].Name, counts.InvoluntarySwitches);
         SetCount(measurement, Metrics[10].Name, counts.Parks);
         SetCount(measurement, Metrics[11].Name, counts.Steals);
+        SetCount(measurement, Metrics[12].Name, counts.ThreadsAdded);
+        if (steal is { } share)
+        {
+            measurement.Set(Metrics[13].Name, share * 100);
+        }
+        else
+        {
+            measurement.SetUnavailable(Metrics[13].Name);
+        }
     }
 
     private static void SetCount(Measurement measurement, string metric, long? count)

@@ -9,15 +9,16 @@ namespace Spindle.Compare.Infrastructure;
 /// The scheduling decisions of a child run, counted so that a fast and a slow run of the same case can be told apart by
 /// what happened in them: the process's context switches (<c>getrusage</c>, Linux and macOS: a voluntary switch is a
 /// thread blocking, a park or a wait; an involuntary one is the kernel preempting a thread that could have run on),
-/// and the parks and steals of Spindle's pools, read from their meters (<c>spindle.pool.park.count</c>,
-/// <c>spindle.pool.steal.count</c>) as a monitoring agent would. The built-in pool publishes neither, so those two are
-/// unavailable for it.
+/// and the parks, steals and thread starts of Spindle's pools, read from their meters (<c>spindle.pool.park.count</c>,
+/// <c>spindle.pool.steal.count</c>, <c>spindle.pool.thread.added.count</c> summed over its reasons) as a monitoring agent
+/// would. The built-in pool publishes none of them, so those three are unavailable for it.
 /// </summary>
 internal static partial class SchedulingCounts
 {
     private const string MeterName = "Spindle";
     private const string ParkInstrument = "spindle.pool.park.count";
     private const string StealInstrument = "spindle.pool.steal.count";
+    private const string ThreadsAddedInstrument = "spindle.pool.thread.added.count";
 
     private static readonly Lock s_lock = new();
     private static MeterListener? s_listener;
@@ -25,10 +26,11 @@ internal static partial class SchedulingCounts
     // Sums of one RecordObservableInstruments call, under s_lock (the listener calls back on the recording thread).
     private static long s_parks;
     private static long s_steals;
+    private static long s_threadsAdded;
     private static int s_poolInstruments;
 
     /// <summary>Counts at one moment; the pool figures are null when no Spindle pool publishes them.</summary>
-    public readonly record struct Snapshot(long? VoluntarySwitches, long? InvoluntarySwitches, long? Parks, long? Steals)
+    public readonly record struct Snapshot(long? VoluntarySwitches, long? InvoluntarySwitches, long? Parks, long? Steals, long? ThreadsAdded = null)
     {
         /// <summary>
         /// The counts between <paramref name="start"/> and <paramref name="end"/>: null where <paramref name="end"/> is;
@@ -40,7 +42,8 @@ internal static partial class SchedulingCounts
             end.VoluntarySwitches - start.VoluntarySwitches,
             end.InvoluntarySwitches - start.InvoluntarySwitches,
             end.Parks - (start.Parks ?? 0),
-            end.Steals - (start.Steals ?? 0));
+            end.Steals - (start.Steals ?? 0),
+            end.ThreadsAdded - (start.ThreadsAdded ?? 0));
     }
 
     /// <summary>Reads every count now.</summary>
@@ -52,11 +55,12 @@ internal static partial class SchedulingCounts
             s_listener ??= StartListener();
             s_parks = 0;
             s_steals = 0;
+            s_threadsAdded = 0;
             s_poolInstruments = 0;
             s_listener.RecordObservableInstruments();
             return s_poolInstruments == 0
                 ? new Snapshot(voluntary, involuntary, null, null)
-                : new Snapshot(voluntary, involuntary, s_parks, s_steals);
+                : new Snapshot(voluntary, involuntary, s_parks, s_steals, s_threadsAdded);
         }
     }
 
@@ -66,7 +70,7 @@ internal static partial class SchedulingCounts
         {
             InstrumentPublished = static (instrument, listener) =>
             {
-                if (instrument.Meter.Name == MeterName && instrument.Name is ParkInstrument or StealInstrument)
+                if (instrument.Meter.Name == MeterName && instrument.Name is ParkInstrument or StealInstrument or ThreadsAddedInstrument)
                 {
                     listener.EnableMeasurementEvents(instrument);
                 }
@@ -75,13 +79,17 @@ internal static partial class SchedulingCounts
         listener.SetMeasurementEventCallback<long>(static (instrument, value, _, _) =>
         {
             s_poolInstruments++;
-            if (instrument.Name == ParkInstrument)
+            switch (instrument.Name)
             {
-                s_parks += value;
-            }
-            else
-            {
-                s_steals += value;
+                case ParkInstrument:
+                    s_parks += value;
+                    break;
+                case StealInstrument:
+                    s_steals += value;
+                    break;
+                default:
+                    s_threadsAdded += value; // one measurement per reason
+                    break;
             }
         });
         listener.Start();
