@@ -51,8 +51,9 @@ namespace Spindle.Threading;
 //    stall to end meanwhile, so the monitor's loop and the workers that continue the ramp compare the progress count
 //    with the mark taken when the step began, and the monitor holds the boost at the threads that exist
 //    (ThreadController.HoldStarvationBoost). The boost decays (halves every DecayIntervalMs) while the queues are
-//    empty, or while the cores are saturated and items complete; surplus workers then retire (ThreadController).
-//    CPU-bound work whose items complete keeps the thread count at the target.
+//    empty, or while the cores are saturated and items complete, except that a thread per waiting item for blocked
+//    workers stays while work waits (see BoostUnneeded); surplus workers then retire (ThreadController). CPU-bound
+//    work whose items complete keeps the thread count at the target.
 //
 // Ticks: 1 ms while something is suspicious (a deferral is open, or work waits with no free worker and no completion),
 // otherwise the interval doubles up to MaxTickMs. So a stall is noticed within MaxTickMs and acted on within the
@@ -122,6 +123,7 @@ internal sealed partial class StallMonitor : IStallWatch
     private bool _outsideWaitingAtLastTick; // the previous tick saw outside work waiting with no worker parked
     private long _lastInjectionAt;        // 0: nothing injected in the current stall
     private int _ramp = 1;
+    private bool _boostForBlockedWorkers; // the boost was raised for workers judged blocked (see BoostUnneeded)
     private long _decayCheckedAt;
     private long _quietSince;
 
@@ -417,6 +419,7 @@ internal sealed partial class StallMonitor : IStallWatch
 
     private void InjectForStarvation(int threads, double stalledMs, bool saturated)
     {
+        bool fresh = _threads.StarvationBoost == 0;
         long waiting = _scheduler.Sources.PendingCount;
         // Cores idle: the workers are blocked, so a thread per waiting item (up to the maximum) is what ends the stall,
         // and adding them all at once costs no CPU-bound throughput. Cores busy: ramp 1, 2, 4 ... (see the remarks).
@@ -426,6 +429,8 @@ internal sealed partial class StallMonitor : IStallWatch
         {
             return;
         }
+        // A ramp's step (busy cores) makes the whole boost the ramp's; a thread per item keeps a fresh boost blocked.
+        _boostForBlockedWorkers = !saturated && (fresh || _boostForBlockedWorkers);
         if (SpindleEventSource.Log.IsOn(EventLevel.Warning, SpindleEventSource.Keywords.Threads))
         {
             SpindleEventSource.Log.StarvationDetected(_poolName, stalledMs, threads, waiting, add);
@@ -452,8 +457,11 @@ internal sealed partial class StallMonitor : IStallWatch
 
     private void DecayBoost(long now, bool pending, bool progress, bool saturated)
     {
-        bool unneeded = !pending || (saturated && progress);
-        if (!unneeded || _threads.StarvationBoost == 0)
+        if (_threads.StarvationBoost == 0)
+        {
+            _boostForBlockedWorkers = false;
+        }
+        if (!BoostUnneeded(pending, progress, saturated, _boostForBlockedWorkers) || _threads.StarvationBoost == 0)
         {
             _decayCheckedAt = now;
             return;
