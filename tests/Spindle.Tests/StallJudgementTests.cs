@@ -52,15 +52,16 @@ public sealed class StallJudgementTests
     }
 
     [Theory]
-    [InlineData(false, false, false, false, true)] // the queues are empty: the boost goes whatever else holds
-    [InlineData(false, false, false, true, true)]
-    [InlineData(true, true, true, false, true)]    // a ramp's threads, items completing on busy cores: they go
-    [InlineData(true, true, true, true, false)]    // a thread per item for blocked workers, with work still waiting
-    [InlineData(true, false, true, false, false)]  // nothing completed: the stall may go on
-    [InlineData(true, true, false, false, false)]  // cores idle: the threads may be needed
-    public void TheBoostDecays_WhenTheQueuesAreEmpty_OrWhenARampsItemsCompleteOnBusyCores(
-        bool pending, bool progress, bool saturated, bool forBlockedWorkers, bool unneeded)
+    [InlineData(false, false, false, false, false, true)] // the queues are empty: the boost goes whatever else holds
+    [InlineData(false, false, false, true, false, true)]
+    [InlineData(true, true, true, false, false, true)]    // a ramp's threads, items completing on busy cores: they go
+    [InlineData(true, true, true, true, false, false)]    // a thread per item for blocked workers, their items long
+    [InlineData(true, true, true, true, true, true)]      // ... their items short (a gated backlog draining)
+    [InlineData(true, false, true, false, true, false)]   // nothing completed: the stall may go on
+    [InlineData(true, true, false, false, true, false)]   // cores idle: the threads may be needed
+    public void TheBoostDecays_WhenTheQueuesAreEmpty_OrWhenItemsCompleteOnBusyCores_UnlessBlockedWorkersItemsAreLong(
+        bool pending, bool progress, bool saturated, bool forBlockedWorkers, bool threadsTurnOver, bool unneeded)
     {
-        Assert.Equal(unneeded, StallMonitor.BoostUnneeded(pending, progress, saturated, forBlockedWorkers));
+        Assert.Equal(unneeded, StallMonitor.BoostUnneeded(pending, progress, saturated, forBlockedWorkers, threadsTurnOver));
     }
 }

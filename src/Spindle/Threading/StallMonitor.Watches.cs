@@ -57,19 +57,21 @@ internal sealed partial class StallMonitor
     /// <summary>
     /// Whether the starvation boost may decay: the queues are empty, or items complete while the cores are busy
     /// (<paramref name="saturated"/>), unless the boost gave blocked workers a thread per waiting item
-    /// (<paramref name="forBlockedWorkers"/>) and work still waits: those threads take it as their own items end.
+    /// (<paramref name="forBlockedWorkers"/>), work still waits, and the threads' items are long (fewer items ended over
+    /// the decay interval than there are threads: <paramref name="threadsTurnOver"/> false): those threads take the
+    /// waiting work as their own items end.
     /// </summary>
     /// <remarks>
     /// Busy cores are read from the process's CPU time, which is not the workers': the thread starts of a blocked burst
     /// and the compilation of their first code keep a core busy, and the first items to end then read as CPU-bound work
     /// completing. Halving the boost every 10 ms on that word retired the threads whose items ended while items still
     /// waited (200 items of a 100 ms sleep: 128 threads with 42 items queued, then 24 threads with 20 still queued 90 ms
-    /// later), and each of those items waited for one of the blocked threads left. The threads a boost for blocked
-    /// workers keeps while the queue drains cost a gated drain nothing measurable on 2 cores; the boost decays as usual
-    /// once the queues are empty. A boost raised by the ramp (busy cores) decays as before.
+    /// later), and each of those items waited for one of the blocked threads left. Where the threads turn over (a gated
+    /// backlog of short items draining once the gate opens), the boost decays as before, and so does a boost raised
+    /// by the ramp (busy cores).
     /// </remarks>
-    internal static bool BoostUnneeded(bool pending, bool progress, bool saturated, bool forBlockedWorkers) =>
-        !pending || (saturated && progress && !forBlockedWorkers);
+    internal static bool BoostUnneeded(bool pending, bool progress, bool saturated, bool forBlockedWorkers, bool threadsTurnOver) =>
+        !pending || (saturated && progress && (!forBlockedWorkers || threadsTurnOver));
 
     /// <summary>
     /// Marks the workers that have held local work for <see cref="StrandedAfterMs"/> without completing an item (see

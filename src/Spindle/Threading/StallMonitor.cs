@@ -51,9 +51,8 @@ namespace Spindle.Threading;
 //    stall to end meanwhile, so the monitor's loop and the workers that continue the ramp compare the progress count
 //    with the mark taken when the step began, and the monitor holds the boost at the threads that exist
 //    (ThreadController.HoldStarvationBoost). The boost decays (halves every DecayIntervalMs) while the queues are
-//    empty, or while the cores are saturated and items complete, except that a thread per waiting item for blocked
-//    workers stays while work waits (see BoostUnneeded); surplus workers then retire (ThreadController). CPU-bound
-//    work whose items complete keeps the thread count at the target.
+//    empty, or while the cores are saturated and items complete (not while work waits behind blocked workers' long
+//    items: see BoostUnneeded); surplus workers then retire. CPU-bound work keeps the thread count at the target.
 //
 // Ticks: 1 ms while something is suspicious (a deferral is open, or work waits with no free worker and no completion),
 // otherwise the interval doubles up to MaxTickMs. So a stall is noticed within MaxTickMs and acted on within the
@@ -124,7 +123,7 @@ internal sealed partial class StallMonitor : IStallWatch
     private long _lastInjectionAt;        // 0: nothing injected in the current stall
     private int _ramp = 1;
     private bool _boostForBlockedWorkers; // the boost was raised for workers judged blocked (see BoostUnneeded)
-    private long _decayCheckedAt;
+    private long _decayCheckedAt, _completedAtDecayCheck; // and the progress count then
     private long _quietSince;
 
     private readonly string _poolName;
@@ -461,20 +460,27 @@ internal sealed partial class StallMonitor : IStallWatch
         {
             _boostForBlockedWorkers = false;
         }
-        if (!BoostUnneeded(pending, progress, saturated, _boostForBlockedWorkers) || _threads.StarvationBoost == 0)
+        if ((pending && !(saturated && progress)) || _threads.StarvationBoost == 0)
         {
             _decayCheckedAt = now;
+            _completedAtDecayCheck = _lastCompleted;
             return;
         }
         if (Stopwatch.GetElapsedTime(_decayCheckedAt, now).TotalMilliseconds < DecayIntervalMs)
         {
             return;
         }
+        // As many items ended over the interval as there are threads: short items (see BoostUnneeded).
+        bool threadsTurnOver = _lastCompleted - _completedAtDecayCheck >= _threads.ThreadCount;
         _decayCheckedAt = now;
-        int surplus = _threads.HalveStarvationBoost();
+        _completedAtDecayCheck = _lastCompleted;
+        if (!BoostUnneeded(pending, progress, saturated, _boostForBlockedWorkers, threadsTurnOver))
+        {
+            return;
+        }
         // Busy surplus workers retire after their current item; parked ones would wait for the idle timeout, so wake
         // that many: each finds nothing, goes back to Park, sees the pool above its target and retires.
-        _idle.WakeParked(surplus);
+        _idle.WakeParked(_threads.HalveStarvationBoost());
     }
 
     /// <summary>Wakes the monitor thread to look at the pool now (shutdown: it exits).</summary>
