@@ -460,7 +460,8 @@ internal sealed partial class StallMonitor : IStallWatch
         {
             _boostForBlockedWorkers = false;
         }
-        if ((pending && !(saturated && progress)) || _threads.StarvationBoost == 0)
+        // The rule for any boost at every tick of the interval; the blocked workers' part once it is up.
+        if (!BoostUnneeded(pending, progress, saturated, forBlockedWorkers: false, threadsTurnOver: false) || _threads.StarvationBoost == 0)
         {
             _decayCheckedAt = now;
             _completedAtDecayCheck = _lastCompleted;
@@ -470,7 +471,6 @@ internal sealed partial class StallMonitor : IStallWatch
         {
             return;
         }
-        // As many items ended over the interval as there are threads: short items (see BoostUnneeded).
         bool threadsTurnOver = _lastCompleted - _completedAtDecayCheck >= _threads.ThreadCount;
         _decayCheckedAt = now;
         _completedAtDecayCheck = _lastCompleted;
