@@ -31,6 +31,15 @@ namespace Spindle.Queues;
 /// each push, so a completed item's state is not kept alive by the ring. This is safe because a push never reaches a
 /// slot whose index is more than one lap beyond <c>_top</c>, and every slot below <c>_top</c> belongs to an item that
 /// has been claimed.</item>
+/// <item>Growth. The ring starts with <see cref="InitialSlots"/> slots (or its capacity, if smaller) and doubles when
+/// a push finds it full, up to its capacity: a worker that never queues much locally (one of a burst's threads, parked
+/// most of its life) keeps a small array. Only the owner grows it: it copies the items of <c>[t, b)</c> (<c>t</c> as
+/// it read it) to the same indices of a larger array, publishes the array with a release store, and only then writes
+/// the new item and releases <c>_bottom</c>. A thief reads <c>_slots</c> after <c>_bottom</c>: one that saw a bottom
+/// written after a growth sees the new array; one that still reads the old array reads an index in <c>[t, b)</c> of the
+/// growth (anything lower has been claimed, so its CAS fails), whose slot the owner no longer writes and still holds
+/// that item. Items thieves took during the copy leave stale copies below <c>_top</c> in the new array, which the
+/// clearing above removes (<c>_clearedTo</c> restarts at the <c>t</c> of the copy).</item>
 /// </list>
 /// <para>
 /// Stealing "half" is a loop of single-item steals (each a CAS), because a Chase–Lev thief cannot claim a range with one
@@ -43,8 +52,14 @@ internal sealed class WorkStealingRing
     /// <summary>Default number of slots (a power of two).</summary>
     public const int DefaultCapacity = 256;
 
-    private readonly WorkItemEntry[] _slots;
-    private readonly long _mask;
+    /// <summary>
+    /// The slots a ring starts with (a power of two): a whole batch from the global queue fits without growing (see
+    /// <see cref="Scheduling.WorkerLocalQueue.GlobalBatchSize"/>).
+    /// </summary>
+    public const int InitialSlots = 32;
+
+    private readonly int _capacity;
+    private WorkItemEntry[] _slots; // written by the owner only (growth); thieves read it after _bottom (see the remarks)
     private PaddedInt64 _top;
     private PaddedInt64 _bottom;
     private long _clearedTo; // owner-only
@@ -55,16 +70,30 @@ internal sealed class WorkStealingRing
     }
 
     public WorkStealingRing(int capacity)
+        : this(capacity, InitialSlots)
+    {
+    }
+
+    /// <summary>A ring of at most <paramref name="capacity"/> items that starts with <paramref name="initialSlots"/> slots (capped at the capacity).</summary>
+    public WorkStealingRing(int capacity, int initialSlots)
     {
         if (capacity < 2 || (capacity & (capacity - 1)) != 0)
         {
             throw new ArgumentOutOfRangeException(nameof(capacity), capacity, "Capacity must be a power of two, at least 2.");
         }
-        _slots = new WorkItemEntry[capacity];
-        _mask = capacity - 1;
+        if (initialSlots < 2 || (initialSlots & (initialSlots - 1)) != 0)
+        {
+            throw new ArgumentOutOfRangeException(nameof(initialSlots), initialSlots, "The initial slots must be a power of two, at least 2.");
+        }
+        _capacity = capacity;
+        _slots = new WorkItemEntry[Math.Min(capacity, initialSlots)];
     }
 
-    public int Capacity => _slots.Length;
+    /// <summary>The most items the ring holds.</summary>
+    public int Capacity => _capacity;
+
+    /// <summary>The slots the ring has now (tests and diagnostics: it grows toward <see cref="Capacity"/>).</summary>
+    public int SlotCount => Volatile.Read(ref _slots).Length;
 
     /// <summary>The index of the oldest item (moves when a thief or the owner takes from the bottom).</summary>
     public long Top => Volatile.Read(ref _top.Value);
@@ -76,7 +105,7 @@ internal sealed class WorkStealingRing
         {
             long t = Volatile.Read(ref _top.Value);
             long b = Volatile.Read(ref _bottom.Value);
-            return b > t ? (int)Math.Min(b - t, _slots.Length) : 0;
+            return b > t ? (int)Math.Min(b - t, _capacity) : 0;
         }
     }
 
@@ -97,15 +126,20 @@ internal sealed class WorkStealingRing
         long b = _bottom.Value;
         long t = Volatile.Read(ref _top.Value);
         hadItems = b > t;
-        if (b - t >= _slots.Length)
+        WorkItemEntry[] slots = _slots; // only the owner writes it: a plain read of its own field is current
+        if (b - t >= slots.Length)
         {
-            return false;
+            if (b - t >= _capacity)
+            {
+                return false;
+            }
+            slots = Grow(t, b, b - t + 1);
         }
         if (_clearedTo != t)
         {
             ClearTakenSlots(t);
         }
-        _slots[b & _mask] = item;
+        slots[b & (slots.Length - 1)] = item;
         Volatile.Write(ref _bottom.Value, b + 1);
         AssertInvariants();
         return true;
@@ -119,14 +153,20 @@ internal sealed class WorkStealingRing
     {
         long b = _bottom.Value;
         long t = Volatile.Read(ref _top.Value);
-        Debug.Assert(b - t + items.Length <= _slots.Length, "The caller checked the room; only the owner pushes.");
+        Debug.Assert(b - t + items.Length <= _capacity, "The caller checked the room; only the owner pushes.");
+        WorkItemEntry[] slots = _slots;
+        if (b - t + items.Length > slots.Length)
+        {
+            slots = Grow(t, b, b - t + items.Length);
+        }
         if (_clearedTo != t)
         {
             ClearTakenSlots(t);
         }
+        long mask = slots.Length - 1;
         for (int i = items.Length - 1; i >= 0; i--)
         {
-            _slots[b & _mask] = items[i];
+            slots[b & mask] = items[i];
             items[i] = default;
             b++;
         }
@@ -149,7 +189,8 @@ internal sealed class WorkStealingRing
         // also on 32-bit platforms) and the full fence.
         Interlocked.Exchange(ref _bottom.Value, b);
         long t = Volatile.Read(ref _top.Value);
-        ref WorkItemEntry slot = ref _slots[b & _mask];
+        WorkItemEntry[] slots = _slots;
+        ref WorkItemEntry slot = ref slots[b & (slots.Length - 1)];
         if (t < b)
         {
             item = slot;
@@ -191,7 +232,8 @@ internal sealed class WorkStealingRing
         {
             return false;
         }
-        if (!_slots[(b - 1) & _mask].Holds(callback, state))
+        WorkItemEntry[] slots = _slots;
+        if (!slots[(b - 1) & (slots.Length - 1)].Holds(callback, state))
         {
             return false;
         }
@@ -217,7 +259,9 @@ internal sealed class WorkStealingRing
                 item = default;
                 return false;
             }
-            item = _slots[t & _mask];
+            // Read after _bottom: an array the owner grew before it released this bottom is the one read here.
+            WorkItemEntry[] slots = Volatile.Read(ref _slots);
+            item = slots[t & (slots.Length - 1)];
             if (Interlocked.CompareExchange(ref _top.Value, t + 1, t) == t)
             {
                 Debug.Assert(item.Callback is not null, "A claimed slot must hold an item.");
@@ -259,9 +303,10 @@ internal sealed class WorkStealingRing
     {
         long top = Volatile.Read(ref _top.Value);
         long bottom = Volatile.Read(ref _bottom.Value);
-        for (long i = top; i < bottom && i - top < _slots.Length; i++)
+        WorkItemEntry[] slots = Volatile.Read(ref _slots);
+        for (long i = top; i < bottom && i - top < slots.Length; i++)
         {
-            _slots[i & _mask].VisitStateIf(callback, visit);
+            slots[i & (slots.Length - 1)].VisitStateIf(callback, visit);
         }
     }
 
@@ -284,12 +329,41 @@ internal sealed class WorkStealingRing
         // At the previous push bottom - _clearedTo was below the capacity and nothing was pushed since, so no live item
         // (index in [top, bottom)) shares a slot with an index in [_clearedTo, top).
         long from = _clearedTo;
-        Debug.Assert(top - from <= _slots.Length, "Thieves cannot take more than one lap of items between two pushes.");
+        WorkItemEntry[] slots = _slots;
+        Debug.Assert(top - from <= slots.Length, "Thieves cannot take more than one lap of items between two pushes.");
         for (long i = from; i < top; i++)
         {
-            _slots[i & _mask] = default;
+            slots[i & (slots.Length - 1)] = default;
         }
         _clearedTo = top;
+    }
+
+    /// <summary>
+    /// Owner only: replaces the array with one of at least <paramref name="needed"/> slots (doubling, at most the
+    /// capacity), holding the items of <c>[<paramref name="top"/>, <paramref name="bottom"/>)</c> at the same indices,
+    /// and publishes it before any later store of <c>_bottom</c> (see the remarks). Returns the new array.
+    /// </summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private WorkItemEntry[] Grow(long top, long bottom, long needed)
+    {
+        WorkItemEntry[] old = _slots;
+        Debug.Assert(needed > old.Length && needed <= _capacity, "Grown only when full, and never beyond the capacity.");
+        int length = old.Length;
+        while (length < needed)
+        {
+            length *= 2;
+        }
+        var grown = new WorkItemEntry[length];
+        long oldMask = old.Length - 1;
+        long mask = length - 1;
+        for (long i = top; i < bottom; i++)
+        {
+            grown[i & mask] = old[i & oldMask];
+        }
+        // Slots below the copy's top are empty in the new array; any item taken during the copy is cleared at the next push.
+        _clearedTo = top;
+        Volatile.Write(ref _slots, grown);
+        return grown;
     }
 
     [Conditional("DEBUG")]
@@ -297,7 +371,7 @@ internal sealed class WorkStealingRing
     {
         long t = Volatile.Read(ref _top.Value);
         long b = Volatile.Read(ref _bottom.Value);
-        Debug.Assert(b - t <= _slots.Length, "The ring never holds more than its capacity.");
+        Debug.Assert(b - t <= _slots.Length && _slots.Length <= _capacity, "The ring never holds more than its slots, nor has more slots than its capacity.");
         Debug.Assert(_clearedTo <= t, "Only claimed slots are cleared.");
     }
 }
