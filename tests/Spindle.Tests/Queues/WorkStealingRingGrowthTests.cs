@@ -175,68 +175,17 @@ public sealed class WorkStealingRingGrowthTests
     public void GrowthRacingThieves_EveryItemIsTakenExactlyOnce()
     {
         // Each round a fresh ring of two slots, which the owner fills to its capacity through every doubling while two
-        // thieves steal (one item, or half into a ring of their own that starts small too), so every growth races steals.
+        // thieves steal (one item, or half into a ring of their own that starts small too), so growths race steals.
         const int capacity = 256;
         const int rounds = 1_500;
         const int items = rounds * capacity;
         using var ledger = new ExactlyOnceLedger(items);
         WorkStealingRing current = new(capacity, initialSlots: 2);
-        int ownerDone = 0;
-        int takenByThieves = 0;
 
         void Take(in WorkItemEntry entry) => ledger.Hit(NumberOf(entry));
 
-        const int thieves = 2;
-        using var ready = new CountdownEvent(thieves);
-        var threads = new TestThread[thieves];
-        for (int t = 0; t < thieves; t++)
-        {
-            int seed = t;
-            threads[t] = Waits.Start(() =>
-            {
-                var random = new Random(seed);
-                ready.Signal();
-                while (true)
-                {
-                    WorkStealingRing ring = Volatile.Read(ref current);
-                    bool took;
-                    if (random.Next(2) == 0)
-                    {
-                        took = ring.TrySteal(out WorkItemEntry stolen);
-                        if (took)
-                        {
-                            Take(stolen);
-                            Interlocked.Increment(ref takenByThieves);
-                        }
-                    }
-                    else
-                    {
-                        var own = new WorkStealingRing(capacity, initialSlots: 2);
-                        int count = ring.StealHalfInto(own, out WorkItemEntry first);
-                        took = count > 0;
-                        if (took)
-                        {
-                            Take(first);
-                            Interlocked.Add(ref takenByThieves, count);
-                            while (own.TryPop(out WorkItemEntry moved))
-                            {
-                                Take(moved);
-                            }
-                        }
-                    }
-                    if (!took)
-                    {
-                        if (Volatile.Read(ref ownerDone) == 1 && Volatile.Read(ref current).IsEmpty)
-                        {
-                            return;
-                        }
-                        Thread.SpinWait(random.Next(1, 10));
-                    }
-                }
-            }, $"thief {t}");
-        }
-
-        Waits.For(ready, "the thieves to start");
+        var stealing = new RingThieves(
+            count: 2, () => Volatile.Read(ref current), () => new WorkStealingRing(capacity, initialSlots: 2), entry => Take(entry));
         var ownerRandom = new Random(items);
         int next = 0;
         for (int round = 0; round < rounds; round++)
@@ -256,11 +205,7 @@ public sealed class WorkStealingRingGrowthTests
                 Take(rest);
             }
         }
-        Volatile.Write(ref ownerDone, 1);
-        foreach (TestThread thread in threads)
-        {
-            thread.Join();
-        }
+        stealing.FinishAndJoin();
 
         ledger.AssertExactlyOnce();
         Assert.Equal(items, next);

@@ -265,65 +265,10 @@ public sealed class WorkStealingRingTests
     {
         var ring = new WorkStealingRing(capacity);
         using var ledger = new ExactlyOnceLedger(items);
-        int ownerDone = 0;
-        int takenByThieves = 0;
 
         void Take(in WorkItemEntry entry) => ledger.Hit(NumberOf(entry));
 
-        using var ready = new CountdownEvent(thieves);
-        var threads = new TestThread[thieves];
-        for (int t = 0; t < thieves; t++)
-        {
-            int seed = t;
-            threads[t] = Waits.Start(() =>
-            {
-                var own = new WorkStealingRing(capacity);
-                var random = new Random(seed);
-                int idle = 0;
-                ready.Signal();
-                while (true)
-                {
-                    bool took;
-                    if (random.Next(2) == 0)
-                    {
-                        took = ring.TrySteal(out WorkItemEntry stolen);
-                        if (took)
-                        {
-                            Take(stolen);
-                            Interlocked.Increment(ref takenByThieves);
-                        }
-                    }
-                    else
-                    {
-                        int count = ring.StealHalfInto(own, out WorkItemEntry first);
-                        took = count > 0;
-                        if (took)
-                        {
-                            Take(first);
-                            Interlocked.Add(ref takenByThieves, count);
-                            while (own.TryPop(out WorkItemEntry moved))
-                            {
-                                Take(moved);
-                            }
-                        }
-                    }
-                    if (!took)
-                    {
-                        if (Volatile.Read(ref ownerDone) == 1 && ring.IsEmpty)
-                        {
-                            return;
-                        }
-                        Thread.SpinWait(random.Next(1, 20)); // poll closely: the owner keeps the ring nearly full
-                        if (++idle % 4096 == 0)
-                        {
-                            Thread.Yield();
-                        }
-                    }
-                }
-            }, $"thief {t}");
-        }
-
-        Waits.For(ready, "the thieves to start");
+        var stealing = new RingThieves(thieves, () => ring, () => new WorkStealingRing(capacity), entry => Take(entry));
         var ownerRandom = new Random(items);
         for (int i = 0; i < items; i++)
         {
@@ -348,15 +293,11 @@ public sealed class WorkStealingRingTests
         {
             Take(rest);
         }
-        Volatile.Write(ref ownerDone, 1);
-        foreach (TestThread thread in threads)
-        {
-            thread.Join();
-        }
+        stealing.FinishAndJoin();
 
         ledger.AssertExactlyOnce();
         Assert.True(ring.IsEmpty);
-        Assert.True(Volatile.Read(ref takenByThieves) > 0, "The thieves never took anything: the test did not race.");
+        Assert.True(stealing.Taken > 0, "The thieves never took anything: the test did not race.");
     }
 
     [Fact]
