@@ -53,8 +53,8 @@ internal sealed class WorkStealingRing
     public const int DefaultCapacity = 256;
 
     /// <summary>
-    /// The slots a ring starts with (a power of two): a whole batch from the global queue fits without growing (see
-    /// <see cref="Scheduling.WorkerLocalQueue.GlobalBatchSize"/>).
+    /// The slots a ring starts with (a power of two): a worker's whole batch from the global queue (32 items at most)
+    /// fits without growing.
     /// </summary>
     public const int InitialSlots = 32;
 

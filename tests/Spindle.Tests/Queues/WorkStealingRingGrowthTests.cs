@@ -23,6 +23,22 @@ public sealed class WorkStealingRingGrowthTests
         Assert.Equal(2, new WorkStealingRing(256, initialSlots: 2).SlotCount);
     }
 
+    [Fact]
+    public void InitialSlots_HoldTheRestOfAWholeGlobalBatch()
+    {
+        // A worker runs the first item of a batch from the global queue and pushes the rest into its ring: a ring that
+        // has just started does not grow for it.
+        var ring = new WorkStealingRing();
+        var rest = new WorkItemEntry[Scheduling.WorkerLocalQueue.GlobalBatchSize - 1];
+        for (int i = 0; i < rest.Length; i++)
+        {
+            rest[i] = Numbered(i);
+        }
+        ring.PushRangeReversed(rest);
+        Assert.Equal(rest.Length, ring.Count);
+        Assert.Equal(WorkStealingRing.InitialSlots, ring.SlotCount);
+    }
+
     [Theory]
     [InlineData(0)]
     [InlineData(1)]
