@@ -139,7 +139,7 @@ internal sealed class WorkStealingRing
         {
             ClearTakenSlots(t);
         }
-        slots[b & (slots.Length - 1)] = item;
+        SlotAt(slots, b) = item;
         Volatile.Write(ref _bottom.Value, b + 1);
         AssertInvariants();
         return true;
@@ -163,10 +163,9 @@ internal sealed class WorkStealingRing
         {
             ClearTakenSlots(t);
         }
-        long mask = slots.Length - 1;
         for (int i = items.Length - 1; i >= 0; i--)
         {
-            slots[b & mask] = items[i];
+            SlotAt(slots, b) = items[i];
             items[i] = default;
             b++;
         }
@@ -190,7 +189,7 @@ internal sealed class WorkStealingRing
         Interlocked.Exchange(ref _bottom.Value, b);
         long t = Volatile.Read(ref _top.Value);
         WorkItemEntry[] slots = _slots;
-        ref WorkItemEntry slot = ref slots[b & (slots.Length - 1)];
+        ref WorkItemEntry slot = ref SlotAt(slots, b);
         if (t < b)
         {
             item = slot;
@@ -233,7 +232,7 @@ internal sealed class WorkStealingRing
             return false;
         }
         WorkItemEntry[] slots = _slots;
-        if (!slots[(b - 1) & (slots.Length - 1)].Holds(callback, state))
+        if (!SlotAt(slots, b - 1).Holds(callback, state))
         {
             return false;
         }
@@ -261,7 +260,7 @@ internal sealed class WorkStealingRing
             }
             // Read after _bottom: an array the owner grew before it released this bottom is the one read here.
             WorkItemEntry[] slots = Volatile.Read(ref _slots);
-            item = slots[t & (slots.Length - 1)];
+            item = SlotAt(slots, t);
             if (Interlocked.CompareExchange(ref _top.Value, t + 1, t) == t)
             {
                 Debug.Assert(item.Callback is not null, "A claimed slot must hold an item.");
@@ -306,7 +305,7 @@ internal sealed class WorkStealingRing
         WorkItemEntry[] slots = Volatile.Read(ref _slots);
         for (long i = top; i < bottom && i - top < slots.Length; i++)
         {
-            slots[i & (slots.Length - 1)].VisitStateIf(callback, visit);
+            SlotAt(slots, i).VisitStateIf(callback, visit);
         }
     }
 
@@ -333,7 +332,7 @@ internal sealed class WorkStealingRing
         Debug.Assert(top - from <= slots.Length, "Thieves cannot take more than one lap of items between two pushes.");
         for (long i = from; i < top; i++)
         {
-            slots[i & (slots.Length - 1)] = default;
+            SlotAt(slots, i) = default;
         }
         _clearedTo = top;
     }
@@ -354,17 +353,19 @@ internal sealed class WorkStealingRing
             length *= 2;
         }
         var grown = new WorkItemEntry[length];
-        long oldMask = old.Length - 1;
-        long mask = length - 1;
         for (long i = top; i < bottom; i++)
         {
-            grown[i & mask] = old[i & oldMask];
+            SlotAt(grown, i) = SlotAt(old, i);
         }
         // Slots below the copy's top are empty in the new array; any item taken during the copy is cleared at the next push.
         _clearedTo = top;
         Volatile.Write(ref _slots, grown);
         return grown;
     }
+
+    /// <summary>The slot of index <paramref name="index"/> in <paramref name="slots"/> (a power-of-two array: the index masked by its length).</summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private static ref WorkItemEntry SlotAt(WorkItemEntry[] slots, long index) => ref slots[index & (slots.Length - 1)];
 
     [Conditional("DEBUG")]
     private void AssertInvariants()
