@@ -238,18 +238,52 @@ public abstract partial class WorkTarget
     /// or rejects when the lane is full, as its options say); throws when the pool or the lane is shutting down.
     /// </summary>
     /// <remarks>
-    /// Not inlined into the public methods: they are small enough for the JIT to inline into the caller's code, and
-    /// this path inside them made every call site compile the whole enqueue (the scheduler's, the lane's, the wake
-    /// rule), which a cold process pays for in JIT time at each queueing loop it runs (the comparison program's
-    /// cold-start scenario). One call per enqueue instead; the scheduler's path stays inlined in here.
+    /// The two paths are not inlined into the public methods: those are small enough for the JIT to inline into the
+    /// caller's code, and the path inside them made every call site compile the whole enqueue (the scheduler's, the
+    /// lane's, the wake rule), which a cold process pays for in JIT time at each queueing loop it runs (the comparison
+    /// program's cold-start scenario). One call per enqueue instead, to the path the caller asked for: a shared enqueue
+    /// (every call from outside the pool) does not carry the local path's code, whose struct locals made its frame
+    /// zero 0xE0 bytes of stack on every call.
     /// </remarks>
-    [MethodImpl(MethodImplOptions.NoInlining)]
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
     private void Enqueue(in WorkItemEntry entry, bool preferLocal)
+    {
+        if (preferLocal)
+        {
+            EnqueuePreferringLocal(entry);
+        }
+        else
+        {
+            EnqueueShared(entry);
+        }
+    }
+
+    /// <summary><see cref="Enqueue(in WorkItemEntry, bool)"/> for the pool's queue (or the lane's).</summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private void EnqueueShared(in WorkItemEntry entry)
     {
         Lane? lane = LaneCore;
         if (lane is null)
         {
-            if (!Unsafe.As<WorkerPool>(this).SchedulerCore.TryEnqueue(entry, preferLocal))
+            if (!Unsafe.As<WorkerPool>(this).SchedulerCore.TryEnqueue(entry, preferLocal: false))
+            {
+                ThrowShutDown();
+            }
+        }
+        else
+        {
+            Unsafe.As<WorkerPoolLane>(this).Enqueue(entry);
+        }
+    }
+
+    /// <summary><see cref="Enqueue(in WorkItemEntry, bool)"/> for the calling worker's local queue when it is one (a lane's queue otherwise).</summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private void EnqueuePreferringLocal(in WorkItemEntry entry)
+    {
+        Lane? lane = LaneCore;
+        if (lane is null)
+        {
+            if (!Unsafe.As<WorkerPool>(this).SchedulerCore.TryEnqueue(entry, preferLocal: true))
             {
                 ThrowShutDown();
             }

@@ -154,7 +154,13 @@ internal sealed class IdleCoordinator
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public void WakeWorkerForOutsideWork()
     {
-        if (Volatile.Read(ref _searching.Value) == 0 && !WakeWorkerIfNeededSlow(queuedWork: true))
+        if (Volatile.Read(ref _searching.Value) != 0)
+        {
+            return;
+        }
+        // Nobody parked and no thread missing (the demand target is at most the target): the slow path could only say
+        // so. Checked here because it is the steady state of a backlog queued from outside, once per item.
+        if ((_idle.Count == 0 && !_roster.IsBelowTarget) || !WakeWorkerIfNeededSlow(queuedWork: true))
         {
             _relief.OnOutsideWorkUnattended();
         }

@@ -149,13 +149,23 @@ internal sealed partial class Scheduler
     {
         if (_metrics.WaitEnabled)
         {
-            Worker? current = Worker.Current;
-            return PoolMetrics.ShouldSampleWait(current)
-                ? TryEnqueueCore(_metrics.SampleWait(entry, lane: null, current), preferLocal, current)
-                : TryEnqueueCore(entry, preferLocal, current);
+            return TryEnqueueMetered(entry, preferLocal);
         }
         // A shared enqueue needs no worker: the thread-static read is left out of the outside callers' loops.
         return TryEnqueueCore(entry, preferLocal, preferLocal ? Worker.Current : null);
+    }
+
+    /// <summary>
+    /// <see cref="TryEnqueue"/> while the wait metric is on: the calling thread's pacer may choose this enqueue for a
+    /// sampled wait. Out of line, so that the callers' paths without the metric carry neither its code nor its struct.
+    /// </summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private bool TryEnqueueMetered(in WorkItemEntry entry, bool preferLocal)
+    {
+        Worker? current = Worker.Current;
+        return PoolMetrics.ShouldSampleWait(current)
+            ? TryEnqueueCore(_metrics.SampleWait(entry, lane: null, current), preferLocal, current)
+            : TryEnqueueCore(entry, preferLocal, current);
     }
 
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
