@@ -260,30 +260,20 @@ public abstract partial class WorkTarget
 
     /// <summary><see cref="Enqueue(in WorkItemEntry, bool)"/> for the pool's queue (or the lane's).</summary>
     [MethodImpl(MethodImplOptions.NoInlining)]
-    private void EnqueueShared(in WorkItemEntry entry)
-    {
-        Lane? lane = LaneCore;
-        if (lane is null)
-        {
-            if (!Unsafe.As<WorkerPool>(this).SchedulerCore.TryEnqueue(entry, preferLocal: false))
-            {
-                ThrowShutDown();
-            }
-        }
-        else
-        {
-            Unsafe.As<WorkerPoolLane>(this).Enqueue(entry);
-        }
-    }
+    private void EnqueueShared(in WorkItemEntry entry) => EnqueueOnPath(entry, preferLocal: false);
 
     /// <summary><see cref="Enqueue(in WorkItemEntry, bool)"/> for the calling worker's local queue when it is one (a lane's queue otherwise).</summary>
     [MethodImpl(MethodImplOptions.NoInlining)]
-    private void EnqueuePreferringLocal(in WorkItemEntry entry)
+    private void EnqueuePreferringLocal(in WorkItemEntry entry) => EnqueueOnPath(entry, preferLocal: true);
+
+    /// <summary>The body of both paths, inlined into each with <paramref name="preferLocal"/> a constant.</summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private void EnqueueOnPath(in WorkItemEntry entry, bool preferLocal)
     {
         Lane? lane = LaneCore;
         if (lane is null)
         {
-            if (!Unsafe.As<WorkerPool>(this).SchedulerCore.TryEnqueue(entry, preferLocal: true))
+            if (!Unsafe.As<WorkerPool>(this).SchedulerCore.TryEnqueue(entry, preferLocal))
             {
                 ThrowShutDown();
             }
