@@ -66,7 +66,7 @@ public sealed class QueueWaitPathTests
     {
         string name = $"{nameof(QueueWaitPathTests)}-{Guid.NewGuid():N}";
         using var waits = new WaitCounter(name);
-        using var pool = new WorkerPool(new WorkerPoolOptions { Name = name, MinThreads = 1, MaxThreads = 1 });
+        using WorkerPool pool = SingleWorker.NewPool(name);
         const int Items = 300;
         using var ledger = new ExactlyOnceLedger(Items);
         pool.UnsafeQueueUserWorkItem(_ =>
@@ -95,17 +95,10 @@ public sealed class QueueWaitPathTests
     {
         string name = $"{nameof(QueueWaitPathTests)}-{Guid.NewGuid():N}";
         using var waits = new WaitCounter(name);
-        using var pool = new WorkerPool(new WorkerPoolOptions { Name = name, MinThreads = 1, MaxThreads = 1 });
+        using WorkerPool pool = SingleWorker.NewPool(name);
         const int Items = 300;
         using var ledger = new ExactlyOnceLedger(Items);
-        using var gate = new ManualResetEventSlim(false);
-        using var blocked = new ManualResetEventSlim(false);
-        pool.UnsafeQueueUserWorkItem(_ =>
-        {
-            blocked.Set();
-            gate.Wait(Waits.MustHappen);
-        }, null);
-        Waits.For(blocked, "the item that holds the only worker");
+        using ManualResetEventSlim gate = SingleWorker.Occupy(pool);
 
         // Nobody parked, nobody searching, the pool at its maximum: each enqueue finds no worker to wake or add.
         var producer = new Thread(() =>
