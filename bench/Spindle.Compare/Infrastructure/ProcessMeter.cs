@@ -14,7 +14,8 @@ namespace Spindle.Compare.Infrastructure;
 /// generation, the methods the JIT compiled meanwhile (tier-ups included: a figure well above zero means the
 /// warm-up ended before the code being measured had reached its final tier), and the scheduling decisions that set a
 /// fast run of a case apart from a slow one (<see cref="SchedulingCounts"/>: context switches, voluntary and not, and
-/// Spindle's parks, steals and threads added), and the share of the machine's CPU time the hypervisor gave to other
+/// Spindle's parks, steals and threads added; <see cref="ThreadSchedule"/>: the threads' time waiting for a core and
+/// their moves between CPUs), and the share of the machine's CPU time the hypervisor gave to other
 /// guests meanwhile (<see cref="HostSteal"/>: a slow run beside a steal of tens of percent was slowed by the host).
 /// </summary>
 /// <remarks>
@@ -39,6 +40,8 @@ internal static class ProcessMeter
         new("process jit", "methods", Better.Lower),
         new("process switches", "switches", Better.Lower),
         new("process preemptions", "switches", Better.Lower),
+        new("process runq wait", "ms", Better.Lower),
+        new("process migrations", "migrations", Better.Lower),
         new("process parks", "parks", Better.Lower),
         new("process steals", "steals", Better.Lower),
         new("process threads added", "threads", Better.Lower),
@@ -52,6 +55,7 @@ internal static class ProcessMeter
     private static GcSnapshot s_startGc;
     private static long s_startJit;
     private static SchedulingCounts.Snapshot s_startCounts;
+    private static ThreadSchedule.Snapshot? s_startSchedule;
     private static HostSteal? s_startSteal;
     private static readonly HostSteal.Reader s_steal = new();
     private static int s_peakThreads;
@@ -79,6 +83,7 @@ internal static class ProcessMeter
         // tagged measurement per reason).
         s_startSteal = s_steal.Take();
         s_startCounts = SchedulingCounts.Take();
+        s_startSchedule = ThreadSchedule.Take();
         s_startGc = GcSnapshot.Take();
         s_startJit = JitInfo.GetCompiledMethodCount();
         s_startCpu = CpuClock.ProcessNanoseconds();
@@ -93,6 +98,7 @@ internal static class ProcessMeter
         long jit = JitInfo.GetCompiledMethodCount() - s_startJit;
         GcSnapshot gc = GcSnapshot.Take() - s_startGc;
         SchedulingCounts.Snapshot counts = SchedulingCounts.Take() - s_startCounts;
+        (double? runQueueWait, long? migrations) = ThreadSchedule.Between(s_startSchedule, ThreadSchedule.Take());
         double? steal = HostSteal.Share(s_startSteal, s_steal.Take());
         s_sampling = false;
         int peak = Math.Max(Volatile.Read(ref s_peakThreads), ReadThreadCount());
@@ -107,16 +113,25 @@ internal static class ProcessMeter
             .Set(Metrics[7].Name, jit);
         SetCount(measurement, Metrics[8].Name, counts.VoluntarySwitches);
         SetCount(measurement, Metrics[9].Name, counts.InvoluntarySwitches);
-        SetCount(measurement, Metrics[10].Name, counts.Parks);
-        SetCount(measurement, Metrics[11].Name, counts.Steals);
-        SetCount(measurement, Metrics[12].Name, counts.ThreadsAdded);
-        if (steal is { } share)
+        if (runQueueWait is { } waited)
         {
-            measurement.Set(Metrics[13].Name, share * 100);
+            measurement.Set(Metrics[10].Name, waited);
         }
         else
         {
-            measurement.SetUnavailable(Metrics[13].Name);
+            measurement.SetUnavailable(Metrics[10].Name);
+        }
+        SetCount(measurement, Metrics[11].Name, migrations);
+        SetCount(measurement, Metrics[12].Name, counts.Parks);
+        SetCount(measurement, Metrics[13].Name, counts.Steals);
+        SetCount(measurement, Metrics[14].Name, counts.ThreadsAdded);
+        if (steal is { } share)
+        {
+            measurement.Set(Metrics[15].Name, share * 100);
+        }
+        else
+        {
+            measurement.SetUnavailable(Metrics[15].Name);
         }
     }
 

@@ -10,7 +10,8 @@ namespace Spindle.Compare.Reporting;
 /// <summary>
 /// The process figures of every case (<see cref="ProcessMeter"/>), one line per case and pool: medians over the runs
 /// of the measured part's wall time, CPU time, peak thread count, allocation per item, collections, methods compiled,
-/// context switches (voluntary, and preemptions), for Spindle its workers' parks and steals and the threads it started,
+/// context switches (voluntary, and preemptions), the threads' time waiting for a core and their moves between CPUs
+/// (<see cref="ThreadSchedule"/>), for Spindle its workers' parks and steals and the threads it started,
 /// and the hypervisor's steal of the machine's CPU time over the measured part. The wall-time cell
 /// counts the runs where fewer succeeded than were asked for (<see cref="RunTally.Annotate"/>).
 /// </summary>
@@ -20,7 +21,7 @@ internal static class ProcessTable
 
     public static readonly string[] Header =
         ["scenario", "variant", "pool", "wall (ms)", "cpu (ms)", "cpu/wall", "peak threads", "alloc (B/item)", "gen0", "gen1", "gen2", "jit",
-         "switches", "preemptions", "parks", "steals", "threads added", "host steal (%)"];
+         "switches", "preemptions", "runq wait (ms)", "migrations", "parks", "steals", "threads added", "host steal (%)"];
 
     /// <summary>The table's cells, one array per line.</summary>
     public static List<string[]> Lines(IReadOnlyList<ReportRow> rows)
@@ -59,6 +60,8 @@ internal static class ProcessTable
                     Cell(11),
                     Cell(12),
                     Cell(13),
+                    Cell(14),
+                    Cell(15),
                 ]);
                 first = false;
             }
