@@ -38,12 +38,12 @@ public sealed class ThreadScheduleTests
     [Fact]
     public void ADifference_SumsTheThreadsAliveAtItsEnd()
     {
-        var start = ThreadSchedule.FromThreads(new Dictionary<int, (long, long?)>
+        var start = new ThreadSchedule.Snapshot(new Dictionary<int, (long, long?)>
         {
             [10] = (1_000_000, 3),
             [11] = (5_000_000, 1), // exits before the end: not counted
         });
-        var end = ThreadSchedule.FromThreads(new Dictionary<int, (long, long?)>
+        var end = new ThreadSchedule.Snapshot(new Dictionary<int, (long, long?)>
         {
             [10] = (4_000_000, 5),
             [12] = (2_000_000, 4), // started in between: counts from zero
@@ -56,8 +56,8 @@ public sealed class ThreadScheduleTests
     [Fact]
     public void ADifference_WithoutMigrationsOrASnapshot_IsUnavailable()
     {
-        var start = ThreadSchedule.FromThreads(new Dictionary<int, (long, long?)> { [10] = (1_000_000, null) });
-        var end = ThreadSchedule.FromThreads(new Dictionary<int, (long, long?)> { [10] = (3_000_000, null) });
+        var start = new ThreadSchedule.Snapshot(new Dictionary<int, (long, long?)> { [10] = (1_000_000, null) });
+        var end = new ThreadSchedule.Snapshot(new Dictionary<int, (long, long?)> { [10] = (3_000_000, null) });
         Assert.Equal((2.0, (long?)null), ThreadSchedule.Between(start, end));
         Assert.Equal(((double?)null, (long?)null), ThreadSchedule.Between(null, end));
         Assert.Equal(((double?)null, (long?)null), ThreadSchedule.Between(start, null));

@@ -70,9 +70,6 @@ internal static class ThreadSchedule
         return threads.Count == 0 ? null : new Snapshot(threads);
     }
 
-    /// <summary>A snapshot of the given figures (tests).</summary>
-    internal static Snapshot FromThreads(Dictionary<int, (long WaitNanoseconds, long? Migrations)> threads) => new(threads);
-
     /// <summary>
     /// The waiting time (ms) and migrations between <paramref name="start"/> and <paramref name="end"/>, summed over the
     /// threads alive at <paramref name="end"/>; null where either snapshot is, migrations null where a thread lacks them.
