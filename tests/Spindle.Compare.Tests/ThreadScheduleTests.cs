@@ -1,5 +1,6 @@
 using System;
-using System.Collections.Generic;
+using System.Globalization;
+using System.IO;
 using System.Threading;
 using Spindle.Compare.Infrastructure;
 using Xunit;
@@ -16,38 +17,39 @@ public sealed class ThreadScheduleTests
     [Fact]
     public void Schedstat_GivesTheWaitingTime()
     {
-        Assert.Equal(2_500_000, ThreadSchedule.ParseWait("1200000 2500000 41\n"));
-        Assert.Null(ThreadSchedule.ParseWait("1200000\n"));
-        Assert.Null(ThreadSchedule.ParseWait("a b c\n"));
+        Assert.Equal(2_500_000, ThreadSchedule.ParseWait("1200000 2500000 41\n"u8));
+        Assert.Null(ThreadSchedule.ParseWait("1200000\n"u8));
+        Assert.Null(ThreadSchedule.ParseWait("a b c\n"u8));
     }
 
     [Fact]
     public void Sched_GivesTheMigrations_OrNothingWithoutTheLine()
     {
-        const string Sched =
-            "worker #1 (4242, #threads: 12)\n" +
-            "-------------------------------------------------------------------\n" +
-            "se.exec_start                                :       3253733.248140\n" +
-            "se.sum_exec_runtime                          :             0.270523\n" +
-            "se.nr_migrations                             :                   17\n" +
-            "nr_switches                                  :                    9\n";
-        Assert.Equal(17, ThreadSchedule.ParseMigrations(Sched));
-        Assert.Null(ThreadSchedule.ParseMigrations("se.exec_start : 1.0\nnr_switches : 9\n"));
+        ReadOnlySpan<byte> sched =
+            "worker #1 (4242, #threads: 12)\n"u8 +
+            "-------------------------------------------------------------------\n"u8 +
+            "se.exec_start                                :       3253733.248140\n"u8 +
+            "se.sum_exec_runtime                          :             0.270523\n"u8 +
+            "se.nr_migrations                             :                   17\n"u8 +
+            "nr_switches                                  :                    9\n"u8;
+        Assert.Equal(17, ThreadSchedule.ParseMigrations(sched));
+        Assert.Null(ThreadSchedule.ParseMigrations("se.exec_start : 1.0\nnr_switches : 9\n"u8));
+        Assert.Null(ThreadSchedule.ParseMigrations("se.nr_migrations : many\n"u8));
     }
 
     [Fact]
     public void ADifference_SumsTheThreadsAliveAtItsEnd()
     {
-        var start = new ThreadSchedule.Snapshot(new Dictionary<int, (long, long?)>
-        {
-            [10] = (1_000_000, 3),
-            [11] = (5_000_000, 1), // exits before the end: not counted
-        });
-        var end = new ThreadSchedule.Snapshot(new Dictionary<int, (long, long?)>
-        {
-            [10] = (4_000_000, 5),
-            [12] = (2_000_000, 4), // started in between: counts from zero
-        });
+        var start = new ThreadSchedule.Snapshot(
+        [
+            new(10, 1_000_000, 3),
+            new(11, 5_000_000, 1), // exits before the end: not counted
+        ]);
+        var end = new ThreadSchedule.Snapshot(
+        [
+            new(10, 4_000_000, 5),
+            new(12, 2_000_000, 4), // started in between: counts from zero
+        ]);
         (double? wait, long? migrations) = ThreadSchedule.Between(start, end);
         Assert.Equal(5.0, wait);
         Assert.Equal(6, migrations);
@@ -56,8 +58,8 @@ public sealed class ThreadScheduleTests
     [Fact]
     public void ADifference_WithoutMigrationsOrASnapshot_IsUnavailable()
     {
-        var start = new ThreadSchedule.Snapshot(new Dictionary<int, (long, long?)> { [10] = (1_000_000, null) });
-        var end = new ThreadSchedule.Snapshot(new Dictionary<int, (long, long?)> { [10] = (3_000_000, null) });
+        var start = new ThreadSchedule.Snapshot([new(10, 1_000_000, null)]);
+        var end = new ThreadSchedule.Snapshot([new(10, 3_000_000, null)]);
         Assert.Equal((2.0, (long?)null), ThreadSchedule.Between(start, end));
         Assert.Equal(((double?)null, (long?)null), ThreadSchedule.Between(null, end));
         Assert.Equal(((double?)null, (long?)null), ThreadSchedule.Between(start, null));
@@ -73,7 +75,10 @@ public sealed class ThreadScheduleTests
             return;
         }
         Assert.NotNull(before);
-        Assert.NotEmpty(before.Threads);
+        // /proc/thread-self links to "<pid>/task/<tid>" of the calling thread.
+        string self = new FileInfo("/proc/thread-self").LinkTarget!;
+        int tid = int.Parse(self[(self.LastIndexOf('/') + 1)..], CultureInfo.InvariantCulture);
+        Assert.Contains(before.Threads, thread => thread.Tid == tid);
         Thread.Sleep(5);
         (double? wait, long? migrations) = ThreadSchedule.Between(before, ThreadSchedule.Take());
         Assert.NotNull(wait);

@@ -65,7 +65,10 @@ internal sealed class BlockingBurstScenario : IScenario
         {
             throw new ArgumentException($"Unknown variant '{variant}'.", nameof(variant));
         }
-        Warmup.Repeat(() => RunOnce(pool, variant, blockMs: 0, cutOff: null));
+        using (SeriesRecorder.Start(pool, Stopwatch.GetTimestamp())) // its sampling reaches its final tier here (see SeriesRecorder)
+        {
+            Warmup.Repeat(() => RunOnce(pool, variant, blockMs: 0, cutOff: null));
+        }
         return RunOnce(pool, variant, BlockMs, full ? null : QuickCutOff);
     }
 

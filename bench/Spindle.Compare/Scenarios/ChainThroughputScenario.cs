@@ -65,7 +65,10 @@ internal sealed class ChainThroughputScenario : IScenario
         int items = full ? FullItems : QuickItems;
         PoolWarmup.StartThreads(pool, Environment.ProcessorCount);
         using TelemetryCollector? collector = observed ? TelemetryCollector.Start(pool.Telemetry) : null;
-        Warmup.Repeat(() => RunChains(pool, QuickItems / 10, workItems));
+        using (SeriesRecorder.Start(pool, Stopwatch.GetTimestamp())) // its sampling reaches its final tier here (see SeriesRecorder)
+        {
+            Warmup.Repeat(() => RunChains(pool, QuickItems / 10, workItems));
+        }
         Measurement measurement = Measure(pool, items, workItems, full ? FullMinimum : QuickMinimum);
         collector?.Finish();
         return measurement;

@@ -61,7 +61,10 @@ internal sealed class LongRunningScenario : IScenario
         };
         if (warm)
         {
-            Warmup.Repeat(() => RunOnce(pool, longRunning, warmup: true));
+            using (SeriesRecorder.Start(pool, Stopwatch.GetTimestamp())) // its sampling reaches its final tier here (see SeriesRecorder)
+            {
+                Warmup.Repeat(() => RunOnce(pool, longRunning, warmup: true));
+            }
         }
         return RunOnce(pool, longRunning, warmup: false);
     }
