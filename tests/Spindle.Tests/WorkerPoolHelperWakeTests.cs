@@ -180,4 +180,39 @@ public sealed class WorkerPoolHelperWakeTests
             secondRan.Set();
         }
     }
+
+    [Fact]
+    public void ABurstOfTimerFirings_WakesTwoParkedWorkers()
+    {
+        // The timer service hands a burst of firings over in one call, then asks the scheduler to wake workers for it:
+        // with two workers parked, both are woken there, the second without waiting for the first to run and hand the
+        // search on. Asked here with nothing queued, each woken worker finds nothing and parks again: two more parks,
+        // where one wake would give one (and leave the other worker parked throughout).
+        using var warm = new CountdownEvent(2);
+        using WorkerPool pool = CreatePool(threads: 2);
+        for (int i = 0; i < 2; i++)
+        {
+            pool.QueueUserWorkItem(_ =>
+            {
+                warm.Signal();
+                warm.Wait(Waits.MustHappen);
+            }, null);
+        }
+        Waits.For(warm, "the warm-up items");
+        // Parked, and counted: a worker is on the idle stack just before its park is counted.
+        long parksBefore = -1;
+        Waits.Until(() =>
+        {
+            long parks = pool.WorkerParkCount;
+            bool settled = pool.ThreadCount == 2 && pool.ParkedWorkerCount == 2 && parks == parksBefore;
+            parksBefore = parks;
+            Thread.Sleep(20);
+            return settled;
+        }, "both workers parked");
+
+        pool.SchedulerCore.WakeForUrgent(count: 2);
+
+        Waits.Until(() => pool.WorkerParkCount >= parksBefore + 2 && pool.ParkedWorkerCount == 2,
+            "both workers woken and parked again");
+    }
 }

@@ -1,6 +1,5 @@
 using System;
 using System.Diagnostics;
-using System.Runtime.CompilerServices;
 using System.Threading;
 using Spindle.Parking;
 using Spindle.Primitives;
@@ -44,7 +43,7 @@ namespace Spindle.Scheduling;
 /// becomes a short spin while they hand the core to one of those processes for a whole slice (<see cref="YieldVerdict"/>).</item>
 /// </list>
 /// </remarks>
-internal sealed class IdleCoordinator
+internal sealed partial class IdleCoordinator
 {
     /// <summary>
     /// Searchers allowed however few workers are awake. Half of two awake workers is one searcher, so the other worker
@@ -136,102 +135,6 @@ internal sealed class IdleCoordinator
 
     /// <summary>Searching workers (a snapshot).</summary>
     public int SearchingCount => Volatile.Read(ref _searching.Value);
-
-    /// <summary>Wakes a parked worker if work may be waiting and nobody is looking for it.</summary>
-    [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    public void WakeWorkerIfNeeded()
-    {
-        if (Volatile.Read(ref _searching.Value) == 0)
-        {
-            _ = WakeWorkerIfNeededSlow(queuedWork: false);
-        }
-    }
-
-    /// <summary>
-    /// <see cref="WakeWorkerIfNeeded"/> for an item just queued on the global queue: when no worker is free to take it
-    /// (none parked, none searching, none to add), the relief thread may have to (see <see cref="OutsideRelief"/>).
-    /// </summary>
-    [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    public void WakeWorkerForOutsideWork()
-    {
-        if (Volatile.Read(ref _searching.Value) != 0)
-        {
-            return;
-        }
-        // Nobody parked and no thread missing (the demand target is at most the target): the slow path could only say
-        // so. Checked here because it is the steady state of a backlog queued from outside, once per item.
-        if ((_idle.Count == 0 && !_roster.IsBelowTarget) || !WakeWorkerIfNeededSlow(queuedWork: true))
-        {
-            _relief.OnOutsideWorkUnattended();
-        }
-    }
-
-    /// <summary>
-    /// Work is waiting that no enqueue will report and nobody is parked to take it (a lane's slot was given back while its
-    /// queue held items): the relief thread may have to (see <see cref="OutsideRelief"/>).
-    /// </summary>
-    public void OnWorkUnattended()
-    {
-        if (Volatile.Read(ref _searching.Value) == 0)
-        {
-            _relief.OnOutsideWorkUnattended();
-        }
-    }
-
-    /// <summary>
-    /// Returns false when nobody was free to wake and no thread was added. <paramref name="queuedWork"/>: the caller has
-    /// just queued shared work (the pool's queue or a lane), possibly from a thread outside the pool.
-    /// </summary>
-    [MethodImpl(MethodImplOptions.NoInlining)]
-    private bool WakeWorkerIfNeededSlow(bool queuedWork)
-    {
-        if (_idle.Count == 0)
-        {
-            // Nobody to wake: maybe the pool has not reached its thread target yet. An enqueue does not start the threads
-            // of a starvation ramp: the stall monitor and the workers it adds start those, and an enqueue that started
-            // them itself made the thread that queues wait for each start (Thread.Start returns once the thread runs:
-            // on busy cores, a scheduler slice) while the ramp was already under way. The other wakes (a worker's local
-            // push, the last searcher's hand-off, the monitor's rescue of a stalled deferral) still fill the whole target.
-            if (!queuedWork)
-            {
-                return _roster.IsBelowTarget && _threads.TryAddWorker(ThreadInjectionReason.Demand);
-            }
-            if (_roster.IsBelowDemandTarget)
-            {
-                return _threads.TryAddWorkerBelowDemandTarget();
-            }
-            // A ramp under way (the boost above the threads that exist) will come for the item: the relief thread, which
-            // the caller arms when this returns false, would only take a place the ramp fills. Not while thread starts
-            // are refused and retried later: then nobody comes sooner than the relief.
-            return _roster.IsBelowTarget && !_threads.CreationRetryPending;
-        }
-        if (Interlocked.CompareExchange(ref _searching.Value, 1, 0) != 0)
-        {
-            return true; // someone started searching meanwhile
-        }
-        Worker? worker = _idle.TryPop();
-        if (worker is null)
-        {
-            Interlocked.Decrement(ref _searching.Value);
-            return false;
-        }
-        worker.Requests.MarkWokenAsSearcher();
-        worker.Blocker.Signal();
-        return true;
-    }
-
-    /// <summary>
-    /// The thread controller is adding <paramref name="worker"/>: it counts as a searcher until it first looks for work,
-    /// so the enqueues that follow do not each create another thread; it hands the role on like any searcher.
-    /// </summary>
-    public void CountNewWorkerAsSearcher(Worker worker)
-    {
-        worker.Requests.MarkWokenAsSearcher();
-        Interlocked.Increment(ref _searching.Value);
-    }
-
-    /// <summary>The new worker counted by <see cref="CountNewWorkerAsSearcher"/> never started.</summary>
-    public void UncountUnstartedWorker() => Interlocked.Decrement(ref _searching.Value);
 
     /// <summary>Looks for work in the global queue and in other workers' rings, spinning with backoff between looks.</summary>
     public bool Search(Worker self, out WorkItemEntry item)
