@@ -139,20 +139,10 @@ public sealed class WorkerPoolHelperWakeTests
         using var secondRan = new ManualResetEventSlim();
         using var firstDone = new ManualResetEventSlim();
         using var queued = new ManualResetEventSlim();
-        using var warm = new CountdownEvent(2);
         using WorkerPool pool = CreatePool(threads: 2); // disposed first: it drains while the events still exist
         try
         {
-            // Two items that wait for each other: both threads exist once they have run.
-            for (int i = 0; i < 2; i++)
-            {
-                pool.QueueUserWorkItem(_ =>
-                {
-                    warm.Signal();
-                    warm.Wait(Waits.MustHappen);
-                }, null);
-            }
-            Waits.For(warm, "the warm-up items");
+            StartBothWorkers(pool);
             Waits.Until(() => pool.ThreadCount == 2 && pool.ParkedWorkerCount == 2, "both workers parked");
 
             WaitCallback first = _ =>
@@ -188,17 +178,8 @@ public sealed class WorkerPoolHelperWakeTests
         // with two workers parked, both are woken there, the second without waiting for the first to run and hand the
         // search on. Asked here with nothing queued, each woken worker finds nothing and parks again: two more parks,
         // where one wake would give one (and leave the other worker parked throughout).
-        using var warm = new CountdownEvent(2);
         using WorkerPool pool = CreatePool(threads: 2);
-        for (int i = 0; i < 2; i++)
-        {
-            pool.QueueUserWorkItem(_ =>
-            {
-                warm.Signal();
-                warm.Wait(Waits.MustHappen);
-            }, null);
-        }
-        Waits.For(warm, "the warm-up items");
+        StartBothWorkers(pool);
         // Parked, and counted: a worker is on the idle stack just before its park is counted.
         long parksBefore = -1;
         Waits.Until(() =>
@@ -214,5 +195,26 @@ public sealed class WorkerPoolHelperWakeTests
 
         Waits.Until(() => pool.WorkerParkCount >= parksBefore + 2 && pool.ParkedWorkerCount == 2,
             "both workers woken and parked again");
+    }
+
+    /// <summary>
+    /// Two items that wait for each other: both of the pool's two threads exist once they have run. Returns once both
+    /// items have returned (the event they wait on is disposed here).
+    /// </summary>
+    private static void StartBothWorkers(WorkerPool pool)
+    {
+        using var warm = new CountdownEvent(2);
+        int returned = 0;
+        for (int i = 0; i < 2; i++)
+        {
+            pool.QueueUserWorkItem(_ =>
+            {
+                warm.Signal();
+                warm.Wait(Waits.MustHappen);
+                Interlocked.Increment(ref returned);
+            }, null);
+        }
+        Waits.For(warm, "the warm-up items");
+        Waits.Until(() => Volatile.Read(ref returned) == 2, "the warm-up items to return");
     }
 }
