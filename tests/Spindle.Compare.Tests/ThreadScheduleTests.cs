@@ -75,14 +75,63 @@ public sealed class ThreadScheduleTests
             return;
         }
         Assert.NotNull(before);
-        // /proc/thread-self links to "<pid>/task/<tid>" of the calling thread.
-        string self = new FileInfo("/proc/thread-self").LinkTarget!;
-        int tid = int.Parse(self[(self.LastIndexOf('/') + 1)..], CultureInfo.InvariantCulture);
+        int tid = OwnThreadId();
         Assert.Contains(before.Threads, thread => thread.Tid == tid);
         Thread.Sleep(5);
         (double? wait, long? migrations) = ThreadSchedule.Between(before, ThreadSchedule.Take());
         Assert.NotNull(wait);
         Assert.True(wait >= 0, $"Waiting time went backwards: {wait} ms.");
         Assert.True(migrations is null or >= 0, $"Migrations went backwards: {migrations}.");
+    }
+
+    [Fact]
+    public void OnLinux_ASnapshotHoldsEveryThread_BeyondItsFirstBuffer()
+    {
+        if (!OperatingSystem.IsLinux())
+        {
+            return;
+        }
+        // More threads than a snapshot's first buffer holds (64), each kept alive until the snapshot has been taken.
+        const int count = 80;
+        var tids = new int[count];
+        using var started = new CountdownEvent(count);
+        using var release = new ManualResetEventSlim();
+        var threads = new Thread[count];
+        for (int i = 0; i < count; i++)
+        {
+            int index = i;
+            threads[i] = new Thread(() =>
+            {
+                tids[index] = OwnThreadId();
+                started.Signal();
+                release.Wait();
+            }) { IsBackground = true };
+            threads[i].Start();
+        }
+        try
+        {
+            Assert.True(started.Wait(TimeSpan.FromSeconds(30)), "The threads did not start.");
+            ThreadSchedule.Snapshot? snapshot = ThreadSchedule.Take();
+            Assert.NotNull(snapshot);
+            foreach (int tid in tids)
+            {
+                Assert.Contains(snapshot.Threads, thread => thread.Tid == tid);
+            }
+        }
+        finally
+        {
+            release.Set();
+            foreach (Thread thread in threads)
+            {
+                thread.Join();
+            }
+        }
+    }
+
+    /// <summary>The calling thread's kernel id: /proc/thread-self links to "&lt;pid&gt;/task/&lt;tid&gt;".</summary>
+    private static int OwnThreadId()
+    {
+        string self = new FileInfo("/proc/thread-self").LinkTarget!;
+        return int.Parse(self[(self.LastIndexOf('/') + 1)..], CultureInfo.InvariantCulture);
     }
 }
