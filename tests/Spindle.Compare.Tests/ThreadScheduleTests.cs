@@ -100,13 +100,15 @@ public sealed class ThreadScheduleTests
         for (int i = 0; i < count; i++)
         {
             int index = i;
-            threads[i] = new Thread(() =>
+            var thread = new Thread(() =>
             {
                 tids[index] = OwnThreadId();
                 started.Signal();
                 release.Wait();
-            }) { IsBackground = true };
-            threads[i].Start();
+            });
+            thread.IsBackground = true;
+            threads[i] = thread;
+            thread.Start();
         }
         try
         {
