@@ -69,7 +69,7 @@ public sealed class ThreadScheduleTests
     public void OnLinux_ASnapshotHoldsTheProcessThreads_AndTimeOnlyGrows()
     {
         ThreadSchedule.Snapshot? before = ThreadSchedule.Take();
-        if (!OperatingSystem.IsLinux())
+        if (!OperatingSystem.IsLinux() || !Environment.Is64BitProcess)
         {
             Assert.Null(before);
             return;
@@ -87,7 +87,7 @@ public sealed class ThreadScheduleTests
     [Fact]
     public void OnLinux_ASnapshotHoldsEveryThread_BeyondItsFirstBuffer()
     {
-        if (!OperatingSystem.IsLinux())
+        if (!OperatingSystem.IsLinux() || !Environment.Is64BitProcess)
         {
             return;
         }

@@ -14,8 +14,8 @@ namespace Spindle.Compare.Infrastructure;
 /// </summary>
 /// <remarks>
 /// <para>Summed per thread between two snapshots: a thread started in between counts from zero; one that exited in
-/// between is not counted (its figures go with it). Elsewhere than Linux, or where <c>/proc</c> is not readable, both
-/// figures are unavailable; migrations alone are where <c>sched</c> is missing.</para>
+/// between is not counted (its figures go with it). Elsewhere than 64-bit Linux, or where <c>/proc</c> is not readable,
+/// both figures are unavailable; migrations alone are where <c>sched</c> is missing.</para>
 /// <para>Why the reading is done by hand, through the C library and in methods compiled fully optimised at their first
 /// call. A snapshot is taken at each mark of a measured part's start, and its work is per thread: through the framework's
 /// directory and file APIs and string parsing, the few snapshots before a measured part (the child's start, the
@@ -60,9 +60,9 @@ internal static unsafe partial class ThreadSchedule
     [MethodImpl(MethodImplOptions.AggressiveOptimization)]
     public static Snapshot? Take()
     {
-        if (!OperatingSystem.IsLinux())
+        if (!OperatingSystem.IsLinux() || !Environment.Is64BitProcess)
         {
-            return null;
+            return null; // the directory entry's layout below is 64-bit Linux's
         }
         nint directory;
         fixed (byte* name = TaskDirectory)
