@@ -227,6 +227,76 @@ public sealed class WorkerPoolFairnessTests
         Assert.True(localRanAfter <= localAt + 4, $"The local item ran after {localRanAfter} of the chain's {links} items (queued after {localAt + 1}).");
     }
 
+    [Theory]
+    [InlineData(true)]
+    [InlineData(false)]
+    public void LocalItemsBelowAChainAtTheTopOfTheRing_RunOnePerLook_NotOnePerAgeingWindow(bool viaSlot)
+    {
+        // One worker queues 300 items locally (its ring), then starts a chain of trivial items each queuing the next
+        // locally (through the LIFO slot, or onto the ring's top). Every LIFO pop takes the chain's next item, so the 300
+        // are reached only by the worker's looks. Under the ageing rule alone one of them ran per 20 ms window, some
+        // 300,000 links apart; below a chain, one runs at each look once the chain has lasted 10 looks, and a look comes
+        // at most 61 items apart: all 300 within 61 x (300 + 12) links. Counted in links, not in time: a descheduled
+        // worker only makes its looks come sooner. The chain stops at 200,000 links either way.
+        using WorkerPool pool = CreatePool(threads: 1);
+        const int Waiting = 300;
+        const long Cap = 200_000;
+        var run = new ChainRun(pool, Waiting, Cap, viaSlot);
+        pool.UnsafeQueueUserWorkItem(static run =>
+        {
+            for (int i = 0; i < run.Waiting; i++)
+            {
+                run.Pool.UnsafeQueueUserWorkItem(static run => run.WaitingItemRan(), run, preferLocal: true);
+            }
+            run.Link();
+        }, run, preferLocal: false);
+        Assert.True(run.Stopped.Wait(Generous), "The chain did not stop.");
+        Assert.True(Waits.Poll(() => Volatile.Read(ref run.WaitingRan) == Waiting, Generous), "The waiting items never all ran.");
+        long bound = LookPacerLinks * (Waiting + 12);
+        Assert.True(run.LinksWhenAllRan <= bound,
+            $"The last of {Waiting} items below the chain ran after {run.LinksWhenAllRan} links (bound {bound}; the chain stops at {Cap}).");
+    }
+
+    // A look comes at most this many dispatches apart (LookPacer.FairnessInterval).
+    private const long LookPacerLinks = 61;
+
+    private sealed class ChainRun(WorkerPool pool, int waiting, long cap, bool viaSlot) : IWorkItem
+    {
+        public readonly WorkerPool Pool = pool;
+        public readonly int Waiting = waiting;
+        public readonly ManualResetEventSlim Stopped = new();
+        public int WaitingRan;
+        public long LinksWhenAllRan;
+        private long _links;
+
+        public void WaitingItemRan()
+        {
+            if (Interlocked.Increment(ref WaitingRan) == Waiting)
+            {
+                Volatile.Write(ref LinksWhenAllRan, Volatile.Read(ref _links));
+            }
+        }
+
+        public void Execute() => Link();
+
+        public void Link()
+        {
+            long links = ++_links; // one worker: the links run one after another
+            if (Volatile.Read(ref WaitingRan) == Waiting || links >= cap)
+            {
+                Stopped.Set();
+            }
+            else if (viaSlot)
+            {
+                Pool.UnsafeQueueUserWorkItem(this, preferLocal: true);
+            }
+            else
+            {
+                Pool.UnsafeQueueUserWorkItem(static run => run.Link(), this, preferLocal: true);
+            }
+        }
+    }
+
     [Fact]
     public void OutsideItems_TakenByAWorkerOfLongItems_StayInTheGlobalQueue_WhereNewerItemsCannotOvertakeThem()
     {

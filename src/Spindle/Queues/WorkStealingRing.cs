@@ -63,6 +63,7 @@ internal sealed class WorkStealingRing
     private PaddedInt64 _top;
     private PaddedInt64 _bottom;
     private long _clearedTo; // owner-only
+    private long _lowestBottom, _highestBottom; // owner-only: see BottomRange
 
     public WorkStealingRing()
         : this(DefaultCapacity)
@@ -109,6 +110,16 @@ internal sealed class WorkStealingRing
         }
     }
 
+    /// <summary>
+    /// Owner only: the ring's bottom index now (where the next push goes), and the lowest and highest it has been since
+    /// <see cref="ResetBottomRange"/>. Items below the lowest have sat in the ring since then without their owner
+    /// reaching them (only thieves, and the owner's takes from the top, move them).
+    /// </summary>
+    public (long Now, long Lowest, long Highest) BottomRange => (_bottom.Value, _lowestBottom, _highestBottom);
+
+    /// <summary>Owner only: starts the range of <see cref="BottomRange"/> again at the ring's current bottom.</summary>
+    public void ResetBottomRange() => _lowestBottom = _highestBottom = _bottom.Value;
+
     /// <summary>Whether a thief would find nothing to take right now.</summary>
     public bool IsEmpty => Volatile.Read(ref _bottom.Value) <= Volatile.Read(ref _top.Value);
 
@@ -141,6 +152,10 @@ internal sealed class WorkStealingRing
         }
         SlotAt(slots, b) = item;
         Volatile.Write(ref _bottom.Value, b + 1);
+        if (b >= _highestBottom)
+        {
+            _highestBottom = b + 1;
+        }
         AssertInvariants();
         return true;
     }
@@ -170,6 +185,7 @@ internal sealed class WorkStealingRing
             b++;
         }
         Volatile.Write(ref _bottom.Value, b);
+        _highestBottom = Math.Max(_highestBottom, b);
         AssertInvariants();
     }
 
@@ -183,6 +199,10 @@ internal sealed class WorkStealingRing
             // Empty (a stale _top can only be lower than the real one, so this never hides an item).
             item = default;
             return false;
+        }
+        if (b < _lowestBottom)
+        {
+            _lowestBottom = b;
         }
         // The store must be visible before _top is read (see the class remarks); the exchange is both the store (atomic
         // also on 32-bit platforms) and the full fence.

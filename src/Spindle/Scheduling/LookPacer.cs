@@ -28,6 +28,13 @@ internal struct LookPacer
     internal const int OldestLocalAgeMs = 20;
 
     /// <summary>
+    /// How many looks running a chain at the top of a worker's ring (each item popping the one its predecessor pushed)
+    /// may pass over the items below it before the worker takes the oldest of them at each look: about a millisecond of
+    /// work at <see cref="FairnessLookTicks"/> a look (see <c>WorkerLocalQueue.TakeAgedBottom</c>).
+    /// </summary>
+    internal const int ChainLooks = 10;
+
+    /// <summary>
     /// How long (in Stopwatch ticks) one item must take, at two looks running, before the worker counts as being in
     /// long items for the relief thread: 200 µs, twice a look's target. Shorter items are looked past after each item
     /// anyway, so outside work waits for them no longer than about that; and a single long spell is more often the

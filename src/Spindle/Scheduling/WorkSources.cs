@@ -151,7 +151,10 @@ internal sealed partial class WorkSources
     /// <see cref="LookPacer.OldestLocalAgeMs"/>, so a self-requeue loop cannot starve it; it comes before outside work, which under
     /// a steady inflow is never missing, so checked after it the aged item waited for the inflow to stop. Not on every
     /// look: taking the oldest item of a tree-shaped workload (tasks spawning tasks) opens a whole new subtree, and done
-    /// every 61 items it made skynet's live frontier breadth-first, turning its gen0 collections into gen2 ones.</para>
+    /// every 61 items it made skynet's live frontier breadth-first, turning its gen0 collections into gen2 ones. Except
+    /// below a chain at the ring's top (each item popping the one its predecessor pushed), which passes over the items
+    /// below it for good: after <see cref="LookPacer.ChainLooks"/> looks of it, they go one per look, oldest first, taking
+    /// turns with outside work while there is some (see <see cref="WorkerLocalQueue.TakeAgedBottom"/>).</para>
     /// </remarks>
     [MethodImpl(MethodImplOptions.NoInlining)]
     private bool TakeForLook(Worker self, out WorkItemEntry item)
@@ -161,11 +164,20 @@ internal sealed partial class WorkSources
             item = default;
             return false;
         }
-        if ((requested && TakeFromStranded(self, out item)) || self.Local.TakeAgedBottom(out item))
+        if (requested && TakeFromStranded(self, out item))
         {
             return true;
         }
-        return self.Local.IsEmpty ? TakeGlobalBatch(self, out item) : TakeOneGlobal(self, out item);
+        WorkerLocalQueue local = self.Local;
+        if (local.TookBelowChain && !_global.IsEmpty)
+        {
+            local.GiveLookOutside(); // items below a chain take every other look while outside work waits
+        }
+        else if (local.TakeAgedBottom(out item))
+        {
+            return true;
+        }
+        return local.IsEmpty ? TakeGlobalBatch(self, out item) : TakeOneGlobal(self, out item);
     }
 
     /// <summary>

@@ -67,6 +67,12 @@ internal sealed class WorkerLocalQueue(WorkStealingRing ring, RunningItemRecord 
     private long _bottomTop = -1;
     private long _bottomSince;
 
+    // Owner only: the ring's bottom index at the last look (-1: none yet), how many looks running found a chain at the
+    // ring's top in between, and whether the last look took the ring's oldest item for such a chain.
+    private long _lookBottom = -1;
+    private int _chainLooks;
+    private bool _tookBelowChain;
+
     /// <summary>Thieves and the scheduler: the LIFO slot's item, if any (a snapshot).</summary>
     public object? PeekLifoSlot() => Volatile.Read(ref _lifoSlot.Value);
 
@@ -212,9 +218,44 @@ internal sealed class WorkerLocalQueue(WorkStealingRing ring, RunningItemRecord 
         return false;
     }
 
-    /// <summary>Owner only: takes the ring's oldest item if it has waited at the bottom for <see cref="LookPacer.OldestLocalAgeMs"/>.</summary>
+    /// <summary>
+    /// Owner only, at a look: whether the last look took the ring's oldest item from below a chain (see
+    /// <see cref="TakeAgedBottom"/>). Outside work, when there is some, then has this look; the caller says so with
+    /// <see cref="GiveLookOutside"/>.
+    /// </summary>
+    public bool TookBelowChain => _tookBelowChain;
+
+    /// <summary>Owner only: this look goes outside; the next one may take from below the chain again.</summary>
+    public void GiveLookOutside() => _tookBelowChain = false;
+
+    /// <summary>
+    /// Owner only, at a look: the ring's oldest item, when it has waited long enough. That is when the worker has run a
+    /// chain at the top of its ring for <see cref="LookPacer.ChainLooks"/> looks running, each item popping the one its
+    /// predecessor pushed while everything below stays where it is (it then takes the oldest at every look while the chain
+    /// lasts), or when nobody has taken from the bottom (its top index has not moved) for
+    /// <see cref="LookPacer.OldestLocalAgeMs"/>.
+    /// </summary>
+    /// <remarks>
+    /// <para>A chain: between two looks the ring's bottom index stayed within one place of where it was at the first (the
+    /// worker popped what it had just pushed, or ran nothing of its ring). Two async loops handing a turn to each other
+    /// through a semaphore do this, each continuation queued to the worker that released it, and so does an item that
+    /// queues itself again; whatever waits below them is passed over by every LIFO pop. With the ageing rule alone, the
+    /// 250 loops a worker held below such pairs got a turn one per 20 ms, each every few seconds, and which of them ran
+    /// depended on how the run began: the comparison program's 1,000-loop handoff read a Jain index of 0.2 in some runs and
+    /// 0.99 in others. Taken at every look while the chain lasts, they get a look interval's turn each in queue order.</para>
+    /// <para>Work that spreads (an item that queues several, a tree worked through depth-first) moves the bottom by more
+    /// than one between looks and is left to its LIFO order: taking the oldest item at every look made a tree's live frontier
+    /// breadth-first (see <c>WorkSources.TakeForLook</c>). Its bottom still gets the ageing rule.</para>
+    /// </remarks>
     public bool TakeAgedBottom(out WorkItemEntry item)
     {
+        (long bottom, long lowest, long highest) = Ring.BottomRange;
+        bool chain = _lookBottom >= 0 && lowest >= _lookBottom - 1 && highest <= _lookBottom + 1;
+        _chainLooks = chain ? _chainLooks + 1 : 0;
+        _lookBottom = bottom;
+        Ring.ResetBottomRange();
+        _tookBelowChain = false;
+
         long top = Ring.Top;
         long now = Environment.TickCount64;
         if (Ring.IsEmpty)
@@ -222,6 +263,14 @@ internal sealed class WorkerLocalQueue(WorkStealingRing ring, RunningItemRecord 
             // No bottom to age. -1 is an index the ring never has, so the first look that finds items starts their
             // clock: keeping the empty ring's top here made items pushed later look as old as this look.
             _bottomTop = -1;
+        }
+        else if (_chainLooks >= LookPacer.ChainLooks && bottom - top >= (HoldsLifoItem ? 1 : 2) && Ring.TrySteal(out item))
+        {
+            // Something waits below the chain's next item (the LIFO slot's, or else the ring's newest): the oldest goes first.
+            _tookBelowChain = true;
+            _bottomTop = Ring.Top;
+            _bottomSince = now;
+            return true;
         }
         else if (top != _bottomTop)
         {
