@@ -1,6 +1,7 @@
 using System;
 using System.Diagnostics;
 using System.Runtime.CompilerServices;
+using System.Runtime.InteropServices;
 using System.Threading;
 using Spindle.Primitives;
 using Spindle.Threading;
@@ -61,9 +62,8 @@ internal sealed class WorkStealingRing
     private readonly int _capacity;
     private WorkItemEntry[] _slots; // written by the owner only (growth); thieves read it after _bottom (see the remarks)
     private PaddedInt64 _top;
-    private PaddedInt64 _bottom;
+    private BottomLine _bottom;
     private long _clearedTo; // owner-only
-    private long _lowestBottom, _highestBottom; // owner-only: see BottomRange
 
     public WorkStealingRing()
         : this(DefaultCapacity)
@@ -115,10 +115,10 @@ internal sealed class WorkStealingRing
     /// <see cref="ResetBottomRange"/>. Items below the lowest have sat in the ring since then without their owner
     /// reaching them (only thieves, and the owner's takes from the top, move them).
     /// </summary>
-    public (long Now, long Lowest, long Highest) BottomRange => (_bottom.Value, _lowestBottom, _highestBottom);
+    public (long Now, long Lowest, long Highest) BottomRange => (_bottom.Value, _bottom.Lowest, _bottom.Highest);
 
     /// <summary>Owner only: starts the range of <see cref="BottomRange"/> again at the ring's current bottom.</summary>
-    public void ResetBottomRange() => _lowestBottom = _highestBottom = _bottom.Value;
+    public void ResetBottomRange() => _bottom.Lowest = _bottom.Highest = _bottom.Value;
 
     /// <summary>Whether a thief would find nothing to take right now.</summary>
     public bool IsEmpty => Volatile.Read(ref _bottom.Value) <= Volatile.Read(ref _top.Value);
@@ -152,9 +152,9 @@ internal sealed class WorkStealingRing
         }
         SlotAt(slots, b) = item;
         Volatile.Write(ref _bottom.Value, b + 1);
-        if (b >= _highestBottom)
+        if (b >= _bottom.Highest)
         {
-            _highestBottom = b + 1;
+            _bottom.Highest = b + 1;
         }
         AssertInvariants();
         return true;
@@ -185,7 +185,7 @@ internal sealed class WorkStealingRing
             b++;
         }
         Volatile.Write(ref _bottom.Value, b);
-        _highestBottom = Math.Max(_highestBottom, b);
+        _bottom.Highest = Math.Max(_bottom.Highest, b);
         AssertInvariants();
     }
 
@@ -200,13 +200,13 @@ internal sealed class WorkStealingRing
             item = default;
             return false;
         }
-        if (b < _lowestBottom)
-        {
-            _lowestBottom = b;
-        }
         // The store must be visible before _top is read (see the class remarks); the exchange is both the store (atomic
         // also on 32-bit platforms) and the full fence.
         Interlocked.Exchange(ref _bottom.Value, b);
+        if (b < _bottom.Lowest)
+        {
+            _bottom.Lowest = b; // on the line the exchange has just taken: no traffic of its own
+        }
         long t = Volatile.Read(ref _top.Value);
         WorkItemEntry[] slots = _slots;
         ref WorkItemEntry slot = ref SlotAt(slots, b);
@@ -394,5 +394,23 @@ internal sealed class WorkStealingRing
         long b = Volatile.Read(ref _bottom.Value);
         Debug.Assert(b - t <= _slots.Length && _slots.Length <= _capacity, "The ring never holds more than its slots, nor has more slots than its capacity.");
         Debug.Assert(_clearedTo <= t, "Only claimed slots are cleared.");
+    }
+
+    /// <summary>
+    /// The bottom index alone on its cache line (as <see cref="PaddedInt64"/>), with the owner's record of its range
+    /// beside it (<see cref="BottomRange"/>): every push and pop writes the line anyway, so the record costs thieves, who
+    /// read the index, no traffic of its own.
+    /// </summary>
+    [StructLayout(LayoutKind.Explicit, Size = 2 * CacheLine.Size)]
+    private struct BottomLine
+    {
+        [FieldOffset(CacheLine.Size)]
+        public long Value;
+
+        [FieldOffset(CacheLine.Size + sizeof(long))]
+        public long Lowest;
+
+        [FieldOffset(CacheLine.Size + (2 * sizeof(long)))]
+        public long Highest;
     }
 }
