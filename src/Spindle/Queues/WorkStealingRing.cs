@@ -394,6 +394,7 @@ internal sealed class WorkStealingRing
         long b = Volatile.Read(ref _bottom.Value);
         Debug.Assert(b - t <= _slots.Length && _slots.Length <= _capacity, "The ring never holds more than its slots, nor has more slots than its capacity.");
         Debug.Assert(_clearedTo <= t, "Only claimed slots are cleared.");
+        Debug.Assert(_bottom.Lowest <= b && b <= _bottom.Highest, "The recorded range holds the bottom (only the owner moves either).");
     }
 
     /// <summary>
