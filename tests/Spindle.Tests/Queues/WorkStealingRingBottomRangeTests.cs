@@ -15,24 +15,14 @@ public sealed class WorkStealingRingBottomRangeTests
     [Fact]
     public void AReset_StartsTheRangeAtTheCurrentBottom()
     {
-        var ring = new WorkStealingRing(8);
-        for (int i = 0; i < 3; i++)
-        {
-            ring.TryPush(Numbered(i));
-        }
-        ring.ResetBottomRange();
+        WorkStealingRing ring = WithItems(3);
         Assert.Equal((3L, 3L, 3L), ring.BottomRange);
     }
 
     [Fact]
     public void PopsAndPushes_WidenTheRange_ByTheLowestAndHighestBottom()
     {
-        var ring = new WorkStealingRing(8);
-        for (int i = 0; i < 3; i++)
-        {
-            ring.TryPush(Numbered(i));
-        }
-        ring.ResetBottomRange();
+        WorkStealingRing ring = WithItems(3);
 
         // A chain: pop the newest, push one, again: the bottom moves by one place.
         for (int i = 0; i < 5; i++)
@@ -58,15 +48,22 @@ public sealed class WorkStealingRingBottomRangeTests
     [Fact]
     public void TakesFromTheTop_DoNotMoveTheRange()
     {
+        WorkStealingRing ring = WithItems(4);
+        Assert.True(ring.TrySteal(out WorkItemEntry oldest));
+        Assert.Equal(0, NumberOf(oldest));
+        Assert.Equal((4L, 4L, 4L), ring.BottomRange);
+    }
+
+    /// <summary>A ring of 8 slots holding items 0 .. <paramref name="count"/> - 1, its range reset after them.</summary>
+    private static WorkStealingRing WithItems(int count)
+    {
         var ring = new WorkStealingRing(8);
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < count; i++)
         {
             ring.TryPush(Numbered(i));
         }
         ring.ResetBottomRange();
-        Assert.True(ring.TrySteal(out WorkItemEntry oldest));
-        Assert.Equal(0, NumberOf(oldest));
-        Assert.Equal((4L, 4L, 4L), ring.BottomRange);
+        return ring;
     }
 
     [Fact]
