@@ -1,6 +1,7 @@
 using System;
 using System.Diagnostics;
 using System.Threading;
+using Spindle.Scheduling;
 using Xunit;
 
 namespace Spindle.Tests;
@@ -252,13 +253,12 @@ public sealed class WorkerPoolFairnessTests
         }, run, preferLocal: false);
         Assert.True(run.Stopped.Wait(Generous), "The chain did not stop.");
         Assert.True(Waits.Poll(() => Volatile.Read(ref run.WaitingRan) == Waiting, Generous), "The waiting items never all ran.");
-        long bound = LookPacerLinks * (Waiting + 12);
+        // A look at most every FairnessInterval links; the chain is counted from the second look, taken from the
+        // ChainLooks-th on: 61 x (300 + 10 + 2).
+        long bound = (long)LookPacer.FairnessInterval * (Waiting + LookPacer.ChainLooks + 2);
         Assert.True(run.LinksWhenAllRan <= bound,
             $"The last of {Waiting} items below the chain ran after {run.LinksWhenAllRan} links (bound {bound}; the chain stops at {Cap}).");
     }
-
-    // A look comes at most this many dispatches apart (LookPacer.FairnessInterval).
-    private const long LookPacerLinks = 61;
 
     private sealed class ChainRun(WorkerPool pool, int waiting, long cap, bool viaSlot) : IWorkItem
     {
