@@ -166,26 +166,57 @@ internal sealed class WorkStealingRing
     /// </summary>
     public void PushRangeReversed(Span<WorkItemEntry> items)
     {
+        long b = BeginPushInPlace(items.Length);
+        for (int i = items.Length - 1; i >= 0; i--)
+        {
+            WriteInPlace(b++, items[i]);
+            items[i] = default;
+        }
+        EndPushInPlace(b);
+    }
+
+    /// <summary>
+    /// Owner only: the first step of a push written in place, for a producer that copies up to
+    /// <paramref name="maxCount"/> items straight from where they lie (a take from the global queue) rather than through
+    /// a buffer: makes the room (the caller guarantees that the capacity allows it) and returns the index of the first
+    /// slot to write. The caller writes slots upwards from there with <see cref="WriteInPlace"/>, newest item first, and
+    /// publishes them all with <see cref="EndPushInPlace"/>. Slots at and above the bottom are the owner's alone until
+    /// then: thieves read only below <c>_bottom</c>, so the writes need no ordering of their own.
+    /// </summary>
+    public long BeginPushInPlace(int maxCount)
+    {
         long b = _bottom.Value;
         long t = Volatile.Read(ref _top.Value);
-        Debug.Assert(b - t + items.Length <= _capacity, "The caller checked the room; only the owner pushes.");
-        WorkItemEntry[] slots = _slots;
-        if (b - t + items.Length > slots.Length)
+        Debug.Assert(maxCount >= 0 && b - t + maxCount <= _capacity, "The caller checked the room; only the owner pushes.");
+        if (b - t + maxCount > _slots.Length)
         {
-            slots = Grow(t, b, b - t + items.Length);
+            Grow(t, b, b - t + maxCount);
         }
         if (_clearedTo != t)
         {
             ClearTakenSlots(t);
         }
-        for (int i = items.Length - 1; i >= 0; i--)
+        return b;
+    }
+
+    /// <summary>Owner only, between <see cref="BeginPushInPlace"/> and <see cref="EndPushInPlace"/>: writes the slot at <paramref name="index"/>.</summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    public void WriteInPlace(long index, in WorkItemEntry item)
+    {
+        Debug.Assert(index >= _bottom.Value && index - Volatile.Read(ref _top.Value) < _slots.Length, "Written only in the room made for it.");
+        SlotAt(_slots, index) = item;
+    }
+
+    /// <summary>Owner only: publishes the slots written in place below <paramref name="bottom"/> (the bottom unchanged when none were).</summary>
+    public void EndPushInPlace(long bottom)
+    {
+        Debug.Assert(bottom >= _bottom.Value);
+        if (bottom == _bottom.Value)
         {
-            SlotAt(slots, b) = items[i];
-            items[i] = default;
-            b++;
+            return;
         }
-        Volatile.Write(ref _bottom.Value, b);
-        _bottom.Highest = Math.Max(_bottom.Highest, b);
+        Volatile.Write(ref _bottom.Value, bottom);
+        _bottom.Highest = Math.Max(_bottom.Highest, bottom);
         AssertInvariants();
     }
 

@@ -1,5 +1,6 @@
 using System;
 using System.Runtime.CompilerServices;
+using System.Runtime.InteropServices;
 using Spindle.Lanes;
 using Spindle.Parking;
 using Spindle.Primitives;
@@ -255,9 +256,13 @@ internal sealed partial class WorkSources
         return taken;
     }
 
-    /// <summary>Takes up to <paramref name="destination"/>'s length from the global queue, oldest first.</summary>
+    /// <summary>
+    /// Takes up to <paramref name="max"/> items from the global queue, oldest first: the oldest into
+    /// <paramref name="first"/>, the rest into <paramref name="ring"/> (see <see cref="GlobalQueue.TryDequeueIntoRing"/>).
+    /// </summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    public int TakeGlobal(Span<WorkItemEntry> destination, int gapWaits = 0) => _global.TryDequeueBatch(destination, gapWaits);
+    public int TakeGlobalIntoRing(WorkStealingRing ring, int max, int gapWaits, out WorkItemEntry first) =>
+        _global.TryDequeueIntoRing(ring, max, gapWaits, out first);
 
     /// <summary>Whether the global queue holds no item (a snapshot).</summary>
     public bool GlobalIsEmpty => _global.IsEmpty;
@@ -386,10 +391,14 @@ internal sealed partial class WorkSources
         }
     }
 
-    /// <summary>The owner, at a look while local work waits: one item of the global queue, no batch (noted by its look pacer).</summary>
+    /// <summary>
+    /// The owner, at a look while local work waits: one item of the global queue, no batch (noted by its look pacer),
+    /// taken straight into <paramref name="item"/> (see <see cref="GlobalQueue.TryDequeueIntoRing"/> on copies).
+    /// </summary>
     private bool TakeOneGlobal(Worker self, out WorkItemEntry item)
     {
-        if (self.Local.TryTakeOneGlobal(this, out item))
+        item = default;
+        if (_global.TryDequeueBatch(MemoryMarshal.CreateSpan(ref item, 1)) != 0)
         {
             self.NoteTookOutside();
             return true;

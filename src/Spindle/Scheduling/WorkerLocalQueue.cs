@@ -57,9 +57,6 @@ internal sealed class WorkerLocalQueue(WorkStealingRing ring, RunningItemRecord 
     // What the owner runs (its record): a thief asks it before it takes a lone item (see MayStealFrom).
     private readonly RunningItemRecord _ownerRecord = record;
 
-    // Owner only: the buffer a batch from the global queue is taken into.
-    private readonly WorkItemEntry[] _batch = new WorkItemEntry[GlobalBatchSize];
-
     // Owner only: the most items a take from the global queue moves (see LimitGlobalTakes).
     private int _globalTakeLimit = GlobalBatchSize;
 
@@ -157,7 +154,7 @@ internal sealed class WorkerLocalQueue(WorkStealingRing ring, RunningItemRecord 
     /// <summary>
     /// Owner only: takes a batch from the global queue, after giving a producer this worker has caught up with a moment
     /// to get a batch ahead (<see cref="GlobalTakeGapWaits"/>): returns the first, keeps the rest in the ring
-    /// (where they can be stolen). At most <see cref="GlobalBatchSize"/> items, and at most the worker's count of
+    /// (where they can be stolen), copied there straight from the queue's slots (see <see cref="GlobalQueue.TryDequeueIntoRing"/>). At most <see cref="GlobalBatchSize"/> items, and at most the worker's count of
     /// dispatches between looks (<see cref="LimitGlobalTakes"/>). <paramref name="full"/>: the batch was as large as it
     /// could be and the global queue may hold more (others may take that, and steal the rest of the batch).
     /// </summary>
@@ -176,22 +173,10 @@ internal sealed class WorkerLocalQueue(WorkStealingRing ring, RunningItemRecord 
     {
         int room = Ring.Capacity - Ring.Count;
         int want = Math.Min(_globalTakeLimit, room + 1);
-        int taken = sources.TakeGlobal(_batch.AsSpan(0, want), GlobalTakeGapWaits);
+        int taken = sources.TakeGlobalIntoRing(Ring, want, GlobalTakeGapWaits, out item);
         // A whole batch says the queue may hold more; a take cut short (by the limit, or the ring's room) asks the queue.
         full = taken == want && (taken == GlobalBatchSize || !sources.GlobalIsEmpty);
-        if (taken == 0)
-        {
-            item = default;
-            return false;
-        }
-        item = _batch[0];
-        _batch[0] = default;
-        // Pushed newest first, so that the owner's LIFO pops run the batch in queue order.
-        if (taken > 1)
-        {
-            Ring.PushRangeReversed(_batch.AsSpan(1, taken - 1));
-        }
-        return true;
+        return taken != 0;
     }
 
     /// <summary>
@@ -203,19 +188,6 @@ internal sealed class WorkerLocalQueue(WorkStealingRing ring, RunningItemRecord 
     {
         Debug.Assert(dispatchesPerLook >= 1);
         _globalTakeLimit = Math.Clamp(dispatchesPerLook, 1, GlobalBatchSize);
-    }
-
-    /// <summary>Owner only: takes one item from the global queue (a look outside while local work waits: no batch).</summary>
-    public bool TryTakeOneGlobal(WorkSources sources, out WorkItemEntry item)
-    {
-        if (sources.TakeGlobal(_batch.AsSpan(0, 1)) != 0)
-        {
-            item = _batch[0];
-            _batch[0] = default;
-            return true;
-        }
-        item = default;
-        return false;
     }
 
     /// <summary>
