@@ -47,7 +47,8 @@ internal sealed partial class GlobalQueue
     /// <see cref="TryDequeueBatch"/> for a worker taking a batch into its own ring: up to <paramref name="max"/> items,
     /// the oldest returned in <paramref name="first"/>, the rest copied straight from their slots into
     /// <paramref name="ring"/>, newest first, so that the owner's LIFO pops run them in queue order (the ring must have
-    /// room for <paramref name="max"/> - 1 more). Returns how many were taken, <paramref name="first"/> included.
+    /// room for <paramref name="max"/> - 1 more; a lone item leaves it untouched). Returns how many were taken,
+    /// <paramref name="first"/> included.
     /// </summary>
     /// <remarks>
     /// Why not through a buffer: every copy of an entry into an array on the heap goes through the collector's write
@@ -62,7 +63,6 @@ internal sealed partial class GlobalQueue
     public int TryDequeueIntoRing(WorkStealingRing ring, int max, int gapWaits, out WorkItemEntry first)
     {
         Debug.Assert(max > 0);
-        long bottom = ring.BeginPushInPlace(max - 1);
         while (true)
         {
             int claimed = TryClaim(max, gapWaits, out Slot[] slots, out long head);
@@ -86,6 +86,11 @@ internal sealed partial class GlobalQueue
                 gapWaits = 0; // every claimed slot was abandoned (see TryDequeueBatch); look again
                 continue;
             }
+            if (i == claimed)
+            {
+                return 1; // a lone item: the ring is not touched (a chain from outside takes its links one by one)
+            }
+            long bottom = ring.BeginPushInPlace(claimed - i);
             long b = bottom;
             for (int k = claimed - 1; k >= i; k--)
             {
