@@ -21,4 +21,15 @@ internal static class Entries
         state = new WeakReference(payload);
         return new WorkItemEntry(s_callback, payload, null);
     }
+
+    /// <summary>Queues a <see cref="Tracked"/> entry on <paramref name="queue"/>; returns the weak reference to its state.</summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static WeakReference EnqueueTracked(GlobalQueue queue)
+    {
+        if (!queue.TryEnqueue(Tracked(out WeakReference weak)))
+        {
+            throw new InvalidOperationException("The queue refused a tracked entry.");
+        }
+        return weak;
+    }
 }

@@ -135,13 +135,6 @@ public sealed class GlobalQueueRingTakeTests
     }
 
     [MethodImpl(MethodImplOptions.NoInlining)]
-    private static WeakReference EnqueueTracked(GlobalQueue queue)
-    {
-        Assert.True(queue.TryEnqueue(Tracked(out WeakReference weak)));
-        return weak;
-    }
-
-    [MethodImpl(MethodImplOptions.NoInlining)]
     private static void TakeAllAndDrop(GlobalQueue queue, WorkStealingRing ring, int expected)
     {
         Assert.Equal(expected, queue.TryDequeueIntoRing(ring, expected, gapWaits: 0, out _));

@@ -712,13 +712,6 @@ public sealed class GlobalQueueTests
     }
 
     [MethodImpl(MethodImplOptions.NoInlining)]
-    private static WeakReference EnqueueTracked(GlobalQueue queue)
-    {
-        Assert.True(queue.TryEnqueue(Tracked(out WeakReference weak)));
-        return weak;
-    }
-
-    [MethodImpl(MethodImplOptions.NoInlining)]
     private static void DrainAndDrop(GlobalQueue queue, int expected)
     {
         var batch = new WorkItemEntry[100];
