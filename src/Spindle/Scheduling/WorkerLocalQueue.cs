@@ -154,8 +154,9 @@ internal sealed class WorkerLocalQueue(WorkStealingRing ring, RunningItemRecord 
     /// <summary>
     /// Owner only: takes a batch from the global queue, after giving a producer this worker has caught up with a moment
     /// to get a batch ahead (<see cref="GlobalTakeGapWaits"/>): returns the first, keeps the rest in the ring
-    /// (where they can be stolen), copied there straight from the queue's slots (see <see cref="GlobalQueue.TryDequeueIntoRing"/>). At most <see cref="GlobalBatchSize"/> items, and at most the worker's count of
-    /// dispatches between looks (<see cref="LimitGlobalTakes"/>). <paramref name="full"/>: the batch was as large as it
+    /// (where they can be stolen), copied there straight from the queue's slots (see
+    /// <see cref="GlobalQueue.TryDequeueIntoRing"/>). At most <see cref="GlobalBatchSize"/> items, and at most the
+    /// worker's count of dispatches between looks (<see cref="LimitGlobalTakes"/>). <paramref name="full"/>: the batch was as large as it
     /// could be and the global queue may hold more (others may take that, and steal the rest of the batch).
     /// </summary>
     /// <remarks>
