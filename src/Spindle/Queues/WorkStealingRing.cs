@@ -161,21 +161,6 @@ internal sealed class WorkStealingRing
     }
 
     /// <summary>
-    /// Owner only: pushes <paramref name="items"/> last to first (so that LIFO pops return them first to last) with one
-    /// publication of <c>_bottom</c>, and clears the span. The caller guarantees the room (see <see cref="Count"/>).
-    /// </summary>
-    public void PushRangeReversed(Span<WorkItemEntry> items)
-    {
-        long b = BeginPushInPlace(items.Length);
-        for (int i = items.Length - 1; i >= 0; i--)
-        {
-            WriteInPlace(b++, items[i]);
-            items[i] = default;
-        }
-        EndPushInPlace(b);
-    }
-
-    /// <summary>
     /// Owner only: the first step of a push written in place, for a producer that copies up to
     /// <paramref name="maxCount"/> items straight from where they lie (a take from the global queue) rather than through
     /// a buffer: makes the room (the caller guarantees that the capacity allows it) and returns the index of the first

@@ -22,6 +22,21 @@ internal static class Entries
         return new WorkItemEntry(s_callback, payload, null);
     }
 
+    /// <summary>
+    /// Owner side: pushes <paramref name="items"/> last to first through the ring's in-place push (as a take from the
+    /// global queue does), so that LIFO pops return them first to last, and clears the span.
+    /// </summary>
+    public static void PushRangeReversed(this WorkStealingRing ring, Span<WorkItemEntry> items)
+    {
+        long bottom = ring.BeginPushInPlace(items.Length);
+        for (int i = items.Length - 1; i >= 0; i--)
+        {
+            ring.WriteInPlace(bottom++, items[i]);
+            items[i] = default;
+        }
+        ring.EndPushInPlace(bottom);
+    }
+
     /// <summary>Queues a <see cref="Tracked"/> entry on <paramref name="queue"/>; returns the weak reference to its state.</summary>
     [MethodImpl(MethodImplOptions.NoInlining)]
     public static WeakReference EnqueueTracked(GlobalQueue queue)
