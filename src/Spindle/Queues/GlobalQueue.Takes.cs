@@ -77,7 +77,7 @@ internal sealed partial class GlobalQueue
             while (i < claimed && first.Callback is null)
             {
                 ref Slot slot = ref slots[(head + i) & Mask];
-                first = slot.Item;
+                WorkItemEntry.Store(ref first, slot.Item);
                 Free(ref slot, head + i);
                 i++;
             }

@@ -39,6 +39,33 @@ internal struct WorkItemEntry
     public readonly bool IsEmpty => Callback is null;
 
     /// <summary>
+    /// Copies <paramref name="source"/> into <paramref name="destination"/> (a slot of a queue's array, or an
+    /// <see langword="out"/> parameter) field by field: a null context is stored as the constant null, which needs no
+    /// write barrier, where a plain struct assignment copies each of the three references through the runtime's
+    /// barrier helper (<c>CORINFO_HELP_ASSIGN_BYREF</c>). Most entries carry no context.
+    /// </summary>
+    /// <remarks>
+    /// On one thread, queueing 32 entries with fresh states, taking them as a worker's batch into its ring and popping
+    /// them: 21.2-24.1 ns an item against 23.7-26.6 with the struct copies (2 cores, three alternating processes of six
+    /// rounds of 9.6M items). The thieves' copy (<c>WorkStealingRing.TrySteal</c>) is left as it was: the same change
+    /// there read no faster (17.8-19.1 against 17.1-19.7 ns an item pushed and stolen).
+    /// </remarks>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    public static void Store(ref WorkItemEntry destination, in WorkItemEntry source)
+    {
+        destination.Callback = source.Callback;
+        destination.State = source.State;
+        if (source.Context is { } context)
+        {
+            destination.Context = context;
+        }
+        else
+        {
+            destination.Context = null;
+        }
+    }
+
+    /// <summary>
     /// The library object that decides what shutdown does with this entry, or null for a plain work item (see
     /// <see cref="Queues.IShutdownAware"/> for the order of the tests). Cold path: only shutdown with
     /// <see cref="ShutdownMode.CancelPending"/> asks.

@@ -150,7 +150,7 @@ internal sealed class WorkStealingRing
         {
             ClearTakenSlots(t);
         }
-        SlotAt(slots, b) = item;
+        WorkItemEntry.Store(ref SlotAt(slots, b), item);
         Volatile.Write(ref _bottom.Value, b + 1);
         if (b >= _bottom.Highest)
         {
@@ -189,7 +189,7 @@ internal sealed class WorkStealingRing
     public void WriteInPlace(long index, in WorkItemEntry item)
     {
         Debug.Assert(index >= _bottom.Value && index - Volatile.Read(ref _top.Value) < _slots.Length, "Written only in the room made for it.");
-        SlotAt(_slots, index) = item;
+        WorkItemEntry.Store(ref SlotAt(_slots, index), item);
     }
 
     /// <summary>Owner only: publishes the slots written in place below <paramref name="bottom"/> (the bottom unchanged when none were).</summary>
@@ -391,7 +391,7 @@ internal sealed class WorkStealingRing
         var grown = new WorkItemEntry[length];
         for (long i = top; i < bottom; i++)
         {
-            SlotAt(grown, i) = SlotAt(old, i);
+            WorkItemEntry.Store(ref SlotAt(grown, i), SlotAt(old, i));
         }
         // Slots below the copy's top are empty in the new array; any item taken during the copy is cleared at the next push.
         _clearedTo = top;

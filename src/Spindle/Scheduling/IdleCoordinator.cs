@@ -31,8 +31,11 @@ namespace Spindle.Scheduling;
 /// claim is a full fence before its read of the count and the idle count, so (store-buffering argument) either the
 /// enqueuer sees this worker counted as searching or parked, or this worker's last look sees the item. A wake-up cannot
 /// be lost for work queued from outside.</item>
-/// <item>A local push by a worker is not fenced (it is the hot path), and a lone local item deliberately wakes nobody
-/// (the worker runs it next). If the pushing worker's current item then blocks, the stall monitor wakes a helper. The
+/// <item>A local push by a worker is not fenced (it is the hot path). Even a lone local item, which the worker will
+/// most likely run next, wakes a parked worker when nobody searches (see <c>Scheduler.TryEnqueueCore</c>): a forked
+/// child whose parent computes on is then taken within microseconds (the woken worker leaves it to a running owner
+/// for a short grace, see <see cref="WorkerLocalQueue.MayStealFrom"/>). With nobody parked and a thread missing, the
+/// push opens a deferral instead, and the stall monitor wakes a helper if the pushing worker's current item blocks. The
 /// store-buffering race between an unfenced push and a parking searcher is closed on the parking side: a worker that
 /// parks while another is awake looks at the queues once more after <see cref="RecheckAfterParkMs"/> unless woken
 /// first (see <see cref="PushIdleAndLookAgain"/>).</item>
