@@ -42,7 +42,8 @@ internal struct WorkItemEntry
     /// Copies <paramref name="source"/> into <paramref name="destination"/> (a slot of a queue's array, or an
     /// <see langword="out"/> parameter) field by field: a null context is stored as the constant null, which needs no
     /// write barrier, where a plain struct assignment copies each of the three references through the runtime's
-    /// barrier helper (<c>CORINFO_HELP_ASSIGN_BYREF</c>). Most entries carry no context.
+    /// barrier helper (<c>CORINFO_HELP_ASSIGN_BYREF</c>). Most entries carry no context. (The global queue's
+    /// <c>Fill</c> writes into a slot its consumer cleared, so it skips the null fields altogether.)
     /// </summary>
     /// <remarks>
     /// On one thread, queueing 32 entries with fresh states, taking them as a worker's batch into its ring and popping
