@@ -16,7 +16,10 @@ namespace Spindle.Compare.Infrastructure;
 /// fast run of a case apart from a slow one (<see cref="SchedulingCounts"/>: context switches, voluntary and not, and
 /// Spindle's parks, steals and threads added; <see cref="ThreadSchedule"/>: the threads' time waiting for a core and
 /// their moves between CPUs), and the share of the machine's CPU time the hypervisor gave to other
-/// guests meanwhile (<see cref="HostSteal"/>: a slow run beside a steal of tens of percent was slowed by the host).
+/// guests meanwhile (<see cref="HostSteal"/>: a slow run beside a steal of tens of percent was slowed by the host), and,
+/// right after the measured part, how long the machine takes to pass a cache line between two CPUs and back
+/// (<see cref="HostRoundTrip"/>: on a virtual machine the host may move the guest's CPUs apart for seconds at a time, and
+/// every hand-off between threads slows with it).
 /// </summary>
 /// <remarks>
 /// The measured part starts when the warm-up ends (<see cref="Warmup.Repeat(System.Action)"/> calls <see cref="MarkMeasuredStart"/>;
@@ -46,9 +49,13 @@ internal static class ProcessMeter
         new("process steals", "steals", Better.Lower),
         new("process threads added", "threads", Better.Lower),
         new("process host steal", "%", Better.Lower),
+        new("process host round trip", "ns", Better.Lower),
     ];
 
     public const string Prefix = "process ";
+
+    /// <summary>The machine's cache-line round trip between two CPUs, measured right after the measured part.</summary>
+    public static MetricInfo HostRoundTripMetric => Metrics[16];
 
     private static long s_startTimestamp;
     private static long s_startCpu;
@@ -132,6 +139,15 @@ internal static class ProcessMeter
         else
         {
             measurement.SetUnavailable(Metrics[15].Name);
+        }
+        // Last: the probe's own threads and spinning are no part of the figures above.
+        if (HostRoundTrip.Measure() is { } roundTrip)
+        {
+            measurement.Set(HostRoundTripMetric.Name, roundTrip);
+        }
+        else
+        {
+            measurement.SetUnavailable(HostRoundTripMetric.Name);
         }
     }
 

@@ -71,7 +71,9 @@ internal static class MarkdownReport
             text.AppendLine();
             text.AppendLine("## Process figures");
             text.AppendLine();
-            text.AppendLine("The measured part of each run (after the warm-up), medians over the runs; alloc per item handled.");
+            text.AppendLine("The measured part of each run (after the warm-up), medians over the runs; alloc per item handled; host round"
+                + " trip: a cache line passed between two CPUs and back right after the measured part, min .. max over the runs (on a"
+                + " virtual machine the host may place the CPUs apart for seconds at a time, which slows every hand-off between threads).");
             text.AppendLine();
             AppendRow(text, ProcessTable.Header);
             AppendRow(text, ProcessTable.Header.Select((_, i) => i >= 3 ? "---:" : "---"));

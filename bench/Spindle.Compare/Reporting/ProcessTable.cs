@@ -12,7 +12,8 @@ namespace Spindle.Compare.Reporting;
 /// of the measured part's wall time, CPU time, peak thread count, allocation per item, collections, methods compiled,
 /// context switches (voluntary, and preemptions), the threads' time waiting for a core and their moves between CPUs
 /// (<see cref="ThreadSchedule"/>), for Spindle its workers' parks and steals and the threads it started,
-/// and the hypervisor's steal of the machine's CPU time over the measured part. The wall-time cell
+/// the hypervisor's steal of the machine's CPU time over the measured part, and the range over the runs of the
+/// machine's cache-line round trip between two CPUs right after it (<see cref="HostRoundTrip"/>). The wall-time cell
 /// counts the runs where fewer succeeded than were asked for (<see cref="RunTally.Annotate"/>).
 /// </summary>
 internal static class ProcessTable
@@ -21,7 +22,8 @@ internal static class ProcessTable
 
     public static readonly string[] Header =
         ["scenario", "variant", "pool", "wall (ms)", "cpu (ms)", "cpu/wall", "peak threads", "alloc (B/item)", "gen0", "gen1", "gen2", "jit",
-         "switches", "preemptions", "runq wait (ms)", "migrations", "parks", "steals", "threads added", "host steal (%)"];
+         "switches", "preemptions", "runq wait (ms)", "migrations", "parks", "steals", "threads added", "host steal (%)",
+         "host round trip (ns)"];
 
     /// <summary>The table's cells, one array per line.</summary>
     public static List<string[]> Lines(IReadOnlyList<ReportRow> rows)
@@ -36,6 +38,12 @@ internal static class ProcessTable
                 string Cell(int metric) =>
                     byMetric.TryGetValue(ProcessMeter.Metrics[metric].Name, out ReportRow? row) && row.For(pool).Median is { } value
                         ? ReportRow.Format(value)
+                        : "n/a";
+                // The host's figure as the runs' range, not their median: a case whose runs met the host in two states
+                // (see HostRoundTrip) shows both.
+                string Range(int metric) =>
+                    byMetric.TryGetValue(ProcessMeter.Metrics[metric].Name, out ReportRow? row) && row.For(pool) is { Min: { } min, Max: { } max }
+                        ? min == max ? ReportRow.Format(min) : $"{ReportRow.Format(min)} .. {ReportRow.Format(max)}"
                         : "n/a";
                 PoolFigures wallFigures = byMetric[ProcessMeter.Metrics[0].Name].For(pool);
                 double? wall = wallFigures.Median;
@@ -62,6 +70,7 @@ internal static class ProcessTable
                     Cell(13),
                     Cell(14),
                     Cell(15),
+                    Range(16),
                 ]);
                 first = false;
             }
@@ -78,7 +87,8 @@ internal static class ProcessTable
         }
         int[] widths = Header.Select((h, column) => Math.Max(h.Length, lines.Max(line => line[column].Length))).ToArray();
         writer.WriteLine("Process figures of the measured part of each run (after the warm-up; medians over the runs; alloc per item"
-            + " handled, or in total where a scenario counts no items; jit: methods compiled, tier-ups included):");
+            + " handled, or in total where a scenario counts no items; jit: methods compiled, tier-ups included; host round trip:"
+            + " a cache line passed between two CPUs and back right after the measured part, min .. max over the runs):");
         writer.WriteLine(ConsoleTable.Render(Header, widths, NumericFrom));
         writer.WriteLine(string.Join("-+-", widths.Select(width => new string('-', width))));
         foreach (string[] line in lines)

@@ -59,7 +59,22 @@ internal static class SpreadSummary
 
     private static string Number(double value) => value.ToString("0.##", Formats.Culture);
 
-    /// <summary>One entry per flagged row, in table order: "scenario variant metric (1.74 / 1.16)".</summary>
+    /// <summary>
+    /// One entry per flagged row, in table order: "scenario variant metric (1.74 / 1.16)", with the range of the machine's
+    /// cache-line round trip over the case's runs of both pools where it was measured ("; host round trip 55 .. 462 ns"):
+    /// a row whose runs met the host in two states (see <see cref="HostRoundTrip"/>) can spread for that reason alone.
+    /// </summary>
     public static List<string> FlaggedRows(IReadOnlyList<ReportRow> rows) =>
-        rows.Where(r => r.SpreadWider).Select(r => $"{r.Scenario} {r.Variant} {r.Metric.Name} ({Factors(r)})").ToList();
+        rows.Where(r => r.SpreadWider).Select(r => $"{r.Scenario} {r.Variant} {r.Metric.Name} ({Factors(r)}{HostRange(rows, r)})").ToList();
+
+    private static string HostRange(IReadOnlyList<ReportRow> rows, ReportRow flagged)
+    {
+        string name = ProcessMeter.HostRoundTripMetric.Name;
+        ReportRow? host = rows.FirstOrDefault(r => r.IsProcessMetric && r.Metric.Name == name
+            && r.Scenario == flagged.Scenario && r.Variant == flagged.Variant);
+        List<double> runs = host is null ? [] : PoolKind.All.SelectMany(pool => host.For(pool).Runs).ToList();
+        return runs.Count == 0
+            ? ""
+            : $"; host round trip {ReportRow.Format(runs.Min())} .. {ReportRow.Format(runs.Max())} ns";
+    }
 }
