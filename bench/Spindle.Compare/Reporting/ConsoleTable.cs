@@ -85,7 +85,7 @@ internal static class ConsoleTable
         cells.AddRange(row.Pools.Select(p => p.Tally.Annotate(p.Median is { } median ? ReportRow.Format(median) : "n/a")));
         cells.Add(FormatRatio(row.Ratio));
         cells.Add(FormatInterval(row.Interval));
-        cells.AddRange(row.Pools.Select(p => p.Min is { } min ? $"{ReportRow.Format(min)} .. {ReportRow.Format(p.Max!.Value)}" : "n/a"));
+        cells.AddRange(row.Pools.Select(p => p.Min is { } min ? ReportRow.FormatRange(min, p.Max!.Value) : "n/a"));
         cells.Add(SpreadSummary.Cell(row));
         return cells;
     }

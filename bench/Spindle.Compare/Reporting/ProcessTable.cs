@@ -43,7 +43,7 @@ internal static class ProcessTable
                 // (see HostRoundTrip) shows both.
                 string Range(int metric) =>
                     byMetric.TryGetValue(ProcessMeter.Metrics[metric].Name, out ReportRow? row) && row.For(pool) is { Min: { } min, Max: { } max }
-                        ? min == max ? ReportRow.Format(min) : $"{ReportRow.Format(min)} .. {ReportRow.Format(max)}"
+                        ? min == max ? ReportRow.Format(min) : ReportRow.FormatRange(min, max)
                         : "n/a";
                 PoolFigures wallFigures = byMetric[ProcessMeter.Metrics[0].Name].For(pool);
                 double? wall = wallFigures.Median;

@@ -167,6 +167,9 @@ internal sealed class ReportRow(string scenario, string variant, MetricInfo metr
         return (failed, asked);
     }
 
+    /// <summary>"min .. max" in <see cref="Format"/>'s form: a range of runs.</summary>
+    public static string FormatRange(double min, double max) => $"{Format(min)} .. {Format(max)}";
+
     /// <summary>Formats a figure compactly: 12.35M, 1,234, 123.4, 12.34, 0.123; whole numbers without decimals.</summary>
     public static string Format(double value)
     {

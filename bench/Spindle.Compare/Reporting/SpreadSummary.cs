@@ -75,6 +75,6 @@ internal static class SpreadSummary
         List<double> runs = host is null ? [] : PoolKind.All.SelectMany(pool => host.For(pool).Runs).ToList();
         return runs.Count == 0
             ? ""
-            : $"; host round trip {ReportRow.Format(runs.Min())} .. {ReportRow.Format(runs.Max())} ns";
+            : $"; host round trip {ReportRow.FormatRange(runs.Min(), runs.Max())} ns";
     }
 }
