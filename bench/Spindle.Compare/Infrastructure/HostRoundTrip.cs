@@ -13,9 +13,9 @@ namespace Spindle.Compare.Infrastructure;
 /// </summary>
 /// <remarks>
 /// <para>Why: on a virtual machine this figure is the host's to decide and changes while the guest runs. On the 2-vCPU
-/// development VM it read 50-150 ns most of the time and 430-500 ns for stretches of seconds (the host had placed the
-/// two vCPUs on cores that share no cache), and every hand-off between two of the guest's threads on different CPUs
-/// slows down with it: a child of <c>ping-pong channel</c> measured in such a stretch read 2,400-2,850 ns a hop against
+/// development VM it read about 50-200 ns most of the time and 400-750 ns for stretches of seconds (most likely the host
+/// placing the two vCPUs on cores that share no cache), and every hand-off between two of the guest's threads on
+/// different CPUs slows down with it: a child of <c>ping-pong channel</c> measured in such a stretch read 2,400-2,850 ns a hop against
 /// 350-860 otherwise, for either pool. Recorded with each run, it tells that mode apart from the pool's own.</para>
 /// <para>Cost: about 10,000 round trips and two short-lived threads, 1-5 ms, after the process figures have been taken,
 /// so it is no part of them. Every wait is bounded (<see cref="Deadline"/>): a probe whose other thread does not get its
