@@ -76,6 +76,71 @@ public sealed class WorkerPoolLongRunningTests
     }
 
     [Fact]
+    public void ItemQueuedWhileTheLastOneIsReturning_GoesToItsThread_NotToANewOne()
+    {
+        using var pool = NewPool();
+        using var release = new ManualResetEventSlim();
+        int firstThread = 0;
+        int secondThread = 0;
+        using var secondRan = new ManualResetEventSlim();
+        using var started = new ManualResetEventSlim();
+        pool.UnsafeQueueUserWorkItem<int>(_ =>
+        {
+            firstThread = Environment.CurrentManagedThreadId;
+            started.Set();
+            release.Wait(Waits.MustHappen);
+        }, 0, WorkItemOptions.LongRunning);
+        Waits.For(started, "the first item"); // its thread takes the lock on the way in, too
+        using (pool.DedicatedCore.EnterLockForTests())
+        {
+            // The item returns and its thread stops on its way back, at the lock this test holds: neither idle nor busy.
+            release.Set();
+            Waits.Until(() => pool.CompletedWorkItemCount == 1, "the first item to return");
+            Assert.Equal(0, pool.IdleDedicatedThreadCount);
+            pool.UnsafeQueueUserWorkItem<int>(_ =>
+            {
+                secondThread = Environment.CurrentManagedThreadId;
+                secondRan.Set();
+            }, 0, WorkItemOptions.LongRunning);
+            Assert.Equal(1, pool.DedicatedThreadCount); // left for the returning thread: no thread started
+        }
+        Waits.For(secondRan, "the item left for the returning thread");
+        Assert.Equal(firstThread, secondThread);
+        Assert.Equal(1, pool.GetThreadInjectionCount(ThreadInjectionReason.LongRunning));
+        Waits.Until(() => pool.IdleDedicatedThreadCount == 1, "the thread to wait for more work");
+    }
+
+    [Fact]
+    public void ItemLeftForAReturningThread_StillRunsWhenShutdownBeginsMeanwhile()
+    {
+        var pool = NewPool();
+        using var release = new ManualResetEventSlim();
+        bool secondRan = false;
+        using var started = new ManualResetEventSlim();
+        pool.UnsafeQueueUserWorkItem<int>(_ =>
+        {
+            started.Set();
+            release.Wait(Waits.MustHappen);
+        }, 0, WorkItemOptions.LongRunning);
+        Waits.For(started, "the first item");
+        System.Threading.Tasks.Task dispose;
+        using (pool.DedicatedCore.EnterLockForTests())
+        {
+            release.Set();
+            Waits.Until(() => pool.CompletedWorkItemCount == 1, "the first item to return");
+            pool.UnsafeQueueUserWorkItem<int>(_ => Volatile.Write(ref secondRan, true), 0, WorkItemOptions.LongRunning);
+            // Shutdown begins while the returning thread has not yet looked for the item (it waits at this lock too).
+            dispose = System.Threading.Tasks.Task.Run(pool.Dispose);
+            Waits.Until(() => pool.IsShutdownStarted, "the shutdown to begin");
+        }
+        Assert.True(dispose.Wait(Waits.MustHappen), "the shutdown to complete");
+        Assert.True(Volatile.Read(ref secondRan)); // accepted before the shutdown: run, not lost
+        Assert.Equal(2, pool.CompletedWorkItemCount);
+        Assert.Equal(0, pool.DedicatedThreadCount);
+        Assert.Equal(1, pool.GetThreadInjectionCount(ThreadInjectionReason.LongRunning));
+    }
+
+    [Fact]
     public void IdleDedicatedThreads_RetireAfterTheIdleTimeout()
     {
         using var pool = NewPool(o => o.IdleTimeout = TimeSpan.FromMilliseconds(50));

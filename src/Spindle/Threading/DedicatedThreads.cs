@@ -21,11 +21,22 @@ namespace Spindle.Threading;
 /// then reads the admission state: shutdown writes that state, fences and reads the hold count, so either the enqueue
 /// sees the shutdown (and gives its hold back: rejected) or the shutdown sees the hold (and drains the item). An
 /// accepted item goes to the most recently idled thread (stored in its Item field under the lock; the thread's blocker
-/// is signalled after the lock is released) or starts a new thread with it. A thread that finishes an item pushes
+/// is signalled after the lock is released), else to a thread that has just finished an item and is on its way back
+/// (see below), or starts a new thread with it. A thread that finishes an item pushes
 /// itself on the idle stack and sleeps for the idle timeout; on timeout it exits only if it is still on the stack
 /// (nobody handed it an item); otherwise the signal is on its way and it takes it. Shutdown pops every idle thread and
 /// wakes it with no item, so it exits, and then joins them all. If a thread cannot be created the item goes to the
 /// global queue instead: it is never lost.</para>
+/// <para>On its way back: the item's own last act (setting an event, completing a task) can wake the code that queues
+/// the next long-running items before the thread that ran it has reached the idle stack; with more such threads than
+/// cores, or several finishing at once and taking turns at the lock, several are still on their way. Each thread counts itself in <see cref="_returning"/> as soon
+/// as its item returns (atomically, outside the lock) and out again at its next look under the lock. An enqueue that
+/// finds no idle thread but more returning threads than items already left for them (<see cref="_handoffs"/>) leaves
+/// the item there instead of starting a thread; a returning thread takes one at that look, before it would go idle or
+/// see a shutdown (the item holds a drain hold, so shutdown waits for it). Each of the counted threads makes that look,
+/// so the items left never outnumber the threads that will look (checked in DEBUG). Otherwise a service that queues the
+/// next batch of long-running items when the last one completes would start a thread for each item whose thread had
+/// not got back yet, and keep it for the idle timeout.</para>
 /// </remarks>
 internal sealed class DedicatedThreads
 {
@@ -42,6 +53,8 @@ internal sealed class DedicatedThreads
     private readonly List<DedicatedThread> _idle = [];
     private readonly List<DedicatedThread> _all = [];
     private readonly List<Thread> _retired = [];
+    private readonly Queue<WorkItemEntry> _handoffs = new(); // items left for returning threads (see the remarks)
+    private int _returning; // threads whose item has returned, not yet back under the lock (see the remarks)
     private int _count;
     private long _completed;
     private long _started;
@@ -87,6 +100,12 @@ internal sealed class DedicatedThreads
         }
     }
 
+    /// <summary>
+    /// Tests only: holds this component's lock (re-entrant for the holder), so that a thread whose item has returned
+    /// stops on its way back, counted as returning, until the scope ends.
+    /// </summary>
+    internal Lock.Scope EnterLockForTests() => _lock.EnterScope();
+
     /// <summary>Hands the item to a dedicated thread; false, having queued nothing, when the pool is shutting down.</summary>
     public bool TryEnqueue(in WorkItemEntry entry)
     {
@@ -105,6 +124,10 @@ internal sealed class DedicatedThreads
                 reused = _idle[^1];
                 _idle.RemoveAt(_idle.Count - 1);
                 reused.Item = entry;
+            }
+            else if (_handoffs.Count < Volatile.Read(ref _returning))
+            {
+                _handoffs.Enqueue(entry); // a thread on its way back takes it at its next look (see the remarks)
             }
             else if (_options.MaxThreadsDerived && _all.Count + _threads.ThreadCount >= _threads.MaxThreads)
             {
@@ -201,6 +224,7 @@ internal sealed class DedicatedThreads
         public WorkItemEntry Item = first; // handed over under the owner's lock, read by this thread after the signal
         private readonly RunningItemRecord _record = new();  // this thread's, as a worker's (see ItemRunner.Run)
         private SamplePacer _timing = SamplePacer.EveryItem(); // its items are long: each is timed
+        private bool _returned; // counted in the owner's returning threads, not yet out again (this thread's own)
 
         public void Main()
         {
@@ -216,6 +240,10 @@ internal sealed class DedicatedThreads
                     try
                     {
                         runner.Run(_record, ref _timing, ref item, ref threadState, lane: null);
+                        // On the way back: an enqueue may leave the next item for this thread from now on. Not when the
+                        // item's exception escapes (the process is failing): this thread would never look for it.
+                        Interlocked.Increment(ref owner._returning);
+                        _returned = true;
                     }
                     finally
                     {
@@ -244,6 +272,20 @@ internal sealed class DedicatedThreads
             {
                 lock (owner._lock)
                 {
+                    if (_returned)
+                    {
+                        // Back: out of the count, and an item left for a returning thread is this thread's to run. One
+                        // left while the pool shuts down still runs: it was accepted, and its drain hold keeps the pool
+                        // from stopping until it has.
+                        _returned = false;
+                        Interlocked.Decrement(ref owner._returning);
+                        Debug.Assert(owner._handoffs.Count <= Volatile.Read(ref owner._returning) + 1, "more items left than threads to look for them");
+                        if (owner._handoffs.TryDequeue(out item))
+                        {
+                            return true;
+                        }
+                    }
+                    Debug.Assert(owner._handoffs.Count <= Volatile.Read(ref owner._returning), "an item left with no thread to take it");
                     if (Item.Callback is not null)
                     {
                         item = Item;
