@@ -40,7 +40,7 @@ internal static partial class HostRoundTrip
     /// </summary>
     public static double? Measure()
     {
-        if (!OperatingSystem.IsLinux() || !TryFindTwoCpus(out int first, out int second))
+        if (!OperatingSystem.IsLinux() || !TryFindCpus(out int first, out int second) || second < 0)
         {
             return null;
         }
@@ -54,8 +54,11 @@ internal static partial class HostRoundTrip
         return probe.Shortest;
     }
 
-    /// <summary>The first two CPUs of the calling thread's affinity mask (the process's, in a child).</summary>
-    private static unsafe bool TryFindTwoCpus(out int first, out int second)
+    /// <summary>
+    /// The first two CPUs of the calling thread's affinity mask (the process's, in a child): false where it cannot be
+    /// read; <paramref name="second"/> is -1 where the mask holds one CPU.
+    /// </summary>
+    internal static unsafe bool TryFindCpus(out int first, out int second)
     {
         first = -1;
         second = -1;
@@ -81,7 +84,7 @@ internal static partial class HostRoundTrip
                 return true;
             }
         }
-        return false;
+        return first >= 0;
     }
 
     /// <summary>Pins the calling thread to <paramref name="cpu"/>; false where the kernel refuses.</summary>

@@ -19,7 +19,8 @@ namespace Spindle.Compare.Infrastructure;
 /// guests meanwhile (<see cref="HostSteal"/>: a slow run beside a steal of tens of percent was slowed by the host), and,
 /// right after the measured part, how long the machine takes to pass a cache line between two CPUs and back
 /// (<see cref="HostRoundTrip"/>: on a virtual machine the host may move the guest's CPUs apart for seconds at a time, and
-/// every hand-off between threads slows with it).
+/// every hand-off between threads slows with it), and how fast its CPUs compute (<see cref="HostCompute"/>: the host may
+/// also give a vCPU half a core for a while, and every CPU-bound run slows with it).
 /// </summary>
 /// <remarks>
 /// The measured part starts when the warm-up ends (<see cref="Warmup.Repeat(System.Action)"/> calls <see cref="MarkMeasuredStart"/>;
@@ -50,12 +51,16 @@ internal static class ProcessMeter
         new("process threads added", "threads", Better.Lower),
         new("process host steal", "%", Better.Lower),
         new("process host round trip", "ns", Better.Lower),
+        new("process host compute", "ns/1k steps", Better.Lower),
     ];
 
     public const string Prefix = "process ";
 
     /// <summary>The machine's cache-line round trip between two CPUs, measured right after the measured part.</summary>
     public static MetricInfo HostRoundTripMetric => Metrics[16];
+
+    /// <summary>The time per 1,000 dependent steps on the slower of two CPUs, measured after the round trip.</summary>
+    public static MetricInfo HostComputeMetric => Metrics[17];
 
     private static long s_startTimestamp;
     private static long s_startCpu;
@@ -148,6 +153,14 @@ internal static class ProcessMeter
         else
         {
             measurement.SetUnavailable(HostRoundTripMetric.Name);
+        }
+        if (HostCompute.Measure() is { } compute)
+        {
+            measurement.Set(HostComputeMetric.Name, compute);
+        }
+        else
+        {
+            measurement.SetUnavailable(HostComputeMetric.Name);
         }
     }
 

@@ -13,7 +13,8 @@ namespace Spindle.Compare.Reporting;
 /// context switches (voluntary, and preemptions), the threads' time waiting for a core and their moves between CPUs
 /// (<see cref="ThreadSchedule"/>), for Spindle its workers' parks and steals and the threads it started,
 /// the hypervisor's steal of the machine's CPU time over the measured part, and the range over the runs of the
-/// machine's cache-line round trip between two CPUs right after it (<see cref="HostRoundTrip"/>). The wall-time cell
+/// machine's cache-line round trip between two CPUs right after it (<see cref="HostRoundTrip"/>) and of its CPUs' speed
+/// (<see cref="HostCompute"/>). The wall-time cell
 /// counts the runs where fewer succeeded than were asked for (<see cref="RunTally.Annotate"/>).
 /// </summary>
 internal static class ProcessTable
@@ -23,7 +24,7 @@ internal static class ProcessTable
     public static readonly string[] Header =
         ["scenario", "variant", "pool", "wall (ms)", "cpu (ms)", "cpu/wall", "peak threads", "alloc (B/item)", "gen0", "gen1", "gen2", "jit",
          "switches", "preemptions", "runq wait (ms)", "migrations", "parks", "steals", "threads added", "host steal (%)",
-         "host round trip (ns)"];
+         "host round trip (ns)", "host compute (ns/1k steps)"];
 
     /// <summary>The table's cells, one array per line.</summary>
     public static List<string[]> Lines(IReadOnlyList<ReportRow> rows)
@@ -71,6 +72,7 @@ internal static class ProcessTable
                     Cell(14),
                     Cell(15),
                     Range(16),
+                    Range(17),
                 ]);
                 first = false;
             }
@@ -88,7 +90,8 @@ internal static class ProcessTable
         int[] widths = Header.Select((h, column) => Math.Max(h.Length, lines.Max(line => line[column].Length))).ToArray();
         writer.WriteLine("Process figures of the measured part of each run (after the warm-up; medians over the runs; alloc per item"
             + " handled, or in total where a scenario counts no items; jit: methods compiled, tier-ups included; host round trip:"
-            + " a cache line passed between two CPUs and back right after the measured part, min .. max over the runs):");
+            + " a cache line passed between two CPUs and back right after the measured part; host compute: 1,000 dependent integer"
+            + " steps on the slower of two CPUs after that; both min .. max over the runs):");
         writer.WriteLine(ConsoleTable.Render(Header, widths, NumericFrom));
         writer.WriteLine(string.Join("-+-", widths.Select(width => new string('-', width))));
         foreach (string[] line in lines)

@@ -61,20 +61,24 @@ internal static class SpreadSummary
 
     /// <summary>
     /// One entry per flagged row, in table order: "scenario variant metric (1.74 / 1.16)", with the range of the machine's
-    /// cache-line round trip over the case's runs of both pools where it was measured ("; host round trip 55 .. 462 ns"):
-    /// a row whose runs met the host in two states (see <see cref="HostRoundTrip"/>) can spread for that reason alone.
+    /// cache-line round trip over the case's runs of both pools where it was measured ("; host round trip 55 .. 462 ns")
+    /// and of its CPUs' speed ("; host compute 1,950 .. 4,100 ns/1k steps"): a row whose runs met the host in two states
+    /// (see <see cref="HostRoundTrip"/> and <see cref="HostCompute"/>) can spread for that reason alone.
     /// </summary>
     public static List<string> FlaggedRows(IReadOnlyList<ReportRow> rows) =>
         rows.Where(r => r.SpreadWider).Select(r => $"{r.Scenario} {r.Variant} {r.Metric.Name} ({Factors(r)}{HostRange(rows, r)})").ToList();
 
-    private static string HostRange(IReadOnlyList<ReportRow> rows, ReportRow flagged)
+    private static string HostRange(IReadOnlyList<ReportRow> rows, ReportRow flagged) =>
+        HostRange(rows, flagged, ProcessMeter.HostRoundTripMetric.Name, "host round trip", "ns")
+        + HostRange(rows, flagged, ProcessMeter.HostComputeMetric.Name, "host compute", "ns/1k steps");
+
+    private static string HostRange(IReadOnlyList<ReportRow> rows, ReportRow flagged, string name, string label, string unit)
     {
-        string name = ProcessMeter.HostRoundTripMetric.Name;
         ReportRow? host = rows.FirstOrDefault(r => r.IsProcessMetric && r.Metric.Name == name
             && r.Scenario == flagged.Scenario && r.Variant == flagged.Variant);
         List<double> runs = host is null ? [] : PoolKind.All.SelectMany(pool => host.For(pool).Runs).ToList();
         return runs.Count == 0
             ? ""
-            : $"; host round trip {ReportRow.FormatRange(runs.Min(), runs.Max())} ns";
+            : $"; {label} {ReportRow.FormatRange(runs.Min(), runs.Max())} {unit}";
     }
 }
