@@ -121,19 +121,21 @@ internal static class HostCompute
         uint d = state ^ 0xC2B2AE35;
         for (int i = 0; i < count; i++)
         {
-            a ^= a << 13;
-            a ^= a >> 17;
-            a ^= a << 5;
-            b ^= b << 13;
-            b ^= b >> 17;
-            b ^= b << 5;
-            c ^= c << 13;
-            c ^= c >> 17;
-            c ^= c << 5;
-            d ^= d << 13;
-            d ^= d >> 17;
-            d ^= d << 5;
+            a = Next(a);
+            b = Next(b);
+            c = Next(c);
+            d = Next(d);
         }
         return a ^ b ^ c ^ d;
+    }
+
+    /// <summary>One xorshift32 step (shifts 13, 17, 5).</summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private static uint Next(uint x)
+    {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        return x;
     }
 }
