@@ -59,7 +59,7 @@ internal static class ProcessMeter
     /// <summary>The machine's cache-line round trip between two CPUs, measured right after the measured part.</summary>
     public static MetricInfo HostRoundTripMetric => Metrics[16];
 
-    /// <summary>The time per 1,000 dependent steps on the slower of two CPUs, measured after the round trip.</summary>
+    /// <summary>The time per 1,000 steps of the compute probe on the slower of two CPUs, measured after the round trip.</summary>
     public static MetricInfo HostComputeMetric => Metrics[17];
 
     private static long s_startTimestamp;

@@ -90,8 +90,8 @@ internal static class ProcessTable
         int[] widths = Header.Select((h, column) => Math.Max(h.Length, lines.Max(line => line[column].Length))).ToArray();
         writer.WriteLine("Process figures of the measured part of each run (after the warm-up; medians over the runs; alloc per item"
             + " handled, or in total where a scenario counts no items; jit: methods compiled, tier-ups included; host round trip:"
-            + " a cache line passed between two CPUs and back right after the measured part; host compute: 1,000 dependent integer"
-            + " steps on the slower of two CPUs after that; both min .. max over the runs):");
+            + " a cache line passed between two CPUs and back right after the measured part; host compute: 1,000 steps of four independent"
+            + " integer sequences on the slower of two CPUs after that; both min .. max over the runs):");
         writer.WriteLine(ConsoleTable.Render(Header, widths, NumericFrom));
         writer.WriteLine(string.Join("-+-", widths.Select(width => new string('-', width))));
         foreach (string[] line in lines)
