@@ -1,5 +1,7 @@
 using System.Diagnostics;
 using System.Threading;
+using System.Runtime.CompilerServices;
+using Spindle.Primitives;
 
 namespace Spindle.Parking;
 
@@ -58,6 +60,7 @@ internal sealed class IdleStack<T> where T : class
     }
 
     /// <summary>Removes <paramref name="item"/> if it is still here; false if a waker popped it first.</summary>
+    [MethodImpl(RarePath.Compile)]
     public bool TryRemove(T item)
     {
         lock (_lock)

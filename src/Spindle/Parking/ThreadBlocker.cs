@@ -3,6 +3,7 @@ using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Runtime.InteropServices;
 using System.Threading;
+using Spindle.Primitives;
 
 namespace Spindle.Parking;
 
@@ -152,6 +153,7 @@ internal abstract partial class ThreadBlocker
             return true;
         }
 
+        [MethodImpl(RarePath.Compile)]
         public sealed override bool WaitUntil(long deadline)
         {
             ref int word = ref _storage[0];
@@ -255,6 +257,7 @@ internal abstract partial class ThreadBlocker
             Syscall((nint)s_futexSyscall, Word, FutexWaitPrivate, Sleeping, &timeout, 0, 0);
         }
 
+        [MethodImpl(RarePath.Compile)]
         protected override void SleepWhileSleepingTicks(long ticks)
         {
             long ns = (long)((double)ticks * 1_000_000_000 / Stopwatch.Frequency) + 1;

@@ -1,5 +1,7 @@
 using System;
 using System.Diagnostics;
+using System.Runtime.CompilerServices;
+using Spindle.Primitives;
 
 namespace Spindle.Scheduling;
 
@@ -89,6 +91,7 @@ internal struct LookPacer
     /// <paramref name="relief"/>'s count of long-item workers by the items' length. Returns the dispatches until the next
     /// look: about how many of the worker's items take <see cref="FairnessLookTicks"/>.
     /// </summary>
+    [MethodImpl(RarePath.Compile)]
     public int Look(long now, IOutsideRelief relief)
     {
         _tookOutside = false;

@@ -1,5 +1,7 @@
 using System;
+using System.Runtime.CompilerServices;
 using Spindle.Queues;
+using Spindle.Primitives;
 
 namespace Spindle.Scheduling;
 
@@ -37,6 +39,7 @@ internal sealed class PeerWatch
     /// same peer then stays watched, from the same count: if it is still stalled, the next watch takes more); else
     /// watches the next worker after it in <paramref name="workers"/>.
     /// </summary>
+    [MethodImpl(RarePath.Compile)]
     public bool TryEnd(Worker self, Worker[] workers, WorkStealingRing into, out WorkItemEntry item)
     {
         _countdown = PeerWatchTakes;
@@ -52,7 +55,7 @@ internal sealed class PeerWatch
         Worker? next = null;
         if (workers.Length > 1)
         {
-            int index = Array.IndexOf(workers, peer) + 1; // -1 (none yet, or it left the list) starts at the first
+            int index = IndexOf(workers, peer) + 1; // -1 (none yet, or it left the list) starts at the first
             next = workers[index % workers.Length];
             if (next == self)
             {
@@ -63,5 +66,21 @@ internal sealed class PeerWatch
         _peerStarted = next is null ? 0 : next.Record.StartedCount;
         item = default;
         return false;
+    }
+
+    /// <summary>Where <paramref name="peer"/> is in <paramref name="workers"/>, by reference, or -1.</summary>
+    /// <remarks>A loop of its own rather than <see cref="Array.IndexOf{T}(T[], T)"/>: the shared generic method would be
+    /// one more framework method tiered up on this rare path (see <see cref="RarePath"/>).</remarks>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private static int IndexOf(Worker[] workers, Worker? peer)
+    {
+        for (int i = 0; i < workers.Length; i++)
+        {
+            if (ReferenceEquals(workers[i], peer))
+            {
+                return i;
+            }
+        }
+        return -1;
     }
 }

@@ -1,5 +1,7 @@
 using System;
 using System.Diagnostics;
+using System.Runtime.CompilerServices;
+using Spindle.Primitives;
 
 namespace Spindle.Scheduling;
 
@@ -136,6 +138,7 @@ internal struct TimerPacer
     /// before the next look, about <see cref="s_checkTicks"/> worth judged from the time the last interval took, so that
     /// short items pay a clock read per hundreds of items and 1 ms items a look after each.
     /// </summary>
+    [MethodImpl(RarePath.Compile)]
     public void AfterCheck(long now)
     {
         if (now == 0)

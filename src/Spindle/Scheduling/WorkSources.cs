@@ -157,7 +157,7 @@ internal sealed partial class WorkSources
     /// below it for good: after <see cref="LookPacer.ChainLooks"/> looks of it, they go one per look, oldest first, taking
     /// turns with outside work while there is some (see <see cref="WorkerLocalQueue.TakeAgedBottom"/>).</para>
     /// </remarks>
-    [MethodImpl(MethodImplOptions.NoInlining)]
+    [MethodImpl(MethodImplOptions.NoInlining | RarePath.Compile)]
     private bool TakeForLook(Worker self, out WorkItemEntry item)
     {
         if (!self.TryBeginLook(out bool requested))
@@ -335,7 +335,7 @@ internal sealed partial class WorkSources
         return false;
     }
 
-    [MethodImpl(MethodImplOptions.NoInlining)]
+    [MethodImpl(MethodImplOptions.NoInlining | RarePath.Compile)]
     private bool EndPeerWatch(Worker self, out WorkItemEntry item)
     {
         if (self.PeerWatch.TryEnd(self, _roster.Workers, self.Local.Ring, out item))

@@ -24,6 +24,7 @@ internal sealed partial class Worker
     /// monitor's request (<paramref name="requested"/>; a request made after this is kept for the next dispatch), times
     /// the interval to the next look (which bounds takes from the global queue too), and tells the relief the items' length.
     /// </summary>
+    [MethodImpl(Primitives.RarePath.Compile)]
     public bool TryBeginLook(out bool requested)
     {
         requested = Requests.LookOutside;
@@ -53,7 +54,7 @@ internal sealed partial class Worker
     public void NoteTurn(bool timerCallback) => _pacing.Timers.NoteTurn(timerCallback, Record.CompletedByOwner);
 
     /// <summary>Looks at the timer deadline (<see cref="IWorkerTimers.AssistTimers"/>) and paces the next look (<see cref="TimerPacer.AfterCheck"/>).</summary>
-    [MethodImpl(MethodImplOptions.NoInlining)]
+    [MethodImpl(MethodImplOptions.NoInlining | Primitives.RarePath.Compile)]
     private void CheckTimers() => _pacing.Timers.AfterCheck(_services.Timers.AssistTimers());
 
     /// <summary>This worker's enqueue, with the queue-wait histogram listened to: whether its pacer chooses this one.</summary>

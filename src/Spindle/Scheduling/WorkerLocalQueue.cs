@@ -185,6 +185,7 @@ internal sealed class WorkerLocalQueue(WorkStealingRing ring, RunningItemRecord 
     /// (and at most <see cref="GlobalBatchSize"/>), the worker's count of dispatches until its next look, so about
     /// <see cref="LookPacer.FairnessLookTicks"/> of its work (see <see cref="TryTakeGlobalBatch"/>).
     /// </summary>
+    [MethodImpl(RarePath.Compile)]
     public void LimitGlobalTakes(int dispatchesPerLook)
     {
         Debug.Assert(dispatchesPerLook >= 1);
@@ -220,6 +221,7 @@ internal sealed class WorkerLocalQueue(WorkStealingRing ring, RunningItemRecord 
     /// than one between looks and is left to its LIFO order: taking the oldest item at every look made a tree's live frontier
     /// breadth-first (see <c>WorkSources.TakeForLook</c>). Its bottom still gets the ageing rule.</para>
     /// </remarks>
+    [MethodImpl(RarePath.Compile)]
     public bool TakeAgedBottom(out WorkItemEntry item)
     {
         (long bottom, long lowest, long highest) = Ring.BottomRange;

@@ -1,7 +1,6 @@
 using System;
 using System.Collections.Generic;
 using System.Diagnostics;
-using System.Linq;
 using System.Runtime;
 using System.Runtime.CompilerServices;
 using System.Threading;
@@ -73,6 +72,37 @@ internal sealed partial class StallMonitor
     internal static bool BoostUnneeded(bool pending, bool progress, bool saturated, bool forBlockedWorkers, bool threadsTurnOver) =>
         !pending || (saturated && progress && (!forBlockedWorkers || threadsTurnOver));
 
+    /// <summary>Halves the starvation boost every <see cref="DecayIntervalMs"/> while it is unneeded (see <see cref="BoostUnneeded"/>).</summary>
+    [MethodImpl(RarePath.Compile)]
+    private void DecayBoost(long now, bool pending, bool progress, bool saturated)
+    {
+        if (_threads.StarvationBoost == 0)
+        {
+            _boostForBlockedWorkers = false;
+        }
+        // The rule for any boost at every tick of the interval; the blocked workers' part once it is up.
+        if (!BoostUnneeded(pending, progress, saturated, forBlockedWorkers: false, threadsTurnOver: false) || _threads.StarvationBoost == 0)
+        {
+            _decayCheckedAt = now;
+            _completedAtDecayCheck = _lastCompleted;
+            return;
+        }
+        if (Stopwatch.GetElapsedTime(_decayCheckedAt, now).TotalMilliseconds < DecayIntervalMs)
+        {
+            return;
+        }
+        bool threadsTurnOver = _lastCompleted - _completedAtDecayCheck >= _threads.ThreadCount;
+        _decayCheckedAt = now;
+        _completedAtDecayCheck = _lastCompleted;
+        if (!BoostUnneeded(pending, progress, saturated, _boostForBlockedWorkers, threadsTurnOver))
+        {
+            return;
+        }
+        // Busy surplus workers retire after their current item; parked ones would wait for the idle timeout, so wake
+        // that many: each finds nothing, goes back to Park, sees the pool above its target and retires.
+        _idle.WakeParked(_threads.HalveStarvationBoost());
+    }
+
     /// <summary>
     /// Marks the workers that have held local work for <see cref="StrandedAfterMs"/> without completing an item (see
     /// <see cref="WorkerRequests.Stranded"/>) and clears the mark of those that completed one or have none left. Returns whether
@@ -82,6 +112,7 @@ internal sealed partial class StallMonitor
     /// workers hold exactly one queued item (a snapshot), such as the one a lone local push left for its owner to run
     /// next (see <see cref="WorkerLocalQueue.MayStealFrom"/>) or what is left of a batch. Monitor thread only.
     /// </summary>
+    [MethodImpl(RarePath.Compile)]
     private bool MarkStrandedWorkers(long now, out int lone)
     {
         bool marked = false;
@@ -244,6 +275,7 @@ internal sealed partial class StallMonitor
     }
 
     /// <summary>Settles finished deferrals, rescues stalled ones. Returns whether any deferral is still open.</summary>
+    [MethodImpl(RarePath.Compile)]
     private bool CheckDeferrals()
     {
         bool open = false;
@@ -275,6 +307,7 @@ internal sealed partial class StallMonitor
         return open;
     }
 
+    [MethodImpl(RarePath.Compile)]
     private bool AnyDeferral()
     {
         foreach (Worker worker in _threads.Workers)
@@ -312,16 +345,34 @@ internal sealed partial class StallMonitor
     }
 
     /// <summary>Monitor thread only: drops the records of workers no longer listed (exited ones).</summary>
+    [MethodImpl(RarePath.Compile)]
     private void ForgetExitedWorkers(Worker[] workers)
     {
-        if (_watches.Count <= workers.Length)
+        if (_watches.Count > workers.Length)
         {
-            return;
+            ForgetUnlistedWatches(workers);
         }
+    }
+
+    /// <summary>
+    /// The rare part of <see cref="ForgetExitedWorkers"/>, a method of its own: a lambda over <c>listed</c> in the same
+    /// method made every tick allocate its closure, whether a worker had exited or not.
+    /// </summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private void ForgetUnlistedWatches(Worker[] workers)
+    {
         var listed = new HashSet<Worker>(workers, ReferenceEqualityComparer.Instance);
-        foreach (Worker gone in _watches.Keys.Where(w => !listed.Contains(w)).ToList())
+        var gone = new List<Worker>();
+        foreach (Worker watched in _watches.Keys)
         {
-            _watches.Remove(gone);
+            if (!listed.Contains(watched))
+            {
+                gone.Add(watched);
+            }
+        }
+        foreach (Worker worker in gone)
+        {
+            _watches.Remove(worker);
         }
     }
 }

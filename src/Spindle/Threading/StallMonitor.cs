@@ -1,7 +1,6 @@
 using System;
 using System.Collections.Generic;
 using System.Diagnostics;
-using System.Linq;
 using System.Runtime;
 using System.Runtime.CompilerServices;
 using System.Threading;
@@ -179,7 +178,7 @@ internal sealed partial class StallMonitor : IStallWatch
         }
     }
 
-    [MethodImpl(MethodImplOptions.NoInlining)]
+    [MethodImpl(MethodImplOptions.NoInlining | RarePath.Compile)]
     private void ArmMonitor()
     {
         if (Interlocked.Exchange(ref _monitorArmed, 1) != 0)
@@ -222,6 +221,7 @@ internal sealed partial class StallMonitor : IStallWatch
         _monitorBlocker.Signal();
     }
 
+    [MethodImpl(RarePath.Compile)]
     private void MonitorMain()
     {
         int interval = MonitorTickMs;
@@ -268,6 +268,7 @@ internal sealed partial class StallMonitor : IStallWatch
     /// Nothing to watch: some worker is parked (or none exists), no deferral is open, no boost is left to decay, and no
     /// refused worker waits for its retry.
     /// </summary>
+    [MethodImpl(RarePath.Compile)]
     private bool IsQuiet() =>
         (_idle.IdleCount != 0 || _threads.ThreadCount == 0) && !AnyDeferral() && _threads.StarvationBoost == 0
         && !_threads.CreationRetryPending;
@@ -276,6 +277,7 @@ internal sealed partial class StallMonitor : IStallWatch
     public bool HasThread => Volatile.Read(ref _monitorThread) is not null;
 
     /// <summary>One monitor tick. Returns whether the next tick should come soon; <paramref name="quiet"/>: nothing to watch.</summary>
+    [MethodImpl(RarePath.Compile)]
     private bool Tick(long now, out bool quiet)
     {
         bool deferralsOpen = CheckDeferrals();
@@ -452,35 +454,6 @@ internal sealed partial class StallMonitor : IStallWatch
             }
         }
         _ramp = Math.Min(_ramp * 2, 1024);
-    }
-
-    private void DecayBoost(long now, bool pending, bool progress, bool saturated)
-    {
-        if (_threads.StarvationBoost == 0)
-        {
-            _boostForBlockedWorkers = false;
-        }
-        // The rule for any boost at every tick of the interval; the blocked workers' part once it is up.
-        if (!BoostUnneeded(pending, progress, saturated, forBlockedWorkers: false, threadsTurnOver: false) || _threads.StarvationBoost == 0)
-        {
-            _decayCheckedAt = now;
-            _completedAtDecayCheck = _lastCompleted;
-            return;
-        }
-        if (Stopwatch.GetElapsedTime(_decayCheckedAt, now).TotalMilliseconds < DecayIntervalMs)
-        {
-            return;
-        }
-        bool threadsTurnOver = _lastCompleted - _completedAtDecayCheck >= _threads.ThreadCount;
-        _decayCheckedAt = now;
-        _completedAtDecayCheck = _lastCompleted;
-        if (!BoostUnneeded(pending, progress, saturated, _boostForBlockedWorkers, threadsTurnOver))
-        {
-            return;
-        }
-        // Busy surplus workers retire after their current item; parked ones would wait for the idle timeout, so wake
-        // that many: each finds nothing, goes back to Park, sees the pool above its target and retires.
-        _idle.WakeParked(_threads.HalveStarvationBoost());
     }
 
     /// <summary>Wakes the monitor thread to look at the pool now (shutdown: it exits).</summary>

@@ -1,6 +1,7 @@
 using System;
 using System.Diagnostics;
 using System.Threading;
+using System.Runtime.CompilerServices;
 using Spindle.Primitives;
 
 namespace Spindle.Threading;
@@ -104,6 +105,7 @@ internal sealed partial class ThreadController
     /// worker retire while the start was in flight) and adds a worker if work waits that no idle worker can take; then
     /// forgets the deadline (the streak stays, so the next refusal backs off longer).
     /// </summary>
+    [MethodImpl(RarePath.Compile)]
     public void RetryCreationIfDue()
     {
         long retryAt = Volatile.Read(ref _retryAt);

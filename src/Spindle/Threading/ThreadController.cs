@@ -7,6 +7,7 @@ using Spindle.Primitives;
 using Spindle.Telemetry;
 using Spindle.Parking;
 using Spindle.Scheduling;
+using System.Runtime.CompilerServices;
 
 namespace Spindle.Threading;
 
@@ -123,9 +124,12 @@ internal sealed partial class ThreadController : IWorkerThreads
     /// no item for as long as its outer item lasts, yet it is not stalled.
     /// </summary>
     /// <remarks>One pass over the workers; both exited counts are read before the list, as in <see cref="SumOverWorkers"/>.</remarks>
-    public long WorkerProgressCount =>
-        Interlocked.Read(ref _exitedWorkersCompleted)
-        + SumOverWorkers(ref _exitedWorkersInlineRuns, static worker => worker.Record.CompletedCount + worker.Counts.InlineRuns);
+    public long WorkerProgressCount
+    {
+        [MethodImpl(RarePath.Compile)]
+        get => Interlocked.Read(ref _exitedWorkersCompleted)
+            + SumOverWorkers(ref _exitedWorkersInlineRuns, static worker => worker.Record.CompletedCount + worker.Counts.InlineRuns);
+    }
 
     /// <summary>Steals by workers, those that exited included (a snapshot).</summary>
     public long WorkerStealCount => SumOverWorkers(ref _exitedWorkersSteals, static worker => worker.Counts.Steals);
@@ -134,6 +138,7 @@ internal sealed partial class ThreadController : IWorkerThreads
     public long WorkerParkCount => SumOverWorkers(ref _exitedWorkersParks, static worker => worker.Counts.Parks);
 
     /// <summary>A per-worker count over the pool's life: what exited workers left in <paramref name="exited"/> plus the live ones'.</summary>
+    [MethodImpl(RarePath.Compile)]
     private long SumOverWorkers(ref long exited, Func<Worker, long> read)
     {
         long sum = Interlocked.Read(ref exited);

@@ -9,6 +9,7 @@ using Spindle.Queues;
 using Spindle.Scheduling;
 using Spindle.Telemetry;
 using Spindle.Threading;
+using System.Runtime.CompilerServices;
 
 namespace Spindle.Timers;
 
@@ -40,6 +41,7 @@ internal sealed partial class TimerService
     /// is busy with the pool's own workers, and the kernel does not preempt them for it at once), so the worker expires
     /// the due timers itself. Returns the timestamp it read, or 0 when no timer is scheduled.
     /// </summary>
+    [MethodImpl(RarePath.Compile)]
     public long AssistTimers()
     {
         long next = Volatile.Read(ref _nextExpiry.Value);

@@ -3,6 +3,8 @@ using System.Collections.Generic;
 using System.Diagnostics;
 using System.Numerics;
 using System.Threading;
+using Spindle.Primitives;
+using System.Runtime.CompilerServices;
 
 namespace Spindle.Timers;
 
@@ -341,6 +343,7 @@ internal sealed class TimingWheel
     /// wheel or in <paramref name="expired"/>, and <see cref="Count"/> right: entries leave their slot one at a time, each
     /// only once it is in the list or linked elsewhere. A later call goes on from there.
     /// </remarks>
+    [MethodImpl(RarePath.Compile)]
     public void Advance(long now, List<TimerNode> expired)
     {
         while (TryFindNextSlot(out int slotIndex, out long deadline) && deadline <= now)
@@ -391,6 +394,7 @@ internal sealed class TimingWheel
         _count = 0;
     }
 
+    [MethodImpl(RarePath.Compile)]
     private bool TryFindNextSlot(out int slotIndex, out long deadline)
     {
         for (int level = 0; level < Levels; level++)

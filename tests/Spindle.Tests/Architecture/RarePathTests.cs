@@ -1,0 +1,83 @@
+using System.Collections.Generic;
+using System.Linq;
+using Mono.Cecil;
+using Xunit;
+
+namespace Spindle.Tests.Architecture;
+
+/// <summary>
+/// The pool's rare paths (a worker's look outside, the end of a peer watch, a timer assist, the timer thread's pass, the
+/// stall monitor's tick and arming, a timed park) are compiled once, fully optimised, at their first call
+/// (<c>RarePath.Compile</c>). Tiered compilation would otherwise recompile each of them at its thirtieth call, an
+/// arbitrary moment under load, with the background compiler holding a core while the pool's items wait for it.
+/// </summary>
+public sealed class RarePathTests
+{
+    /// <summary>The entry points of the rare paths: each must be compiled fully optimised at its first call.</summary>
+    private static readonly (string Type, string Method)[] s_rarePaths =
+    [
+        ("Spindle.Scheduling.WorkSources", "TakeForLook"),
+        ("Spindle.Scheduling.WorkSources", "EndPeerWatch"),
+        ("Spindle.Scheduling.PeerWatch", "TryEnd"),
+        ("Spindle.Scheduling.Worker", "TryBeginLook"),
+        ("Spindle.Scheduling.Worker", "CheckTimers"),
+        ("Spindle.Scheduling.LookPacer", "Look"),
+        ("Spindle.Scheduling.WorkerLocalQueue", "LimitGlobalTakes"),
+        ("Spindle.Scheduling.WorkerLocalQueue", "TakeAgedBottom"),
+        ("Spindle.Scheduling.TimerPacer", "AfterCheck"),
+        ("Spindle.Timers.TimerService", "AssistTimers"),
+        ("Spindle.Timers.TimingWheel", "Advance"),
+        ("Spindle.Timers.TimingWheel", "TryFindNextSlot"),
+        ("Spindle.Threading.StallMonitor", "MonitorMain"),
+        ("Spindle.Threading.StallMonitor", "ArmMonitor"),
+        ("Spindle.Threading.StallMonitor", "IsQuiet"),
+        ("Spindle.Threading.StallMonitor", "AnyDeferral"),
+        ("Spindle.Threading.StallMonitor", "Tick"),
+        ("Spindle.Threading.StallMonitor", "CheckDeferrals"),
+        ("Spindle.Threading.StallMonitor", "MarkStrandedWorkers"),
+        ("Spindle.Threading.StallMonitor", "ForgetExitedWorkers"),
+        ("Spindle.Threading.StallMonitor", "DecayBoost"),
+        ("Spindle.Threading.ThreadController", "RetryCreationIfDue"),
+        ("Spindle.Threading.ThreadController", "SumOverWorkers"),
+        ("Spindle.Threading.ThreadController", "get_WorkerProgressCount"),
+        ("Spindle.Parking.IdleStack`1", "TryRemove"),
+        ("Spindle.Parking.ThreadBlocker/AddressBlocker", "WaitUntil"),
+        ("Spindle.Parking.ThreadBlocker/FutexBlocker", "SleepWhileSleepingTicks"),
+    ];
+
+    [Fact]
+    public void TheRarePathsAreCompiledFullyOptimisedAtTheirFirstCall()
+    {
+        var missing = new List<string>();
+        foreach ((string typeName, string methodName) in s_rarePaths)
+        {
+            MethodDefinition[] methods = FindType(typeName).Methods.Where(m => m.Name == methodName).ToArray();
+            Assert.True(methods.Length == 1, $"{typeName}.{methodName}: expected one method of that name, found {methods.Length}.");
+            if ((methods[0].ImplAttributes & MethodImplAttributes.AggressiveOptimization) == 0)
+            {
+                missing.Add($"{typeName}.{methodName}");
+            }
+        }
+        Assert.True(missing.Count == 0, "Not compiled fully optimised at their first call: " + string.Join(", ", missing));
+    }
+
+    [Fact]
+    public void TheMarkIsTheRuntimesAggressiveOptimisation()
+    {
+        // The library's constant is what the runtime reads: a rare path marked with anything else would still tier up.
+        Assert.Equal(System.Runtime.CompilerServices.MethodImplOptions.AggressiveOptimization, Spindle.Primitives.RarePath.Compile);
+    }
+
+    private static TypeDefinition FindType(string fullName)
+    {
+        string[] parts = fullName.Split('/');
+        TypeDefinition? type = LibraryModel.Spindle.Module.Types.SingleOrDefault(t => t.FullName == parts[0]);
+        Assert.True(type is not null, $"No type {parts[0]} in the library.");
+        foreach (string nested in parts.Skip(1))
+        {
+            type = type!.NestedTypes.SingleOrDefault(t => t.Name == nested);
+            Assert.True(type is not null, $"No nested type {nested} in {fullName}.");
+        }
+        return type!;
+    }
+}
