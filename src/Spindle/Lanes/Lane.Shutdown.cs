@@ -299,12 +299,17 @@ internal sealed partial class Lane
                 return false;
             }
             OnDequeued();
-            if (!IsDroppedByCancel(item))
+            // A dropped item's completion (a Run task cancelled, a work item told of it) runs the caller's code, which
+            // may wait for this lane's stop: it waits in the scope until the item's slot is given back.
+            using (CancelCompletions.Defer())
             {
-                return true;
+                if (!IsDroppedByCancel(item))
+                {
+                    return true;
+                }
+                // No stop check: the loop takes a slot again, and each of its ends gives it back with one.
+                Interlocked.Decrement(ref _running.Value);
             }
-            // No stop check: the loop takes a slot again, and each of its ends gives it back with one.
-            Interlocked.Decrement(ref _running.Value);
         }
     }
 

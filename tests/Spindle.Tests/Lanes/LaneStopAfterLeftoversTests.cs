@@ -241,4 +241,33 @@ public sealed class LaneStopAfterLeftoversTests
         Assert.Equal(2, Volatile.Read(ref ran));
         Assert.True(lane.ShutdownAsync(ShutdownMode.Drain, CancellationToken.None).Wait(Waits.MustHappen), "the lane did not stop");
     }
+
+    [Theory]
+    [InlineData(null)]
+    [InlineData(4)]
+    public void ARunItemTheLeftoverSweepCancels_CompletesAfterItsSlotIsGivenBack(int? cap)
+    {
+        // The pool's own item, swept first, asks for a cancelling shutdown once the pool has stopped: the lane has
+        // stopped with it, so the cancel of queued items passes it by and the sweep decides the lane's Run item itself.
+        // The task's synchronous continuation is the caller's code (what `await lane.Run(...); lane.Dispose();` runs),
+        // and it must find the item's slot given back, or its wait for the lane's stop waits for itself.
+        WorkerPool pool = PoolWithoutWorkers(nameof(ARunItemTheLeftoverSweepCancels_CompletesAfterItsSlotIsGivenBack));
+        WorkerPoolLane lane = pool.CreateLane(new LaneOptions { Name = "lane", MaxConcurrency = cap });
+        pool.QueueUserWorkItem(_ => pool.Shutdown(ShutdownMode.CancelPending));
+        Task run = lane.Run(() => { });
+        int runningSeen = -1;
+        bool laneStopped = false;
+        Task continuation = run.ContinueWith(_ =>
+        {
+            runningSeen = lane.RunningWorkItemCount;
+            laneStopped = lane.ShutdownAsync(ShutdownMode.Drain, CancellationToken.None).Wait(Waits.MustHappen);
+        }, CancellationToken.None, TaskContinuationOptions.ExecuteSynchronously, TaskScheduler.Default);
+
+        Waits.RunBounded(pool.Dispose, "the pool's dispose, whose leftover cancels the lane's Run item");
+
+        Assert.True(continuation.Wait(Waits.MustHappen), "the cancelled task's continuation did not run");
+        Assert.True(run.IsCanceled, $"the Run item's task is {run.Status}");
+        Assert.Equal(0, runningSeen);
+        Assert.True(laneStopped, "the continuation's wait for the lane's stop waited for the slot of the item it continues");
+    }
 }
