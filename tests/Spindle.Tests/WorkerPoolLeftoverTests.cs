@@ -242,4 +242,52 @@ public sealed class WorkerPoolLeftoverTests
         Assert.True(third.Wait(TimeSpan.FromSeconds(30)), "The task for the stopped lane never ran.");
         Assert.Equal(0, pool.Shutdown(ShutdownMode.Drain));
     }
+
+    [Fact]
+    public void AWaitFiringLeftAtTheStop_IsNotCountedAsRedirected_ForItRunsNoCallback()
+    {
+        // The firing waits in the queue of a pool without workers while a long-running item holds the drain; the stop
+        // then hands the leftovers to the built-in pool. A firing runs no callback once shutdown has begun, so it is
+        // not counted as a callback that ran there; the plain item queued after it is.
+        var pool = new WorkerPool(new WorkerPoolOptions
+        {
+            MinThreads = 0,
+            MaxThreads = 2,
+            ExceptionPolicy = UnhandledExceptionPolicy.Report,
+            OnThreadStarting = kind =>
+            {
+                if (kind is PoolThreadKind.Worker or PoolThreadKind.Relief)
+                {
+                    throw new OutOfMemoryException("refused by the test");
+                }
+            },
+        });
+        using var release = new ManualResetEventSlim();
+        using var started = new ManualResetEventSlim();
+        pool.QueueUserWorkItem<int>(_ =>
+        {
+            started.Set();
+            release.Wait(Waits.MustHappen);
+        }, 0, WorkItemOptions.LongRunning);
+        Waits.For(started, "the long-running item that holds the drain");
+        int callbacks = 0;
+        var signal = new PoolSignal(false, PoolSignalMode.ManualReset);
+        pool.RegisterWait(signal, (_, _) => Interlocked.Increment(ref callbacks), null, Timeout.InfiniteTimeSpan, executeOnlyOnce: false);
+        signal.Set();
+        Waits.Until(() => pool.PendingWorkItemCount == 1, "the firing waits in the queue");
+        using var markerRan = new ManualResetEventSlim();
+        pool.QueueUserWorkItem(_ => markerRan.Set());
+
+        using var stopWaiting = new CancellationTokenSource();
+        stopWaiting.Cancel();
+        Task<int> call = pool.ShutdownAsync(ShutdownMode.Drain, ShutdownMode.Drain, stopWaiting.Token);
+        Waits.Until(() => call.IsCanceled, "the shutdown call stops waiting for the stop");
+        release.Set(); // the pool stops once the long-running item returns, and hands on what is left
+
+        Waits.For(markerRan, "the plain item queued after the firing, on the built-in pool");
+        Thread.Sleep(200); // the firing was handed on before the marker: it has started by now, if ever
+        Assert.Equal(0, Volatile.Read(ref callbacks));
+        Assert.Equal(1, pool.RedirectedCallbackCount);
+        Waits.RunBounded(pool.Dispose, "the pool's dispose");
+    }
 }

@@ -125,6 +125,12 @@ public sealed class RegisteredWait : IShutdownAware, Queues.ICallbackWrapper
     /// <summary>A firing always runs at shutdown: it finds shutdown begun (and the registration ended) and runs no callback.</summary>
     ShutdownOutcome IShutdownAware.OnCancelPending() => ShutdownOutcome.Run;
 
+    /// <summary>
+    /// Once shutdown has begun a firing runs no callback (see <see cref="RunFiring"/>): one handed to the built-in pool
+    /// after the stop is neither run there nor counted as a callback that ran.
+    /// </summary>
+    bool IShutdownAware.HasEnded => _registry.IsShutdownStarted;
+
     internal RegisteredWait(WaitRegistry registry, WaitOrTimerCallback callback, object? state, ExecutionContext? context, TimeSpan timeout, bool executeOnlyOnce)
     {
         _registry = registry;
