@@ -141,6 +141,38 @@ public sealed class WorkerPoolLongRunningTests
     }
 
     [Fact]
+    public void ItemLeftForAReturningThread_IsCancelledWhenACancellingShutdownBeginsMeanwhile()
+    {
+        var pool = NewPool();
+        using var release = new ManualResetEventSlim();
+        bool secondRan = false;
+        using var started = new ManualResetEventSlim();
+        pool.UnsafeQueueUserWorkItem<int>(_ =>
+        {
+            started.Set();
+            release.Wait(Waits.MustHappen);
+        }, 0, WorkItemOptions.LongRunning);
+        Waits.For(started, "the first item");
+        System.Threading.Tasks.Task<int> shutdown;
+        using (pool.DedicatedCore.EnterLockForTests())
+        {
+            release.Set();
+            Waits.Until(() => pool.CompletedWorkItemCount == 1, "the first item to return");
+            pool.UnsafeQueueUserWorkItem<int>(_ => Volatile.Write(ref secondRan, true), 0, WorkItemOptions.LongRunning);
+            // The cancelling shutdown begins while the item waits for the returning thread's look (at this lock too):
+            // the item has not started, so it is dropped and counted, as a queued item is.
+            shutdown = System.Threading.Tasks.Task.Run(() => pool.Shutdown(ShutdownMode.CancelPending));
+            Waits.Until(() => pool.IsShutdownStarted, "the shutdown to begin");
+        }
+        Assert.True(shutdown.Wait(Waits.MustHappen), "the shutdown to complete");
+        Assert.False(Volatile.Read(ref secondRan));
+        Assert.Equal(1, shutdown.Result);
+        Assert.Equal(1, pool.CancelledWorkItemCount);
+        Assert.Equal(1, pool.CompletedWorkItemCount);
+        Assert.Equal(0, pool.DedicatedThreadCount);
+    }
+
+    [Fact]
     public void IdleDedicatedThreads_RetireAfterTheIdleTimeout()
     {
         using var pool = NewPool(o => o.IdleTimeout = TimeSpan.FromMilliseconds(50));

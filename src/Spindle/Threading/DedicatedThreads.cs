@@ -33,7 +33,8 @@ namespace Spindle.Threading;
 /// as its item returns (atomically, outside the lock) and out again at its next look under the lock. An enqueue that
 /// finds no idle thread but more returning threads than items already left for them (<see cref="_handoffs"/>) leaves
 /// the item there instead of starting a thread; a returning thread takes one at that look, before it would go idle or
-/// see a shutdown (the item holds a drain hold, so shutdown waits for it). Each of the counted threads makes that look,
+/// see a shutdown (the item holds a drain hold, so shutdown waits for it; a cancelling shutdown has the thread drop it,
+/// as it drops any item handed over and not yet started). Each of the counted threads makes that look,
 /// so the items left never outnumber the threads that will look (checked in DEBUG). Otherwise a service that queues the
 /// next batch of long-running items when the last one completes would start a thread for each item whose thread had
 /// not got back yet, and keep it for the idle timeout.</para>
@@ -237,6 +238,10 @@ internal sealed class DedicatedThreads
                 runner.RunHook(owner._options.OnWorkerStarted);
                 while (TakeItem(out WorkItemEntry item))
                 {
+                    if (owner._scheduler.IsShutdownStarted && CancelledBeforeStart(ref item))
+                    {
+                        continue;
+                    }
                     try
                     {
                         runner.Run(_record, ref _timing, ref item, ref threadState, lane: null);
@@ -266,6 +271,26 @@ internal sealed class DedicatedThreads
             }
         }
 
+        /// <summary>
+        /// An item handed to this thread (left for it on its way back, or given to it while idle) that a cancelling
+        /// shutdown met before it started: dropped and counted like a queued item, its drain hold given back. Its
+        /// completion (a Run task cancelled, a work item told) runs the caller's code, which may wait for the pool's
+        /// stop: it runs once the hold is given back.
+        /// </summary>
+        private bool CancelledBeforeStart(ref WorkItemEntry item)
+        {
+            using (CancelCompletions.Defer())
+            {
+                if (!owner._runner.CancelsInstead(item, lane: null, owner._scheduler.IsCancelling))
+                {
+                    return false;
+                }
+                item = default;
+                owner._threads.ReleaseDrainHold();
+            }
+            return true;
+        }
+
         private bool TakeItem(out WorkItemEntry item)
         {
             while (true)
@@ -274,9 +299,9 @@ internal sealed class DedicatedThreads
                 {
                     if (_returned)
                     {
-                        // Back: out of the count, and an item left for a returning thread is this thread's to run. One
-                        // left while the pool shuts down still runs: it was accepted, and its drain hold keeps the pool
-                        // from stopping until it has.
+                        // Back: out of the count, and an item left for a returning thread is this thread's to take. One
+                        // left while the pool shuts down is still taken (its drain hold keeps the pool from stopping
+                        // until then): it runs, or a cancelling shutdown drops it (see CancelledBeforeStart).
                         _returned = false;
                         Interlocked.Decrement(ref owner._returning);
                         Debug.Assert(owner._handoffs.Count <= Volatile.Read(ref owner._returning) + 1, "more items left than threads to look for them");
