@@ -124,9 +124,10 @@ public sealed partial class WorkerPool
     /// <see cref="ExecutionContext"/> when the pool does; exceptions follow the pool's <see cref="ExceptionPolicy"/>.</param>
     /// <param name="state">Passed to <paramref name="callBack"/>.</param>
     /// <param name="timeout">See <see cref="RegisterWaitForSingleObject(WaitHandle, WaitOrTimerCallback, object?, TimeSpan, bool)"/>.
-    /// The timeout is an entry of the pool's millisecond timing wheel: the first comes at the first wheel tick at or
-    /// after the full timeout (fractions of a millisecond included), and a repeating registration's later timeouts come
-    /// every timeout rounded up to whole milliseconds (at least one), so none comes early. A finite timeout needs the
+    /// The timeout is an entry of the pool's millisecond timing wheel: each comes at the first wheel tick at or after
+    /// the full timeout (fractions of a millisecond included, at least one tick for a zero timeout of a repeating
+    /// registration), counted from the registration, the last signal or, for a repeating registration, the start of
+    /// the last timeout's callback, so none comes early. A finite timeout needs the
     /// pool's timer thread: if it cannot be started, the call throws what the thread start threw, having registered
     /// nothing.</param>
     /// <param name="executeOnlyOnce">Stop after the first callback.</param>

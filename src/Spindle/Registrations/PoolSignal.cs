@@ -388,7 +388,10 @@ public sealed class PoolSignal
                 long period = Repeating ? Math.Max(_timeoutTicks, TimerService.s_ticksPerWheelTick) : -1;
                 var timer = new PoolTimer(_timers, s_onTimeout, this, null);
                 Volatile.Write(ref _timeoutTimer, timer);
-                timer.ChangeWithThreadStarted(_timeoutTicks, period); // the registry started the timer thread
+                // From a clock read under the timer lock (the registry started the timer thread): a Set between the
+                // publication above and this start has restarted the timer from its own moment, and a clock read
+                // before it would put the timeout back to less than a timeout after that Set.
+                timer.Restart(_timeoutTicks, period);
                 if (_registration.IsUnregistered)
                 {
                     timer.Dispose(); // an Unregister that ran before the timer was published
@@ -420,7 +423,18 @@ public sealed class PoolSignal
 
         private void OnTimeout()
         {
-            if (Repeating || _signal.TryUnlink(this))
+            if (Repeating)
+            {
+                // The next timeout counts from this one's callback, as a wait thread's counts from the timeout it
+                // detects, not from the due time of this one: a timer thread or a worker that came late would
+                // otherwise bring the next timeout less than a timeout after this one.
+                if (Volatile.Read(ref _timeoutTimer) is PoolTimer timer)
+                {
+                    timer.Restart(_timeoutTicks, Math.Max(_timeoutTicks, TimerService.s_ticksPerWheelTick));
+                }
+                _registration.Fire(timedOut: true);
+            }
+            else if (_signal.TryUnlink(this))
             {
                 _registration.Fire(timedOut: true);
             }

@@ -88,23 +88,15 @@ internal sealed partial class PoolTimer : TimerNode, ITimer, IShutdownAware, Que
     internal bool Change(long dueTicks, long periodTicks) => Change(dueTicks, periodTicks, clockUnderLock: false, threadFirst: true);
 
     /// <summary>
-    /// As <see cref="Change(long, long)"/>, for a caller that has started the pool's timer thread itself before it
-    /// recorded anything (a signal registration's timeout, see <c>WaitRegistry.RegisterSignal</c>), and so must not
-    /// throw now. Should the thread have exited meanwhile (the pool stopped, which also ends the registration), the
-    /// timer is scheduled all the same and a new thread started if the system allows (see
-    /// <see cref="TimerService.EnsureTimerThread"/>).
-    /// </summary>
-    internal bool ChangeWithThreadStarted(long dueTicks, long periodTicks) =>
-        Change(dueTicks, periodTicks, clockUnderLock: false, threadFirst: false);
-
-    /// <summary>
     /// Restarts the timer with the delay counted from a clock read under the timer lock (Stopwatch ticks): the new due time
     /// is then at least <paramref name="dueTicks"/> after every expiry of this timer that came before the restart. A
     /// plain <see cref="Change(long, long)"/> counts from the call, so an expiry that slips in between the clock read
     /// and the lock is followed by the restarted firing less than a delay later: a registered wait's timeout restarted
-    /// by a signal would then time out twice within one timeout. Never throws, as
-    /// <see cref="ChangeWithThreadStarted"/>: the timer it restarts is a repeating timeout, in the wheel since its
-    /// registration started the timer thread, and the thread does not exit while the wheel holds a timer.
+    /// by a signal would then time out twice within one timeout. Never throws (no thread is required first): the timer it
+    /// starts or restarts is a signal registration's timeout, whose registration started the timer thread before it
+    /// recorded anything (see <c>WaitRegistry.RegisterSignal</c>), and the thread does not exit while the wheel holds a
+    /// timer; should it have exited (the pool stopped, which also ends the registration), the timer is scheduled all
+    /// the same and a new thread started if the system allows.
     /// </summary>
     internal bool Restart(long dueTicks, long periodTicks)
     {
