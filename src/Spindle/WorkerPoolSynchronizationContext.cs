@@ -175,13 +175,15 @@ public sealed class WorkerPoolSynchronizationContext : SynchronizationContext
     /// <remarks>
     /// Like <see cref="Post"/>, never refused because of shutdown: during the drain it is queued to the pool; after the
     /// pool has stopped it runs inline on the calling thread (with this context installed), as the base
-    /// <see cref="SynchronizationContext"/> does.
+    /// <see cref="SynchronizationContext"/> does, except for a capped lane's context: there it goes where the lane's
+    /// posts go after the stop, holding one of the lane's slots, so that a serial lane stays exclusive and in order
+    /// through shutdown, and the caller blocks until it has run.
     /// </remarks>
     /// <exception cref="ArgumentNullException"><paramref name="d"/> is null.</exception>
     public override void Send(SendOrPostCallback d, object? state)
     {
         ArgumentNullException.ThrowIfNull(d);
-        if (_bridge.IsOwnThread || _bridge.HasStopped)
+        if (_bridge.IsOwnThread || (_bridge.HasStopped && (_bridge.Lane?.Cap ?? int.MaxValue) == int.MaxValue))
         {
             SynchronizationContext? previous = Current;
             SetSynchronizationContext(this);

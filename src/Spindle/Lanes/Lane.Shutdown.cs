@@ -307,8 +307,11 @@ internal sealed partial class Lane
                 {
                     return true;
                 }
-                // No stop check: the loop takes a slot again, and each of its ends gives it back with one.
+                // The stop check now, not at the loop's next turn: the item's completion (at the scope's end) may wait
+                // for this lane's stop, on the thread that would make that turn. The decrement is a full fence before
+                // the check reads the state (see StopIfDue).
                 Interlocked.Decrement(ref _running.Value);
+                StopIfDue();
             }
         }
     }

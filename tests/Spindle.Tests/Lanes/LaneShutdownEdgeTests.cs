@@ -166,6 +166,50 @@ public sealed class LaneShutdownEdgeTests
     }
 
     [Fact]
+    public void ASendToASerialLane_AfterThePoolStopped_WaitsForThePostThatHoldsTheSlot()
+    {
+        // After the pool's stop a post to a serial lane runs elsewhere holding the lane's only slot; a Send from an
+        // outside thread must wait for it, as it would wait for the lane's running item before the stop.
+        WorkerPool pool = NewPool(nameof(ASendToASerialLane_AfterThePoolStopped_WaitsForThePostThatHoldsTheSlot));
+        WorkerPoolLane serial = pool.CreateLane(new LaneOptions { Name = "serial", MaxConcurrency = 1 });
+        SynchronizationContext context = serial.SynchronizationContext;
+        pool.Dispose();
+        int inside = 0;
+        int overlaps = 0;
+        void Enter()
+        {
+            if (Interlocked.Increment(ref inside) != 1)
+            {
+                Interlocked.Increment(ref overlaps);
+            }
+        }
+        using var postStarted = new ManualResetEventSlim();
+        using var gate = new ManualResetEventSlim();
+        context.Post(_ =>
+        {
+            Enter();
+            postStarted.Set();
+            gate.Wait(Waits.MustHappen);
+            Interlocked.Decrement(ref inside);
+        }, null);
+        Waits.For(postStarted, "the post that holds the serial lane's slot");
+        bool sent = false;
+
+        TestThread sender = Waits.Start(() => context.Send(_ =>
+        {
+            Enter();
+            Volatile.Write(ref sent, true);
+            Interlocked.Decrement(ref inside);
+        }, null), "the sender");
+        Waits.Never(() => Volatile.Read(ref sent), "the sent callback runs while the post holds the slot");
+        gate.Set();
+        sender.Join();
+
+        Assert.True(Volatile.Read(ref sent));
+        Assert.Equal(0, Volatile.Read(ref overlaps));
+    }
+
+    [Fact]
     public void ASerialLanesPostsAndTasks_AfterItsOwnStop_RunOnThePoolOneAtATimeInOrder()
     {
         using WorkerPool pool = NewPool(nameof(ASerialLanesPostsAndTasks_AfterItsOwnStop_RunOnThePoolOneAtATimeInOrder), threads: 4);

@@ -270,4 +270,28 @@ public sealed class LaneStopAfterLeftoversTests
         Assert.Equal(0, runningSeen);
         Assert.True(laneStopped, "the continuation's wait for the lane's stop waited for the slot of the item it continues");
     }
+
+    [Theory]
+    [InlineData(null)]
+    [InlineData(4)]
+    public void ARunItemTheLeftoverSweepCancels_InALaneAlreadyDraining_LetsItsContinuationSeeTheStop(int? cap)
+    {
+        // As above, but the lane's own drain began first: the continuation's wait begins no shutdown of its own (which
+        // would look at the lane's state itself), so the sweep must make the stop check once the slot is given back.
+        WorkerPool pool = PoolWithoutWorkers(nameof(ARunItemTheLeftoverSweepCancels_InALaneAlreadyDraining_LetsItsContinuationSeeTheStop));
+        WorkerPoolLane lane = pool.CreateLane(new LaneOptions { Name = "lane", MaxConcurrency = cap });
+        pool.QueueUserWorkItem(_ => pool.Shutdown(ShutdownMode.CancelPending));
+        Task run = lane.Run(() => { });
+        Task<int> laneStop = lane.ShutdownAsync(ShutdownMode.Drain, CancellationToken.None);
+        Assert.False(laneStop.IsCompleted); // no worker: the lane's Run item waits
+        bool laneStopped = false;
+        Task continuation = run.ContinueWith(_ => laneStopped = laneStop.Wait(Waits.MustHappen),
+            CancellationToken.None, TaskContinuationOptions.ExecuteSynchronously, TaskScheduler.Default);
+
+        Waits.RunBounded(pool.Dispose, "the pool's dispose, whose leftover cancels the lane's Run item");
+
+        Assert.True(continuation.Wait(Waits.MustHappen), "the cancelled task's continuation did not run");
+        Assert.True(run.IsCanceled, $"the Run item's task is {run.Status}");
+        Assert.True(laneStopped, "the continuation's wait for the lane's stop saw no stop");
+    }
 }
