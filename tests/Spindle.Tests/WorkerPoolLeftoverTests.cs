@@ -249,19 +249,7 @@ public sealed class WorkerPoolLeftoverTests
         // The firing waits in the queue of a pool without workers while a long-running item holds the drain; the stop
         // then hands the leftovers to the built-in pool. A firing runs no callback once shutdown has begun, so it is
         // not counted as a callback that ran there; the plain item queued after it is.
-        var pool = new WorkerPool(new WorkerPoolOptions
-        {
-            MinThreads = 0,
-            MaxThreads = 2,
-            ExceptionPolicy = UnhandledExceptionPolicy.Report,
-            OnThreadStarting = kind =>
-            {
-                if (kind is PoolThreadKind.Worker or PoolThreadKind.Relief)
-                {
-                    throw new OutOfMemoryException("refused by the test");
-                }
-            },
-        });
+        WorkerPool pool = PoolWithoutWorkers();
         using var release = new ManualResetEventSlim();
         using var started = new ManualResetEventSlim();
         pool.QueueUserWorkItem<int>(_ =>
