@@ -75,27 +75,39 @@ public sealed class WorkerPoolLongRunningTests
         Assert.Equal(items, pool.GetThreadInjectionCount(ThreadInjectionReason.LongRunning)); // no new thread
     }
 
-    [Fact]
-    public void ItemQueuedWhileTheLastOneIsReturning_GoesToItsThread_NotToANewOne()
+    /// <summary>
+    /// Runs one long-running item and holds its thread on its way back (counted as returning, neither idle nor busy) at
+    /// the dedicated threads' lock, which the caller holds until the returned scope ends; <paramref name="threadId"/> is
+    /// that thread's.
+    /// </summary>
+    private static Lock.Scope HoldAThreadOnItsWayBack(WorkerPool pool, out int threadId)
     {
-        using var pool = NewPool();
+        int id = 0;
         using var release = new ManualResetEventSlim();
-        int firstThread = 0;
-        int secondThread = 0;
-        using var secondRan = new ManualResetEventSlim();
         using var started = new ManualResetEventSlim();
         pool.UnsafeQueueUserWorkItem<int>(_ =>
         {
-            firstThread = Environment.CurrentManagedThreadId;
+            id = Environment.CurrentManagedThreadId;
             started.Set();
             release.Wait(Waits.MustHappen);
         }, 0, WorkItemOptions.LongRunning);
         Waits.For(started, "the first item"); // its thread takes the lock on the way in, too
-        using (pool.DedicatedCore.EnterLockForTests())
+        Lock.Scope held = pool.DedicatedCore.EnterLockForTests();
+        release.Set();
+        Waits.Until(() => pool.CompletedWorkItemCount == 1, "the first item to return");
+        threadId = id;
+        return held;
+    }
+
+    [Fact]
+    public void ItemQueuedWhileTheLastOneIsReturning_GoesToItsThread_NotToANewOne()
+    {
+        using var pool = NewPool();
+        int firstThread;
+        int secondThread = 0;
+        using var secondRan = new ManualResetEventSlim();
+        using (HoldAThreadOnItsWayBack(pool, out firstThread))
         {
-            // The item returns and its thread stops on its way back, at the lock this test holds: neither idle nor busy.
-            release.Set();
-            Waits.Until(() => pool.CompletedWorkItemCount == 1, "the first item to return");
             Assert.Equal(0, pool.IdleDedicatedThreadCount);
             pool.UnsafeQueueUserWorkItem<int>(_ =>
             {
@@ -114,20 +126,10 @@ public sealed class WorkerPoolLongRunningTests
     public void ItemLeftForAReturningThread_StillRunsWhenShutdownBeginsMeanwhile()
     {
         var pool = NewPool();
-        using var release = new ManualResetEventSlim();
         bool secondRan = false;
-        using var started = new ManualResetEventSlim();
-        pool.UnsafeQueueUserWorkItem<int>(_ =>
-        {
-            started.Set();
-            release.Wait(Waits.MustHappen);
-        }, 0, WorkItemOptions.LongRunning);
-        Waits.For(started, "the first item");
         System.Threading.Tasks.Task dispose;
-        using (pool.DedicatedCore.EnterLockForTests())
+        using (HoldAThreadOnItsWayBack(pool, out _))
         {
-            release.Set();
-            Waits.Until(() => pool.CompletedWorkItemCount == 1, "the first item to return");
             pool.UnsafeQueueUserWorkItem<int>(_ => Volatile.Write(ref secondRan, true), 0, WorkItemOptions.LongRunning);
             // Shutdown begins while the returning thread has not yet looked for the item (it waits at this lock too).
             dispose = System.Threading.Tasks.Task.Run(pool.Dispose);
@@ -144,20 +146,10 @@ public sealed class WorkerPoolLongRunningTests
     public void ItemLeftForAReturningThread_IsCancelledWhenACancellingShutdownBeginsMeanwhile()
     {
         var pool = NewPool();
-        using var release = new ManualResetEventSlim();
         bool secondRan = false;
-        using var started = new ManualResetEventSlim();
-        pool.UnsafeQueueUserWorkItem<int>(_ =>
-        {
-            started.Set();
-            release.Wait(Waits.MustHappen);
-        }, 0, WorkItemOptions.LongRunning);
-        Waits.For(started, "the first item");
         System.Threading.Tasks.Task<int> shutdown;
-        using (pool.DedicatedCore.EnterLockForTests())
+        using (HoldAThreadOnItsWayBack(pool, out _))
         {
-            release.Set();
-            Waits.Until(() => pool.CompletedWorkItemCount == 1, "the first item to return");
             pool.UnsafeQueueUserWorkItem<int>(_ => Volatile.Write(ref secondRan, true), 0, WorkItemOptions.LongRunning);
             // The cancelling shutdown begins while the item waits for the returning thread's look (at this lock too):
             // the item has not started, so it is dropped and counted, as a queued item is.
