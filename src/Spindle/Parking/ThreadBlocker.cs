@@ -52,6 +52,7 @@ internal abstract partial class ThreadBlocker
 
     public static ThreadBlocker Create() => Create(s_platformKind);
 
+    [MethodImpl(RarePath.Compile)]
     public static ThreadBlocker Create(BlockerKind kind) => kind switch
     {
         BlockerKind.LinuxFutex => new FutexBlocker(),

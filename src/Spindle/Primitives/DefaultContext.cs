@@ -18,6 +18,7 @@ internal static class DefaultContext
     public static ExecutionContext? Value => s_value;
 
     /// <summary>Called first thing on every pool thread: learns the default context (the thread was started without flowing one).</summary>
+    [MethodImpl(RarePath.Compile)]
     public static void OnPoolThreadStarted() => s_value ??= ExecutionContext.Capture();
 
     /// <summary>Whether <paramref name="context"/> is the runtime's default context.</summary>

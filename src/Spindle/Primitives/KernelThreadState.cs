@@ -67,6 +67,7 @@ internal static class KernelThreadState
     }
 
     /// <summary>The calling thread's id to the kernel, or 0 where it cannot be learnt.</summary>
+    [MethodImpl(RarePath.Compile)]
     public static int CurrentId()
     {
         if (s_unavailable)
@@ -106,6 +107,7 @@ internal static class KernelThreadState
     }
 
     /// <summary>Writes <c>/proc/self/task/&lt;tid&gt;/stat</c> and a terminating zero (at most 37 bytes) without allocating.</summary>
+    [MethodImpl(RarePath.Compile)]
     private static void WritePath(Span<byte> path, int threadId)
     {
         s_pathPrefix.CopyTo(path);
@@ -120,6 +122,7 @@ internal static class KernelThreadState
     /// The state in a <c>stat</c> line: <c>tid (comm) S …</c>. The thread's name may hold spaces and parentheses, so the
     /// state is the first character after the last <c>") "</c> of the text read (the fields after it are numbers).
     /// </summary>
+    [MethodImpl(RarePath.Compile)]
     public static State Parse(ReadOnlySpan<byte> stat)
     {
         for (int close = stat.Length - 3; close >= 0; close--)

@@ -1,3 +1,4 @@
+using Spindle.Primitives;
 using System;
 using System.Runtime.CompilerServices;
 using System.Threading;
@@ -130,6 +131,7 @@ internal sealed partial class IdleCoordinator
     /// The thread controller is adding <paramref name="worker"/>: it counts as a searcher until it first looks for work,
     /// so the enqueues that follow do not each create another thread; it hands the role on like any searcher.
     /// </summary>
+    [MethodImpl(RarePath.Compile)]
     public void CountNewWorkerAsSearcher(Worker worker)
     {
         worker.Requests.MarkWokenAsSearcher();

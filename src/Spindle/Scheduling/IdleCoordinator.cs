@@ -1,3 +1,4 @@
+using System.Runtime.CompilerServices;
 using System;
 using System.Diagnostics;
 using System.Threading;
@@ -385,6 +386,7 @@ internal sealed partial class IdleCoordinator
         _scheduler.Sources.AnyWorkVisible() || (_scheduler.IsShutdownStarted && !_threads.HasDrainHolds);
 
     /// <summary>Wakes up to <paramref name="count"/> parked workers (each finds nothing and re-evaluates in <see cref="Park"/>).</summary>
+    [MethodImpl(RarePath.Compile)]
     public void WakeParked(int count)
     {
         for (int i = 0; i < count && _idle.TryPop() is Worker worker; i++)

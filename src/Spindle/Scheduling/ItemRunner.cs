@@ -128,6 +128,7 @@ internal sealed class ItemRunner
     }
 
     /// <summary>Runs a worker hook (start, stop), applying the exception policy to what it throws.</summary>
+    [MethodImpl(RarePath.Compile)]
     public void RunHook(Action? hook)
     {
         if (hook is null)

@@ -59,6 +59,7 @@ internal struct LookPacer
     private bool _counted;
     private bool _streak;
 
+    [MethodImpl(RarePath.Compile)]
     public static LookPacer Create() => new()
     {
         Countdown = FairnessInterval,

@@ -48,6 +48,7 @@ internal struct TimerPacer
     // The completed count of "no ordinary turn to time": completed counts are never negative, so no count follows it.
     private const long NoTurn = -2;
 
+    [MethodImpl(RarePath.Compile)]
     public static TimerPacer Create() =>
         new() { Countdown = IdleInterval, _interval = 1, _callbackCompleted = -1, _streakTicks = UrgentStreakTicks, _yieldedCompleted = NoTurn };
 

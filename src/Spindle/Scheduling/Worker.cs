@@ -70,6 +70,7 @@ internal sealed partial class Worker : IWaitPacer
     /// <summary>The idle coordinator's record of how this worker's parks end (this worker's thread only).</summary>
     public readonly BurstTracker Bursts = new();
 
+    [MethodImpl(RarePath.Compile)] // once per thread, like the rest of a thread's start (see ThreadController.TryAddWorker)
     public Worker(IPoolHost pool, WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, IWorkerThreads threads,
         IWorkerTimers timers, ItemRunner runner, int id)
     {
@@ -96,6 +97,7 @@ internal sealed partial class Worker : IWaitPacer
     /// <summary>The worker running on the calling thread, or null on any other thread.</summary>
     public static Worker? Current => t_current;
 
+    [MethodImpl(RarePath.Compile)]
     public void Main()
     {
         t_current = this;
@@ -127,6 +129,7 @@ internal sealed partial class Worker : IWaitPacer
         }
     }
 
+    [MethodImpl(RarePath.Compile)] // its own work is once per idle spell: the items run in RunBusySpell
     private void Dispatch(ref PoolThreadState threadState)
     {
         while (true)
@@ -159,16 +162,12 @@ internal sealed partial class Worker : IWaitPacer
     /// <summary>How <see cref="RunBusySpell"/> ended: no work found (park), its item budget spent (call again), or the thread ends (retired, or only fired timers left at shutdown).</summary>
     private enum BusySpellEnd { NoWork, Budget, Exit }
 
-    /// <summary>
-    /// Runs items until none is found, the thread retires, or <see cref="BusySpellItems"/> have run.
-    /// </summary>
+    /// <summary>Runs items until none is found, the thread retires, or <see cref="BusySpellItems"/> have run.</summary>
     /// <remarks>
-    /// Compiled fully optimised at its first call (<see cref="MethodImplOptions.AggressiveOptimization"/>): a fresh
-    /// process would otherwise run its first items through tier-0 code of this loop, then through on-stack replacement,
-    /// for the first tens of milliseconds (the comparison program's <c>cold-start</c> scenario: the loop's own tier-0
-    /// phase cost about a third of a cold 200,000-item chain). It gives up dynamic PGO for this one method; with it or
-    /// without it, chains ran at the same steady-state throughput. The parking path, which runs once per idle spell,
-    /// stays out of it in <see cref="Dispatch"/>; returning every <see cref="BusySpellItems"/> items costs one call.
+    /// Compiled fully optimised at its first call: a fresh process would otherwise run its first items through tier-0
+    /// code of this loop, then on-stack replacement, for tens of milliseconds (a third of a cold 200,000-item chain in
+    /// the comparison program's <c>cold-start</c>). It gives up dynamic PGO for this one method, at the same
+    /// steady-state chain throughput. Returning every <see cref="BusySpellItems"/> items costs one call.
     /// </remarks>
     [MethodImpl(MethodImplOptions.AggressiveOptimization)]
     private BusySpellEnd RunBusySpell(ref PoolThreadState threadState)

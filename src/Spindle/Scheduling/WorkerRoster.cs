@@ -1,3 +1,5 @@
+using Spindle.Primitives;
+using System.Runtime.CompilerServices;
 using System;
 using System.Diagnostics;
 using System.Threading;
@@ -58,6 +60,7 @@ internal sealed class WorkerRoster
     }
 
     /// <summary>The thread controller, under its lock: a new worker is listed (before its thread starts) and counted.</summary>
+    [MethodImpl(RarePath.Compile)]
     public void AddLocked(Worker worker)
     {
         Worker[] current = _workers;
@@ -69,6 +72,7 @@ internal sealed class WorkerRoster
     }
 
     /// <summary>The thread controller, under its lock: a leaving worker is unlisted and uncounted.</summary>
+    [MethodImpl(RarePath.Compile)]
     public void RemoveLocked(Worker worker)
     {
         Worker[] current = _workers;

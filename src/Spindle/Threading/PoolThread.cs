@@ -1,3 +1,5 @@
+using Spindle.Primitives;
+using System.Runtime.CompilerServices;
 using System;
 using System.Threading;
 
@@ -10,6 +12,7 @@ internal static class PoolThread
     /// A new, unstarted thread: from <see cref="WorkerPoolOptions.ThreadFactory"/> when set, with the pool's stack size,
     /// background flag and <paramref name="name"/>. Throws whatever the factory or the runtime throws.
     /// </summary>
+    [MethodImpl(RarePath.Compile)]
     public static Thread Create(WorkerPoolOptions options, ThreadStart start, string name)
     {
         Func<ThreadStart, int, Thread>? factory = options.ThreadFactory;

@@ -21,6 +21,7 @@ internal sealed partial class StallMonitor
     /// two ticks plus the items in progress, even behind long local items that a worker's look interval has not adapted
     /// to yet.
     /// </summary>
+    [MethodImpl(RarePath.Compile)]
     private void RequestLooksOutside()
     {
         foreach (Worker worker in _threads.Workers)
@@ -175,6 +176,7 @@ internal sealed partial class StallMonitor
     /// long allowance and a ramp, not oversubscription; with the cores contended, a worker can take a whole slice to
     /// get there.</para>
     /// </remarks>
+    [MethodImpl(RarePath.Compile)]
     private bool WorkersKeepCoresBusy(bool cpuBusy, long now)
     {
         // A verdict of busy holds for RejudgeBusyMs: a long stall of CPU-bound items is judged every tick, and on many
@@ -209,6 +211,7 @@ internal sealed partial class StallMonitor
     /// only such a worker can be waiting for the runtime (the JIT's lock, a collection), which waits natively. Monitor
     /// thread only.
     /// </summary>
+    [MethodImpl(RarePath.Compile)]
     private bool AnyWorkerOutsideManagedWait()
     {
         int reads = 0;
@@ -240,6 +243,7 @@ internal sealed partial class StallMonitor
     /// started it: it has run nothing) or whose state cannot be read (it has exited) does not count. Monitor thread
     /// only.
     /// </summary>
+    [MethodImpl(RarePath.Compile)]
     private int CountRunnableWorkers(int needed, bool kernelKnows)
     {
         int runnable = 0;
@@ -358,7 +362,7 @@ internal sealed partial class StallMonitor
     /// The rare part of <see cref="ForgetExitedWorkers"/>, a method of its own: a lambda over <c>listed</c> in the same
     /// method made every tick allocate its closure, whether a worker had exited or not.
     /// </summary>
-    [MethodImpl(MethodImplOptions.NoInlining)]
+    [MethodImpl(MethodImplOptions.NoInlining | RarePath.Compile)]
     private void ForgetUnlistedWatches(Worker[] workers)
     {
         var listed = new HashSet<Worker>(workers, ReferenceEqualityComparer.Instance);

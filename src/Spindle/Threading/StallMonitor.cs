@@ -395,6 +395,7 @@ internal sealed partial class StallMonitor : IStallWatch
     /// item, after which the surplus threads' own descheduling kept the judgement wrong (100-600 threads for 1,000
     /// yield loops).
     /// </remarks>
+    [MethodImpl(RarePath.Compile)]
     internal static bool IsSaturated(double cpuMs, double windowMs, int cores) =>
         windowMs > 0 && cpuMs / windowMs >= Math.Max(0.5, cores - 1);
 
@@ -416,8 +417,10 @@ internal sealed partial class StallMonitor : IStallWatch
     internal static bool RuntimeBusy(double runtimeMs, double windowMs) => windowMs > 0 && runtimeMs >= windowMs / 2;
 
     /// <summary>The runtime's own time so far: JIT compilation (all threads) and GC pauses. Zero where there is no JIT.</summary>
+    [MethodImpl(RarePath.Compile)]
     private static TimeSpan RuntimeTime() => JitInfo.GetCompilationTime(currentThread: false) + GC.GetTotalPauseDuration();
 
+    [MethodImpl(RarePath.Compile)]
     private void InjectForStarvation(int threads, double stalledMs, bool saturated)
     {
         bool fresh = _threads.StarvationBoost == 0;

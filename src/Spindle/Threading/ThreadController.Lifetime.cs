@@ -1,3 +1,5 @@
+using Spindle.Primitives;
+using System.Runtime.CompilerServices;
 using System;
 using System.Collections.Generic;
 using System.Diagnostics;
@@ -154,6 +156,7 @@ internal sealed partial class ThreadController
     /// Returns whether this call made the transition (the caller then calls <see cref="OnStopped"/> after releasing the
     /// lock).
     /// </summary>
+    [MethodImpl(RarePath.Compile)]
     private bool TryStopLocked()
     {
         Debug.Assert(_lock.IsHeldByCurrentThread);

@@ -40,6 +40,19 @@ internal sealed partial class ThreadController
         Volatile.Write(ref _retryAt, Math.Max(1, Stopwatch.GetTimestamp() + delayMs * Stopwatch.Frequency / 1000));
     }
 
+    /// <summary>The reasons' names, by value (they are declared without values, so in order from zero).</summary>
+    private static readonly string[] s_reasonNames = Enum.GetNames<ThreadInjectionReason>();
+
+    /// <summary>
+    /// The name of <paramref name="reason"/> for traces, without <see cref="Enum.ToString()"/>'s allocation on every thread
+    /// start (whose code the runtime recompiles mid-burst once a burst has started thirty threads).
+    /// </summary>
+    private static string NameOf(ThreadInjectionReason reason)
+    {
+        Debug.Assert(s_reasonNames[(int)reason] == reason.ToString(), "the reasons are declared in order from zero");
+        return s_reasonNames[(int)reason];
+    }
+
     /// <summary>
     /// Outside the lock, after a refused worker for <paramref name="reason"/> (<paramref name="counted"/>: the start
     /// counted it already): counts and traces it, and makes sure someone retries (see the remarks).
@@ -48,7 +61,7 @@ internal sealed partial class ThreadController
     {
         if (!counted)
         {
-            _starts.RecordFailure(PoolThreadKind.Worker, reason.ToString());
+            _starts.RecordFailure(PoolThreadKind.Worker, NameOf(reason));
         }
         if (_scheduler.IsShutdownStarted)
         {

@@ -1,3 +1,4 @@
+using System.Runtime.CompilerServices;
 using System;
 using System.Collections.Generic;
 using System.Diagnostics;
@@ -17,6 +18,7 @@ internal sealed partial class ThreadController
     /// The stall monitor asks for <paramref name="add"/> more threads than the <paramref name="threads"/> that exist:
     /// raises the boost so the target allows them. Returns how many it allowed (0 when shutting down or at the maximum).
     /// </summary>
+    [MethodImpl(RarePath.Compile)]
     public int RaiseStarvationBoost(int threads, int add)
     {
         lock (_lock)
@@ -52,6 +54,7 @@ internal sealed partial class ThreadController
     /// An item has completed during a starvation ramp: lowers the boost to what the threads that exist (or are being
     /// started) already fill, so nobody starts more for this stall. The boost then decays as usual.
     /// </summary>
+    [MethodImpl(RarePath.Compile)]
     public void HoldStarvationBoost()
     {
         lock (_lock)
@@ -66,6 +69,7 @@ internal sealed partial class ThreadController
     }
 
     /// <summary>Halves the starvation boost. Returns how many threads the pool now has above its target.</summary>
+    [MethodImpl(RarePath.Compile)]
     public int HalveStarvationBoost()
     {
         lock (_lock)

@@ -225,6 +225,7 @@ internal sealed partial class ThreadController : IWorkerThreads
     /// As <see cref="TryAddWorker(ThreadInjectionReason)"/>, allowing up to <paramref name="aboveTarget"/> threads beyond
     /// the target (never beyond the maximum): the look-ahead of a blocking-region ramp.
     /// </summary>
+    [MethodImpl(RarePath.Compile)]
     private bool TryAddWorker(ThreadInjectionReason reason, int aboveTarget, bool demandOnly = false)
     {
         Debug.Assert(reason is ThreadInjectionReason.Demand or ThreadInjectionReason.Starvation
@@ -272,7 +273,7 @@ internal sealed partial class ThreadController : IWorkerThreads
         try
         {
             // No ExecutionContext capture: a worker never runs in its creator's context. Counts a refusal.
-            _starts.Start(thread, PoolThreadKind.Worker, reason: reason.ToString());
+            _starts.Start(thread, PoolThreadKind.Worker, reason: NameOf(reason));
         }
         catch (Exception)
         {
@@ -307,7 +308,7 @@ internal sealed partial class ThreadController : IWorkerThreads
         _timers.OnWorkerAdded(); // stuck-item detection: the timer thread watches while the pool has workers
         if (SpindleEventSource.Log.IsOn(EventLevel.Informational, SpindleEventSource.Keywords.Threads))
         {
-            SpindleEventSource.Log.ThreadInjected(_pool.Name, reason.ToString(), ThreadCount);
+            SpindleEventSource.Log.ThreadInjected(_pool.Name, NameOf(reason), ThreadCount);
         }
         return true;
     }
@@ -328,6 +329,7 @@ internal sealed partial class ThreadController : IWorkerThreads
     /// worker checks after each item), so a wrong guess costs a thread start and one item's oversubscription, never more
     /// threads than the workers blocked in regions.
     /// </remarks>
+    [MethodImpl(RarePath.Compile)]
     public void ContinueRamp(Worker worker)
     {
         // Only ramps (starvation, blocking regions) fan out; ordinary demand is served by the enqueue path.
@@ -364,6 +366,7 @@ internal sealed partial class ThreadController : IWorkerThreads
     /// the target for <see cref="ThreadInjectionReason.RetiredSurplus"/>, the minimum for
     /// <see cref="ThreadInjectionReason.RetiredIdle"/>. On success the worker is out of the list and must exit.
     /// </summary>
+    [MethodImpl(RarePath.Compile)]
     public bool TryRetire(Worker worker, ThreadInjectionReason reason)
     {
         Debug.Assert(worker.IsCurrentThread);
@@ -385,12 +388,13 @@ internal sealed partial class ThreadController : IWorkerThreads
         _monitor.EnsureMonitorIfNoneIdle(); // the pool may have just lost its last parked worker
         if (SpindleEventSource.Log.IsOn(EventLevel.Informational, SpindleEventSource.Keywords.Threads))
         {
-            SpindleEventSource.Log.ThreadRetired(_pool.Name, reason.ToString(), ThreadCount);
+            SpindleEventSource.Log.ThreadRetired(_pool.Name, NameOf(reason), ThreadCount);
         }
         return true;
     }
 
     /// <summary>The last thing a worker thread does.</summary>
+    [MethodImpl(RarePath.Compile)]
     public void OnWorkerExited(Worker worker)
     {
         bool stopped;
@@ -427,6 +431,7 @@ internal sealed partial class ThreadController : IWorkerThreads
     /// A worker has just left the list of workers: looks at the queues once more (after a full fence, so that an enqueue
     /// that counted this worker either is seen here or saw the lower count) and wakes or adds a worker for what it finds.
     /// </summary>
+    [MethodImpl(RarePath.Compile)]
     private void LookAgainAfterLeaving()
     {
         Interlocked.MemoryBarrier();
@@ -436,6 +441,7 @@ internal sealed partial class ThreadController : IWorkerThreads
         }
     }
 
+    [MethodImpl(RarePath.Compile)]
     private void RemoveWorkerLocked(Worker worker)
     {
         // Completed count first, then the list: a reader summing both may briefly count this worker twice, never zero
@@ -447,6 +453,7 @@ internal sealed partial class ThreadController : IWorkerThreads
         DropFromListLocked(worker);
     }
 
+    [MethodImpl(RarePath.Compile)]
     private void DropFromListLocked(Worker worker)
     {
         Debug.Assert(_lock.IsHeldByCurrentThread);

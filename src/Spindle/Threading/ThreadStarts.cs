@@ -1,3 +1,4 @@
+using System.Runtime.CompilerServices;
 using System;
 using System.Diagnostics.Tracing;
 using System.Threading;
@@ -36,6 +37,7 @@ internal sealed class ThreadStarts
     /// Starts <paramref name="thread"/> (no ExecutionContext flows into it). Throws what the start throws, counted and
     /// traced with <paramref name="reason"/> (null: the kind's name).
     /// </summary>
+    [MethodImpl(RarePath.Compile)]
     public void Start(Thread thread, PoolThreadKind kind, object? state = null, string? reason = null)
     {
         try

@@ -1,3 +1,4 @@
+using System.Runtime.CompilerServices;
 using System;
 using System.Collections.Generic;
 using System.Diagnostics;
@@ -119,6 +120,7 @@ internal sealed partial class TimerService : IWorkerTimers
     /// check planned (the pool had no worker), plans one and starts the timer thread if there is none. Adding a worker
     /// never fails because of it: if the timer thread cannot be created, the next worker added tries again.
     /// </summary>
+    [MethodImpl(RarePath.Compile)]
     public void OnWorkerAdded()
     {
         StuckItemDetector? detector = _stuckDetector;

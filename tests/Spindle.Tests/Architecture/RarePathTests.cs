@@ -13,7 +13,7 @@ namespace Spindle.Tests.Architecture;
 /// </summary>
 public sealed class RarePathTests
 {
-    /// <summary>The entry points of the rare paths: each must be compiled fully optimised at its first call.</summary>
+    /// <summary>The entry points of the rare paths (<c>Name/N</c>: its overload of N parameters): each must be compiled fully optimised at its first call.</summary>
     private static readonly (string Type, string Method)[] s_rarePaths =
     [
         ("Spindle.Scheduling.WorkSources", "TakeForLook"),
@@ -43,6 +43,46 @@ public sealed class RarePathTests
         ("Spindle.Parking.IdleStack`1", "TryRemove"),
         ("Spindle.Parking.ThreadBlocker/AddressBlocker", "WaitUntil"),
         ("Spindle.Parking.ThreadBlocker/FutexBlocker", "SleepWhileSleepingTicks"),
+        // A thread's life: its start, its first steps, its retirement and exit, and the monitor's judgement of a stall
+        // that adds threads. A burst of blocked work starts a thread per item; each of these runs once per thread, so
+        // the whole path would reach its thirtieth call, and be recompiled, in the middle of that burst.
+        ("Spindle.Threading.ThreadController", "TryAddWorker/3"),
+        ("Spindle.Threading.ThreadController", "ContinueRamp"),
+        ("Spindle.Threading.ThreadController", "TryRetire"),
+        ("Spindle.Threading.ThreadController", "OnWorkerExited"),
+        ("Spindle.Threading.ThreadController", "LookAgainAfterLeaving"),
+        ("Spindle.Threading.ThreadController", "RemoveWorkerLocked"),
+        ("Spindle.Threading.ThreadController", "DropFromListLocked"),
+        ("Spindle.Threading.ThreadController", "TryStopLocked"),
+        ("Spindle.Threading.ThreadController", "RaiseStarvationBoost"),
+        ("Spindle.Threading.ThreadController", "HoldStarvationBoost"),
+        ("Spindle.Threading.ThreadController", "HalveStarvationBoost"),
+        ("Spindle.Threading.ThreadStarts", "Start"),
+        ("Spindle.Threading.PoolThread", "Create"),
+        ("Spindle.Scheduling.Worker", ".ctor"),
+        ("Spindle.Scheduling.Worker", "Main"),
+        ("Spindle.Scheduling.Worker", "Dispatch"),
+        ("Spindle.Scheduling.WorkerRoster", "AddLocked"),
+        ("Spindle.Scheduling.WorkerRoster", "RemoveLocked"),
+        ("Spindle.Scheduling.IdleCoordinator", "CountNewWorkerAsSearcher"),
+        ("Spindle.Scheduling.IdleCoordinator", "WakeParked"),
+        ("Spindle.Scheduling.ItemRunner", "RunHook"),
+        ("Spindle.Scheduling.LookPacer", "Create"),
+        ("Spindle.Scheduling.TimerPacer", "Create"),
+        ("Spindle.Parking.ThreadBlocker", "Create/1"),
+        ("Spindle.Primitives.DefaultContext", "OnPoolThreadStarted"),
+        ("Spindle.Primitives.KernelThreadState", "CurrentId"),
+        ("Spindle.Primitives.KernelThreadState", "WritePath"),
+        ("Spindle.Primitives.KernelThreadState", "Parse"),
+        ("Spindle.Timers.TimerService", "OnWorkerAdded"),
+        ("Spindle.Threading.StallMonitor", "InjectForStarvation"),
+        ("Spindle.Threading.StallMonitor", "WorkersKeepCoresBusy"),
+        ("Spindle.Threading.StallMonitor", "CountRunnableWorkers"),
+        ("Spindle.Threading.StallMonitor", "AnyWorkerOutsideManagedWait"),
+        ("Spindle.Threading.StallMonitor", "RequestLooksOutside"),
+        ("Spindle.Threading.StallMonitor", "ForgetUnlistedWatches"),
+        ("Spindle.Threading.StallMonitor", "IsSaturated"),
+        ("Spindle.Threading.StallMonitor", "RuntimeTime"),
     ];
 
     [Fact]
@@ -51,7 +91,11 @@ public sealed class RarePathTests
         var missing = new List<string>();
         foreach ((string typeName, string methodName) in s_rarePaths)
         {
-            MethodDefinition[] methods = FindType(typeName).Methods.Where(m => m.Name == methodName).ToArray();
+            // "Name/N": the overload of N parameters.
+            string[] nameAndArity = methodName.Split('/');
+            MethodDefinition[] methods = FindType(typeName).Methods
+                .Where(m => m.Name == nameAndArity[0] && (nameAndArity.Length == 1 || m.Parameters.Count == int.Parse(nameAndArity[1], System.Globalization.CultureInfo.InvariantCulture)))
+                .ToArray();
             Assert.True(methods.Length == 1, $"{typeName}.{methodName}: expected one method of that name, found {methods.Length}.");
             if ((methods[0].ImplAttributes & MethodImplAttributes.AggressiveOptimization) == 0)
             {
