@@ -14,6 +14,7 @@ internal static class ScenarioCatalog
         new PingPongScenario(),
         new IdleCpuScenario(),
         new WakeLatencyScenario(),
+        new EfficiencyScenario(),
         new LongRunningScenario(),
         new BlockingBurstScenario(),
         new TaskRunScenario(),
