@@ -43,8 +43,54 @@ internal sealed class BurstTracker
     /// <summary>Items started since the latest wake for it to count as a burst's wake.</summary>
     public const int BurstItems = 16;
 
+    /// <summary>
+    /// Searches in a row that spun and yielded in vain (the worker parked after each) before the next one parks without
+    /// spinning (see <see cref="SpinPays"/>).
+    /// </summary>
+    public const int FutileSearchesBeforeParkingAtOnce = 4;
+
+    /// <summary>
+    /// A park shorter than this (50 µs) ended soon enough that a search's spin and yields (about 10 µs on the 2-core VM)
+    /// could have bridged a good part of it: spinning pays again.
+    /// </summary>
+    public static readonly long SpinPaysParkTicks = Stopwatch.Frequency / 20_000;
+
     private bool _wokeSoon;
     private long _startedAtWake;
+    private int _futileSearches;
+
+    /// <summary>
+    /// Whether the next search should spin and yield before it parks: not after <see cref="FutileSearchesBeforeParkingAtOnce"/>
+    /// searches in a row found nothing that way, until one finds its item while spinning or yielding, or a park ends
+    /// within <see cref="SpinPaysParkTicks"/>.
+    /// </summary>
+    /// <remarks>
+    /// A trickle of items further apart than a spin (one item per millisecond, or per 100 µs) met a spin and four yields
+    /// after every item, about 10 µs of a core each time, and then parked anyway: 20 of the 50 ms a pool burned over 3 s
+    /// of one item per millisecond (the comparison program's <c>idle-cpu</c>). A worker that skips the spin parks at once
+    /// and is woken by the next enqueue, which it would have been anyway. Work that arrives within a spin (a hand-off, the
+    /// items of a burst) is found while spinning, or wakes the worker within <see cref="SpinPaysParkTicks"/> of its park,
+    /// and either turns the spin back on.
+    /// </remarks>
+    public bool SpinPays => _futileSearches < FutileSearchesBeforeParkingAtOnce;
+
+    /// <summary>A search found its item at <paramref name="attempt"/> (0: at its first look, which says nothing of the spin).</summary>
+    public void NoteFound(int attempt)
+    {
+        if (attempt > 0)
+        {
+            _futileSearches = 0;
+        }
+    }
+
+    /// <summary>A search ended without an item: the worker parks.</summary>
+    public void NoteFutileSearch()
+    {
+        if (_futileSearches < FutileSearchesBeforeParkingAtOnce)
+        {
+            _futileSearches++;
+        }
+    }
 
     /// <summary>The worker woke from a park that lasted <paramref name="parkedTicks"/>, having started <paramref name="started"/> items so far.</summary>
     public void NoteWoken(long parkedTicks, long started)
@@ -52,6 +98,10 @@ internal sealed class BurstTracker
         Debug.Assert(parkedTicks >= 0 && started >= 0);
         _wokeSoon = parkedTicks < ShortParkTicks;
         _startedAtWake = started;
+        if (parkedTicks < SpinPaysParkTicks)
+        {
+            _futileSearches = 0;
+        }
     }
 
     /// <summary>

@@ -43,7 +43,8 @@ namespace Spindle.Scheduling;
 /// <item>How long a searcher looks before it parks: a spin scaled by the free cores, then a few yields, and many more
 /// yields while its latest park was a short gap between bursts of work (<see cref="BurstTracker"/>), so that
 /// back-to-back bursts find a searcher instead of paying a wake-up each, while a trickle of single items still parks at
-/// once. While other processes keep the cores busy (<see cref="OtherProcessesLoad"/>) the yields are timed, and each
+/// once; and neither spin nor yields once the worker's latest searches all spun in vain, until one finds its item
+/// while spinning or a park ends within a spin's reach (<see cref="BurstTracker.SpinPays"/>). While other processes keep the cores busy (<see cref="OtherProcessesLoad"/>) the yields are timed, and each
 /// becomes a short spin while they hand the core to one of those processes for a whole slice (<see cref="YieldVerdict"/>).</item>
 /// </list>
 /// </remarks>
@@ -158,9 +159,12 @@ internal sealed partial class IdleCoordinator
         // slot and ring are looked at once here; otherwise the dispatch loop has just found them empty, and only their
         // owner fills them.
         bool checkOwnWork = counted;
-        int attempts = SpinAttemptsForFreeCores();
-        // Past the spin, the yields: more of them while work comes in back-to-back bursts (see BurstTracker).
-        int yields = self.Bursts.InBackToBackBursts(self.Record.StartedCount) ? _yieldAttempts + _burstYieldAttempts : _yieldAttempts;
+        // Past the spin, the yields: more of them while work comes in back-to-back bursts, none of either while the
+        // latest searches spun in vain (see BurstTracker.SpinPays).
+        bool bursts = self.Bursts.InBackToBackBursts(self.Record.StartedCount);
+        bool spin = bursts || self.Bursts.SpinPays;
+        int attempts = spin ? SpinAttemptsForFreeCores() : 0;
+        int yields = bursts ? _yieldAttempts + _burstYieldAttempts : spin ? _yieldAttempts : 0;
         WorkSources sources = _scheduler.Sources;
         bool coresShared = false;
         long yieldsFrom = 0; // when the yields began (read only if the item is found after one)
@@ -168,6 +172,7 @@ internal sealed partial class IdleCoordinator
         {
             if (sources.TakeForSearcher(self, checkOwnWork, out item))
             {
+                self.Bursts.NoteFound(attempt);
                 if (attempt > attempts)
                 {
                     self.Bursts.NoteFoundAfterYielding(Stopwatch.GetTimestamp() - yieldsFrom, self.Record.StartedCount);
@@ -215,6 +220,7 @@ internal sealed partial class IdleCoordinator
                 break;
             }
         }
+        self.Bursts.NoteFutileSearch();
         int remaining = Interlocked.Decrement(ref _searching.Value);
         Debug.Assert(remaining >= 0);
         item = default;

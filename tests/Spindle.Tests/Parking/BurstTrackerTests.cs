@@ -5,7 +5,8 @@ namespace Spindle.Tests.Parking;
 
 /// <summary>
 /// <see cref="BurstTracker"/>: a search is extended only after a short park followed by a burst's worth of items; a
-/// trickle of single items, one caught by searching, or a long park never extends it.
+/// trickle of single items, one caught by searching, or a long park never extends it. Searches that spin in vain stop
+/// the spin until one finds its item while spinning or a park ends within a spin's reach.
 /// </summary>
 public sealed class BurstTrackerTests
 {
@@ -80,4 +81,78 @@ public sealed class BurstTrackerTests
         Assert.True(tracker.InBackToBackBursts(last + BurstTracker.BurstItems));
     }
 
+    [Fact]
+    public void ANewTracker_Spins()
+    {
+        Assert.True(new BurstTracker().SpinPays);
+    }
+
+    [Fact]
+    public void SearchesThatSpunInVain_StopTheSpin_AfterTheirCount()
+    {
+        // A trickle: every search spins, finds nothing and parks, and each park lasts far longer than a spin.
+        var tracker = new BurstTracker();
+        for (int i = 1; i < BurstTracker.FutileSearchesBeforeParkingAtOnce; i++)
+        {
+            tracker.NoteFutileSearch();
+            tracker.NoteWoken(Long, started: i);
+            tracker.NoteFound(attempt: 0); // the item that woke it, found at the first look
+            Assert.True(tracker.SpinPays);
+        }
+        tracker.NoteFutileSearch();
+        Assert.False(tracker.SpinPays);
+        // However long the trickle lasts, and however many items are found at a first look.
+        for (int i = 0; i < 100; i++)
+        {
+            tracker.NoteWoken(Long, started: 100 + i);
+            tracker.NoteFound(attempt: 0);
+            tracker.NoteFutileSearch();
+            Assert.False(tracker.SpinPays);
+        }
+    }
+
+    [Fact]
+    public void AnItemFoundWhileSpinning_TurnsTheSpinBackOn()
+    {
+        var tracker = StoppedSpinning();
+        tracker.NoteFound(attempt: 1);
+        Assert.True(tracker.SpinPays);
+    }
+
+    [Fact]
+    public void AParkThatEndsWithinASpinsReach_TurnsTheSpinBackOn()
+    {
+        var tracker = StoppedSpinning();
+        tracker.NoteWoken(BurstTracker.SpinPaysParkTicks, started: 10);
+        Assert.False(tracker.SpinPays); // as long as the bound: not within reach
+        tracker.NoteWoken(BurstTracker.SpinPaysParkTicks - 1, started: 11);
+        Assert.True(tracker.SpinPays);
+    }
+
+    [Fact]
+    public void AFoundItem_ResetsTheCount_OfSearchesInVain()
+    {
+        var tracker = new BurstTracker();
+        for (int i = 1; i < BurstTracker.FutileSearchesBeforeParkingAtOnce; i++)
+        {
+            tracker.NoteFutileSearch();
+        }
+        tracker.NoteFound(attempt: 3);
+        for (int i = 1; i < BurstTracker.FutileSearchesBeforeParkingAtOnce; i++)
+        {
+            tracker.NoteFutileSearch();
+        }
+        Assert.True(tracker.SpinPays);
+    }
+
+    private static BurstTracker StoppedSpinning()
+    {
+        var tracker = new BurstTracker();
+        for (int i = 0; i < BurstTracker.FutileSearchesBeforeParkingAtOnce; i++)
+        {
+            tracker.NoteFutileSearch();
+        }
+        Assert.False(tracker.SpinPays);
+        return tracker;
+    }
 }
