@@ -44,8 +44,9 @@ namespace Spindle.Scheduling;
 /// yields while its latest park was a short gap between bursts of work (<see cref="BurstTracker"/>), so that
 /// back-to-back bursts find a searcher instead of paying a wake-up each, while a trickle of single items still parks at
 /// once; and neither spin nor yields once the worker's latest searches all spun in vain, until one finds its item
-/// while spinning or a park ends within a spin's reach (<see cref="BurstTracker.SpinPays"/>). While other processes keep the cores busy (<see cref="OtherProcessesLoad"/>) the yields are timed, and each
-/// becomes a short spin while they hand the core to one of those processes for a whole slice (<see cref="YieldVerdict"/>).</item>
+/// while spinning or a park ends within a spin's reach (<see cref="BurstTracker.SpinPays"/>). While other processes
+/// keep the cores busy (<see cref="OtherProcessesLoad"/>) the yields are timed, and each becomes a short spin while
+/// they hand the core to one of those processes for a whole slice (<see cref="YieldVerdict"/>).</item>
 /// </list>
 /// </remarks>
 internal sealed partial class IdleCoordinator
