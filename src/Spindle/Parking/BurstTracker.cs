@@ -44,35 +44,46 @@ internal sealed class BurstTracker
     public const int BurstItems = 16;
 
     /// <summary>
-    /// Searches in a row that spun and yielded in vain (the worker parked after each) before the next one parks without
-    /// spinning (see <see cref="SpinPays"/>).
+    /// Searches in a row that found nothing (the worker then went to park) before the next ones stop spinning and
+    /// yielding (see <see cref="SpinPays"/>).
     /// </summary>
     public const int FutileSearchesBeforeParkingAtOnce = 4;
 
     /// <summary>
-    /// A park shorter than this (50 µs) ended soon enough that a search's spin and yields (about 10 µs on the 2-core VM)
-    /// could have bridged a good part of it: spinning pays again.
+    /// Once the spin has stopped, how many searches skip it before one spins again as a probe (so one in 32 spins):
+    /// without the probe, an item found while spinning, one of the ways back, could never happen.
+    /// </summary>
+    public const int SkippedSearchesBetweenProbes = 31;
+
+    /// <summary>
+    /// A park shorter than this (50 µs, measured until the woken worker runs again) ended soon enough that a search's
+    /// spin and yields (about 10 µs on the 2-core VM) could have bridged a good part of it: spinning pays again.
     /// </summary>
     public static readonly long SpinPaysParkTicks = Stopwatch.Frequency / 20_000;
 
+    private const int ProbeState = FutileSearchesBeforeParkingAtOnce + SkippedSearchesBetweenProbes;
+
     private bool _wokeSoon;
     private long _startedAtWake;
+    // Searches in vain in a row, up to the spin's stop (FutileSearchesBeforeParkingAtOnce); past it, the searches
+    // skipped since the stop or the last probe, the probe's search at ProbeState.
     private int _futileSearches;
 
     /// <summary>
     /// Whether the next search should spin and yield before it parks: not after <see cref="FutileSearchesBeforeParkingAtOnce"/>
-    /// searches in a row found nothing that way, until one finds its item while spinning or yielding, or a park ends
-    /// within <see cref="SpinPaysParkTicks"/>.
+    /// searches in a row found nothing, except one probe in <see cref="SkippedSearchesBetweenProbes"/> + 1, until a
+    /// search finds its item while spinning or yielding, the look on the way to a park finds work, or a park ends within
+    /// <see cref="SpinPaysParkTicks"/>.
     /// </summary>
     /// <remarks>
     /// A trickle of items further apart than a spin (one item per millisecond, or per 100 µs) met a spin and four yields
     /// after every item, about 10 µs of a core each time, and then parked anyway: 20 of the 50 ms a pool burned over 3 s
     /// of one item per millisecond (the comparison program's <c>idle-cpu</c>). A worker that skips the spin parks at once
-    /// and is woken by the next enqueue, which it would have been anyway. Work that arrives within a spin (a hand-off, the
-    /// items of a burst) is found while spinning, or wakes the worker within <see cref="SpinPaysParkTicks"/> of its park,
-    /// and either turns the spin back on.
+    /// and is woken by the next enqueue, which it would have been anyway. Work that comes back within a spin's reach (a
+    /// hand-off, the items of a burst) is found by the next probe, by the look before the park, or wakes the worker soon
+    /// after its park, and any of these turns the spin back on.
     /// </remarks>
-    public bool SpinPays => _futileSearches < FutileSearchesBeforeParkingAtOnce;
+    public bool SpinPays => _futileSearches < FutileSearchesBeforeParkingAtOnce || _futileSearches == ProbeState;
 
     /// <summary>A search found its item at <paramref name="attempt"/> (0: at its first look, which says nothing of the spin).</summary>
     public void NoteFound(int attempt)
@@ -83,14 +94,19 @@ internal sealed class BurstTracker
         }
     }
 
-    /// <summary>A search ended without an item: the worker parks.</summary>
+    /// <summary>A search ended without an item: the worker goes to park.</summary>
     public void NoteFutileSearch()
     {
-        if (_futileSearches < FutileSearchesBeforeParkingAtOnce)
-        {
-            _futileSearches++;
-        }
+        Debug.Assert(_futileSearches is >= 0 and <= ProbeState);
+        // A probe in vain starts the skipped searches over; otherwise count on.
+        _futileSearches = _futileSearches == ProbeState ? FutileSearchesBeforeParkingAtOnce : _futileSearches + 1;
     }
+
+    /// <summary>
+    /// The look on the way to a park (after the worker went on the idle stack) found work: it came within a spin's reach
+    /// of the search that gave up.
+    /// </summary>
+    public void NoteFoundWhileParking() => _futileSearches = 0;
 
     /// <summary>The worker woke from a park that lasted <paramref name="parkedTicks"/>, having started <paramref name="started"/> items so far.</summary>
     public void NoteWoken(long parkedTicks, long started)

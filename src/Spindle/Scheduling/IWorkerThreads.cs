@@ -43,7 +43,7 @@ internal interface IWorkerThreads
     /// </summary>
     bool TryAcceptBeforeStop(Scheduler scheduler, in WorkItemEntry entry);
 
-    /// <summary>The calling worker continues the start-up ramp (adds the next thread if the ramp asks for one).</summary>
+    /// <summary>The calling worker continues the start-up ramp (adds the next threads, one or two, if the ramp asks for them).</summary>
     void ContinueRamp(Worker worker);
 
     /// <summary>The worker's thread is about to end: its count and slot are given back.</summary>

@@ -43,10 +43,10 @@ namespace Spindle.Scheduling;
 /// <item>How long a searcher looks before it parks: a spin scaled by the free cores, then a few yields, and many more
 /// yields while its latest park was a short gap between bursts of work (<see cref="BurstTracker"/>), so that
 /// back-to-back bursts find a searcher instead of paying a wake-up each, while a trickle of single items still parks at
-/// once; and neither spin nor yields once the worker's latest searches all spun in vain, until one finds its item
-/// while spinning or a park ends within a spin's reach (<see cref="BurstTracker.SpinPays"/>). While other processes
-/// keep the cores busy (<see cref="OtherProcessesLoad"/>) the yields are timed, and each becomes a short spin while
-/// they hand the core to one of those processes for a whole slice (<see cref="YieldVerdict"/>).</item>
+/// once; and neither spin nor yields (but for one probing search in 32) once the worker's latest searches all
+/// found nothing, until work comes back within a spin's reach (<see cref="BurstTracker.SpinPays"/>). While other
+/// processes keep the cores busy (<see cref="OtherProcessesLoad"/>) the yields are timed, and each becomes a short
+/// spin while they hand the core to one of those processes for a whole slice (<see cref="YieldVerdict"/>).</item>
 /// </list>
 /// </remarks>
 internal sealed partial class IdleCoordinator
@@ -142,7 +142,7 @@ internal sealed partial class IdleCoordinator
     /// <summary>Searching workers (a snapshot).</summary>
     public int SearchingCount => Volatile.Read(ref _searching.Value);
 
-    /// <summary>Looks for work in the global queue and in other workers' rings, spinning with backoff between looks.</summary>
+    /// <summary>Looks for work in the global queue and in other workers' rings, spinning with backoff and yielding between looks while that pays (see <see cref="BurstTracker.SpinPays"/>).</summary>
     public bool Search(Worker self, out WorkItemEntry item)
     {
         bool counted = self.Requests.WokenAsSearcher;
@@ -280,6 +280,7 @@ internal sealed partial class IdleCoordinator
         }
         if (!PushIdleAndLookAgain(self, out bool recheck))
         {
+            self.Bursts.NoteFoundWhileParking();
             return LookAgainAfterPark();
         }
         self.Counts.CountPark();

@@ -315,9 +315,10 @@ internal sealed partial class ThreadController : IWorkerThreads
 
     /// <summary>
     /// Called by a new worker before its first item: while the pool is still below its target and work waits with
-    /// nobody free, it starts the next threads itself (up to <see cref="StarvationFanOut"/>), so a ramp of N threads
-    /// takes about log3(N) thread-start rounds instead of N. (With one each, 200 blocked items of a 100 ms sleep reached
-    /// their 200th thread 54-71 ms after the burst; with two, 46-64 ms: interleaved children on 2 cores.)
+    /// nobody free, it starts the next threads itself (up to <see cref="StarvationFanOut"/>, one after the other: a
+    /// start waits for the new thread to run), so the threads of a ramp are started by more and more threads at once
+    /// instead of one at a time by whoever began it. (With one each, 200 blocked items of a 100 ms sleep reached their
+    /// 200th thread 54-71 ms after the burst; with two, 46-64 ms: interleaved children on 2 cores.)
     /// </summary>
     /// <remarks>
     /// A worker added for a blocking region also looks ahead: the pool gains a place in its target only when an item has

@@ -5,8 +5,8 @@ namespace Spindle.Tests.Parking;
 
 /// <summary>
 /// <see cref="BurstTracker"/>: a search is extended only after a short park followed by a burst's worth of items; a
-/// trickle of single items, one caught by searching, or a long park never extends it. Searches that spin in vain stop
-/// the spin until one finds its item while spinning or a park ends within a spin's reach.
+/// trickle of single items, one caught by searching, or a long park never extends it. Searches in vain stop the spin
+/// (one probe in 32 spins) until work comes back within a spin's reach.
 /// </summary>
 public sealed class BurstTrackerTests
 {
@@ -101,14 +101,51 @@ public sealed class BurstTrackerTests
         }
         tracker.NoteFutileSearch();
         Assert.False(tracker.SpinPays);
-        // However long the trickle lasts, and however many items are found at a first look.
-        for (int i = 0; i < 100; i++)
+    }
+
+    [Fact]
+    public void OnceStopped_OneSearchInAFewDozenProbes_AsLongAsTheProbesFindNothing()
+    {
+        var tracker = StoppedSpinning();
+        int rounds = BurstTracker.SkippedSearchesBetweenProbes + 1;
+        for (int round = 0; round < 10; round++)
         {
-            tracker.NoteWoken(Long, started: 100 + i);
-            tracker.NoteFound(attempt: 0);
-            tracker.NoteFutileSearch();
-            Assert.False(tracker.SpinPays);
+            for (int skipped = 0; skipped < BurstTracker.SkippedSearchesBetweenProbes; skipped++)
+            {
+                Assert.False(tracker.SpinPays, $"round {round}, search {skipped}");
+                tracker.NoteWoken(Long, started: (round * rounds) + skipped);
+                tracker.NoteFound(attempt: 0);
+                tracker.NoteFutileSearch();
+            }
+            Assert.True(tracker.SpinPays, $"round {round}: the probe");
+            tracker.NoteFutileSearch(); // the probe found nothing either
         }
+        Assert.False(tracker.SpinPays);
+    }
+
+    [Fact]
+    public void AProbeThatFindsItsItemWhileSpinning_TurnsTheSpinBackOn()
+    {
+        var tracker = StoppedSpinning();
+        for (int skipped = 0; skipped < BurstTracker.SkippedSearchesBetweenProbes; skipped++)
+        {
+            tracker.NoteFutileSearch();
+        }
+        Assert.True(tracker.SpinPays);
+        tracker.NoteFound(attempt: 2);
+        for (int i = 1; i < BurstTracker.FutileSearchesBeforeParkingAtOnce; i++)
+        {
+            tracker.NoteFutileSearch();
+            Assert.True(tracker.SpinPays);
+        }
+    }
+
+    [Fact]
+    public void WorkFoundOnTheWayToAPark_TurnsTheSpinBackOn()
+    {
+        var tracker = StoppedSpinning();
+        tracker.NoteFoundWhileParking();
+        Assert.True(tracker.SpinPays);
     }
 
     [Fact]
