@@ -1,7 +1,7 @@
-using Spindle.Primitives;
 using System;
 using System.Runtime.CompilerServices;
 using System.Threading;
+using Spindle.Primitives;
 using Spindle.Threading;
 
 namespace Spindle.Scheduling;

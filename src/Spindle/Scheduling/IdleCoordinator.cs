@@ -1,6 +1,6 @@
-using System.Runtime.CompilerServices;
 using System;
 using System.Diagnostics;
+using System.Runtime.CompilerServices;
 using System.Threading;
 using Spindle.Parking;
 using Spindle.Primitives;

@@ -1,8 +1,8 @@
-using Spindle.Primitives;
-using System.Runtime.CompilerServices;
 using System;
 using System.Diagnostics;
+using System.Runtime.CompilerServices;
 using System.Threading;
+using Spindle.Primitives;
 
 namespace Spindle.Scheduling;
 

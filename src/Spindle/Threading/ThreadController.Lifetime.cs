@@ -1,14 +1,14 @@
-using Spindle.Primitives;
-using System.Runtime.CompilerServices;
 using System;
 using System.Collections.Generic;
 using System.Diagnostics;
-using System.Threading;
 using System.Diagnostics.Tracing;
-using Spindle.Telemetry;
+using System.Runtime.CompilerServices;
+using System.Threading;
 using System.Threading.Tasks;
+using Spindle.Primitives;
 using Spindle.Queues;
 using Spindle.Scheduling;
+using Spindle.Telemetry;
 
 namespace Spindle.Threading;
 

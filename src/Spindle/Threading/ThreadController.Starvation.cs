@@ -1,13 +1,13 @@
-using System.Runtime.CompilerServices;
 using System;
 using System.Collections.Generic;
 using System.Diagnostics;
-using System.Threading;
 using System.Diagnostics.Tracing;
-using Spindle.Primitives;
-using Spindle.Telemetry;
+using System.Runtime.CompilerServices;
+using System.Threading;
 using Spindle.Parking;
+using Spindle.Primitives;
 using Spindle.Scheduling;
+using Spindle.Telemetry;
 
 namespace Spindle.Threading;
 

@@ -1,6 +1,6 @@
-using System.Runtime.CompilerServices;
 using System;
 using System.Diagnostics.Tracing;
+using System.Runtime.CompilerServices;
 using System.Threading;
 using Spindle.Primitives;
 using Spindle.Telemetry;

@@ -1,8 +1,8 @@
-using System.Runtime.CompilerServices;
 using System;
 using System.Collections.Generic;
 using System.Diagnostics;
 using System.Numerics;
+using System.Runtime.CompilerServices;
 using System.Threading;
 using Spindle.Parking;
 using Spindle.Primitives;
