@@ -75,7 +75,7 @@ public sealed partial class WorkerPool : WorkTarget, IDisposable, IAsyncDisposab
         var starts = new ThreadStarts(_options);
         _timers = new TimerService(_options, _scheduler, _runner, starts);
         _threads = new ThreadController(this, _options, _scheduler, idle, _runner, _timers, starts);
-        var monitor = new StallMonitor(_options, _scheduler, idle, _threads);
+        var monitor = new StallMonitor(_options, _scheduler, idle, _threads, RarePathWarmUp.PrepareNext);
         var relief = new OutsideRelief(this, _options, _scheduler, idle, _threads, _runner);
         idle.Connect(_scheduler, _threads, monitor, relief);
         _scheduler.Connect(_threads, monitor, relief);

@@ -1,4 +1,5 @@
 using System;
+using System.Collections.Generic;
 using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Runtime.InteropServices;
@@ -51,6 +52,14 @@ internal abstract partial class ThreadBlocker
     public abstract BlockerKind Kind { get; }
 
     public static ThreadBlocker Create() => Create(s_platformKind);
+
+    /// <summary>Adds the rare paths of the blockers, the private ones included, to <paramref name="methods"/> (see <see cref="RarePath.AddMarked"/>).</summary>
+    public static void AddRarePaths(List<PreparedMethod> methods)
+    {
+        RarePath.AddMarked(typeof(ThreadBlocker), methods);
+        RarePath.AddMarked(typeof(AddressBlocker), methods);
+        RarePath.AddMarked(typeof(FutexBlocker), methods);
+    }
 
     [MethodImpl(RarePath.Compile)]
     public static ThreadBlocker Create(BlockerKind kind) => kind switch

@@ -105,6 +105,8 @@ internal sealed partial class StallMonitor : IStallWatch
     private readonly ThreadBlocker _monitorBlocker = ThreadBlocker.Create();
     private Thread? _monitorThread; // created under _lock on first arming
     private volatile int _monitorArmed;
+    private readonly Func<bool> _prepareRarePath;
+    private bool _rarePathsPrepared; // monitor thread only
 
     // Monitor-thread-only state of the starvation detector.
     private long _lastCompleted;
@@ -127,8 +129,14 @@ internal sealed partial class StallMonitor : IStallWatch
 
     private readonly string _poolName;
 
-    public StallMonitor(WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, ThreadController threads)
+    /// <summary>
+    /// A monitor for the pool of <paramref name="options"/>, <paramref name="scheduler"/>, <paramref name="idle"/> and
+    /// <paramref name="threads"/>; <paramref name="prepareRarePath"/> compiles the next of the rare paths ahead of its
+    /// first call, false when none is left (see <see cref="PrepareRarePathsWhileQuiet"/>).
+    /// </summary>
+    public StallMonitor(WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, ThreadController threads, Func<bool> prepareRarePath)
     {
+        _prepareRarePath = prepareRarePath;
         _threadNamePrefix = options.ThreadNamePrefixOrName;
         _poolName = options.Name;
         _scheduler = scheduler;
@@ -243,6 +251,7 @@ internal sealed partial class StallMonitor : IStallWatch
                 Interlocked.MemoryBarrier();
                 if (IsQuiet())
                 {
+                    PrepareRarePathsWhileQuiet();
                     _monitorBlocker.Wait();
                     interval = MonitorTickMs;
                     _quietSince = Stopwatch.GetTimestamp();
@@ -253,6 +262,20 @@ internal sealed partial class StallMonitor : IStallWatch
             }
             interval = urgent ? MonitorTickMs : Math.Min(interval * 2, MaxTickMs);
             _monitorBlocker.Wait(interval);
+        }
+    }
+
+    /// <summary>
+    /// The pool is quiet and the monitor disarmed: compiles the rare paths ahead (see <c>RarePathWarmUp</c>), one method
+    /// at a time, until none is left or someone arms the monitor, whose signal then ends the wait that follows at once.
+    /// So a stall that begins meanwhile waits for one compilation at most (about a millisecond), where the first stall
+    /// used to compile the monitor's whole judgement and injection before its first thread.
+    /// </summary>
+    private void PrepareRarePathsWhileQuiet()
+    {
+        while (!_rarePathsPrepared && _monitorArmed == 0)
+        {
+            _rarePathsPrepared = !_prepareRarePath();
         }
     }
 

@@ -106,6 +106,52 @@ public sealed class RarePathTests
     }
 
     [Fact]
+    public void EveryRarePathIsCompiledAheadWhileAPoolIsQuiet()
+    {
+        // Every method of the library that carries the mark, wherever it lives (nested and generic types included),
+        // but for generic methods: their code depends on type arguments that only their callers know...
+        var marked = new SortedSet<string>(System.StringComparer.Ordinal);
+        foreach (TypeDefinition type in AllTypes(LibraryModel.Spindle.Module.Types))
+        {
+            foreach (MethodDefinition method in type.Methods)
+            {
+                if ((method.ImplAttributes & MethodImplAttributes.AggressiveOptimization) != 0 && !method.IsAbstract
+                    && !method.HasGenericParameters)
+                {
+                    marked.Add($"{type.FullName.Replace('/', '+')}.{method.Name}/{method.Parameters.Count}");
+                }
+            }
+        }
+        // ...is in the list that the stall monitors compile ahead.
+        var listed = new SortedSet<string>(System.StringComparer.Ordinal);
+        foreach (Spindle.Primitives.PreparedMethod prepared in RarePathWarmUp.ListRarePaths())
+        {
+            System.Type declaring = prepared.Method.DeclaringType!;
+            if (declaring.IsConstructedGenericType)
+            {
+                declaring = declaring.GetGenericTypeDefinition();
+            }
+            listed.Add($"{declaring.FullName}.{prepared.Method.Name}/{prepared.Method.GetParameters().Length}");
+        }
+        Assert.True(marked.Count > 0, "No marked method found in the library.");
+        Assert.True(marked.SetEquals(listed),
+            "Marked but not compiled ahead (add their type to RarePathWarmUp.ListRarePaths): " + string.Join(", ", marked.Except(listed))
+            + "; listed but not marked: " + string.Join(", ", listed.Except(marked)));
+    }
+
+    private static IEnumerable<TypeDefinition> AllTypes(IEnumerable<TypeDefinition> types)
+    {
+        foreach (TypeDefinition type in types)
+        {
+            yield return type;
+            foreach (TypeDefinition nested in AllTypes(type.NestedTypes))
+            {
+                yield return nested;
+            }
+        }
+    }
+
+    [Fact]
     public void TheMarkIsTheRuntimesAggressiveOptimisation()
     {
         // The library's constant is what the runtime reads: a rare path marked with anything else would still tier up.

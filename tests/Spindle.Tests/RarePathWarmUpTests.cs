@@ -1,0 +1,33 @@
+using System.Runtime.CompilerServices;
+using System.Threading;
+using Xunit;
+
+namespace Spindle.Tests;
+
+/// <summary>
+/// The pool's rare paths are compiled ahead of their first call while a pool is quiet: the stall monitor, once it has
+/// nothing to watch, compiles them one at a time before it sleeps (process-wide: compiled code is shared by every pool).
+/// </summary>
+public sealed class RarePathWarmUpTests
+{
+    [Fact]
+    public void APoolThatGoesQuietCompilesEveryRarePathAhead()
+    {
+        Assert.True(RuntimeFeature.IsDynamicCodeCompiled, "The tests run on the JIT.");
+        int listed = RarePathWarmUp.ListRarePaths().Count;
+        Assert.True(listed > 0, "No rare path listed.");
+        // One worker busy with an item leaves nobody parked: the monitor watches, then goes quiet once the item is done.
+        using var pool = new WorkerPool(new WorkerPoolOptions { Name = "warm-up", MinThreads = 1, MaxThreads = 1 });
+        using var done = new ManualResetEventSlim();
+        pool.UnsafeQueueUserWorkItem(_ =>
+        {
+            Thread.Sleep(30);
+            done.Set();
+        }, null);
+        Waits.For(done, "the item");
+        Waits.Until(() => RarePathWarmUp.PreparedCount == listed, $"all {listed} rare paths compiled ahead (so far {RarePathWarmUp.PreparedCount})");
+        // Nothing is left: every later call says so at once, and compiles nothing more.
+        Assert.False(RarePathWarmUp.PrepareNext());
+        Assert.Equal(listed, RarePathWarmUp.PreparedCount);
+    }
+}
