@@ -17,8 +17,9 @@ namespace Spindle;
 /// </summary>
 /// <remarks>
 /// Measured on 2 cores, 200 items of a 100 ms sleep queued after a warm-up that started no thread (interleaved children
-/// of the comparison program, 4 pairs): complete 165-179 ms without, 151-159 ms with; a harness of the same burst under
-/// the runtime's default tiering read 16-22 ms of compilation during the burst without, 5-9 ms with.
+/// of the comparison program, 8 pairs): complete 150-190 ms (median 165) without, 148-164 ms (median 153) with; a
+/// harness of the same burst under the runtime's default tiering read 16-22 ms of compilation during the burst
+/// without, 5-9 ms with.
 /// </remarks>
 internal static class RarePathWarmUp
 {
