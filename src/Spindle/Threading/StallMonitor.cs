@@ -132,7 +132,7 @@ internal sealed partial class StallMonitor : IStallWatch
     /// <summary>
     /// A monitor for the pool of <paramref name="options"/>, <paramref name="scheduler"/>, <paramref name="idle"/> and
     /// <paramref name="threads"/>; <paramref name="prepareRarePath"/> compiles the next of the rare paths ahead of its
-    /// first call, false when none is left (see <see cref="PrepareRarePathsWhileQuiet"/>).
+    /// first call, false when none is left (see PrepareRarePathsWhileQuiet).
     /// </summary>
     public StallMonitor(WorkerPoolOptions options, Scheduler scheduler, IdleCoordinator idle, ThreadController threads, Func<bool> prepareRarePath)
     {
@@ -251,8 +251,10 @@ internal sealed partial class StallMonitor : IStallWatch
                 Interlocked.MemoryBarrier();
                 if (IsQuiet())
                 {
-                    PrepareRarePathsWhileQuiet();
-                    _monitorBlocker.Wait();
+                    if (_rarePathsPrepared || !PrepareRarePathsWhileQuiet())
+                    {
+                        _monitorBlocker.Wait();
+                    }
                     interval = MonitorTickMs;
                     _quietSince = Stopwatch.GetTimestamp();
                     ResetProgress(_quietSince);
@@ -262,20 +264,6 @@ internal sealed partial class StallMonitor : IStallWatch
             }
             interval = urgent ? MonitorTickMs : Math.Min(interval * 2, MaxTickMs);
             _monitorBlocker.Wait(interval);
-        }
-    }
-
-    /// <summary>
-    /// The pool is quiet and the monitor disarmed: compiles the rare paths ahead (see <c>RarePathWarmUp</c>), one method
-    /// at a time, until none is left or someone arms the monitor, whose signal then ends the wait that follows at once.
-    /// So a stall that begins meanwhile waits for one compilation at most (about a millisecond), where the first stall
-    /// used to compile the monitor's whole judgement and injection before its first thread.
-    /// </summary>
-    private void PrepareRarePathsWhileQuiet()
-    {
-        while (!_rarePathsPrepared && _monitorArmed == 0)
-        {
-            _rarePathsPrepared = !_prepareRarePath();
         }
     }
 
