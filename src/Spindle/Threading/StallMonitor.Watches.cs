@@ -30,38 +30,48 @@ internal sealed partial class StallMonitor
         }
     }
 
-    /// <summary>How long the pool must stay quiet, with a core idle, before the monitor compiles the rare paths ahead.</summary>
+    /// <summary>How long the pool must stay quiet, with a core idle, before the monitor compiles some rare paths ahead.</summary>
     internal const int PrepareAfterQuietMs = 10;
 
+    /// <summary>How many rare paths the monitor compiles ahead after each such look (a few milliseconds of compilation).</summary>
+    internal const int RarePathsPerQuietLook = 8;
+
     /// <summary>
-    /// The pool is quiet and the monitor disarmed: once it has stayed so for <see cref="PrepareAfterQuietMs"/> with at
-    /// least one core idle (<see cref="IsSaturated"/> false over that time), compiles the rare paths ahead (see
-    /// <c>RarePathWarmUp</c>), one method at a time, until none is left, someone arms the monitor (whose signal then
-    /// ends the wait that follows at once) or the pool stops (a shutdown joins this thread). So a stall that begins
-    /// meanwhile waits for one compilation at most (about a millisecond), where the first stall used to compile the
-    /// monitor's whole judgement and injection first; and a process whose cores are busy with other work (a cold
-    /// process's long-running items, say) is left alone until a later quiet spell. Returns whether the blocker was
-    /// signalled during the wait (the monitor is armed again: no wait may follow).
+    /// The pool is quiet and the monitor disarmed: each time it has stayed so for <see cref="PrepareAfterQuietMs"/> with
+    /// at least one core of the process idle over that time (<see cref="IsSaturated"/> false), compiles the next
+    /// <see cref="RarePathsPerQuietLook"/> rare paths ahead (see <c>RarePathWarmUp</c>), one method at a time, until none
+    /// is left, someone arms the monitor (whose signal then ends the wait that follows at once) or the pool stops (a
+    /// shutdown joins this thread). So a stall that begins meanwhile waits for one compilation at most (about a
+    /// millisecond), where the first stall used to compile the monitor's whole judgement and injection first; and work
+    /// that keeps the cores busy outside the workers (a cold process's long-running items starting, say) is not made
+    /// to share them with the compiler: the compilation waits for a later quiet spell. Returns whether the blocker was
+    /// signalled during a wait (the monitor is armed again: no wait may follow).
     /// </summary>
     [MethodImpl(RarePath.Compile)]
     private bool PrepareRarePathsWhileQuiet()
     {
-        TimeSpan cpuBefore = Environment.CpuUsage.TotalTime;
-        long from = Stopwatch.GetTimestamp();
-        if (_monitorBlocker.Wait(PrepareAfterQuietMs))
+        while (true)
         {
-            return true;
+            TimeSpan cpuBefore = Environment.CpuUsage.TotalTime;
+            long from = Stopwatch.GetTimestamp();
+            if (_monitorBlocker.Wait(PrepareAfterQuietMs))
+            {
+                return true;
+            }
+            double windowMs = Stopwatch.GetElapsedTime(from).TotalMilliseconds;
+            if (IsSaturated((Environment.CpuUsage.TotalTime - cpuBefore).TotalMilliseconds, windowMs, Environment.ProcessorCount))
+            {
+                return false;
+            }
+            for (int i = 0; i < RarePathsPerQuietLook; i++)
+            {
+                if (_rarePathsPrepared || _monitorArmed != 0 || _threads.HasStopped)
+                {
+                    return false;
+                }
+                _rarePathsPrepared = !_prepareRarePath();
+            }
         }
-        double windowMs = Stopwatch.GetElapsedTime(from).TotalMilliseconds;
-        if (IsSaturated((Environment.CpuUsage.TotalTime - cpuBefore).TotalMilliseconds, windowMs, Environment.ProcessorCount))
-        {
-            return false;
-        }
-        while (!_rarePathsPrepared && _monitorArmed == 0 && !_threads.HasStopped)
-        {
-            _rarePathsPrepared = !_prepareRarePath();
-        }
-        return false;
     }
 
     /// <summary>
