@@ -16,10 +16,9 @@ namespace Spindle;
 /// code is shared by every pool.
 /// </summary>
 /// <remarks>
-/// Measured on 2 cores, 200 items of a 100 ms sleep queued after a warm-up that started no thread (interleaved children
-/// of the comparison program, 8 pairs): complete 150-190 ms (median 165) without, 148-164 ms (median 153) with; a
-/// harness of the same burst under the runtime's default tiering read 16-22 ms of compilation during the burst
-/// without, 5-9 ms with.
+/// Measured on 2 cores, 200 items of a 100 ms sleep queued after a warm-up that started no thread and a quiet pause:
+/// 16-22 ms of compilation during the burst without, 5.0-5.7 ms with (the rest is the runtime's own thread-start
+/// code), complete 126.5-131.0 ms with, against 122-127 ms for a thread per item started by the producer.
 /// </remarks>
 internal static class RarePathWarmUp
 {
