@@ -26,7 +26,7 @@ internal static class RarePathWarmUp
     private static Queue<PreparedMethod>? s_pending; // listed at the first call; null before
     private static int s_prepared;
 
-    /// <summary>How many methods have been compiled ahead so far (in this process).</summary>
+    /// <summary>How many listed methods have been handed to the runtime to compile ahead so far (in this process).</summary>
     public static int PreparedCount => Volatile.Read(ref s_prepared);
 
     /// <summary>
